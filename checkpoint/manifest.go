@@ -1,0 +1,96 @@
+package checkpoint
+
+import (
+	"slices"
+	"time"
+)
+
+// StateHandle locates one subtask's snapshot in a Store and says how to
+// verify it (invariant I9).
+type StateHandle struct {
+	// Key is the store's name for the data.
+	Key string `json:"key"`
+	// Size is the length of the data in bytes.
+	Size int64 `json:"size"`
+	// CRC32C is the Castagnoli CRC-32 of the data.
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// SubtaskStats are one subtask's figures for one checkpoint, as Flink
+// reports them.
+type SubtaskStats struct {
+	// StartDelay is from the trigger to the first barrier at the subtask.
+	StartDelay time.Duration `json:"start_delay"`
+	// Alignment is from the first barrier to the snapshot.
+	Alignment time.Duration `json:"alignment"`
+	// BufferedRecords and BufferedBytes were held back on blocked channels
+	// during alignment; bytes are estimated from the records' keys and
+	// fixed-size fields.
+	BufferedRecords int64 `json:"buffered_records"`
+	BufferedBytes   int64 `json:"buffered_bytes"`
+	// Sync and Async are the durations of the snapshot's two phases.
+	Sync  time.Duration `json:"sync"`
+	Async time.Duration `json:"async"`
+	// StateSize is the size of the stored snapshot in bytes.
+	StateSize int64 `json:"state_size"`
+}
+
+// Ack is a subtask's acknowledgement that its snapshot for a checkpoint is
+// durable.
+type Ack struct {
+	Task TaskID `json:"task"`
+	ID   uint64 `json:"id"`
+	// State is where the snapshot is stored.
+	State StateHandle `json:"state"`
+	// Source is set by source subtasks: Offset is where to resume reading.
+	Source bool   `json:"source,omitempty"`
+	Offset uint64 `json:"offset,omitempty"`
+	// Watermark is the subtask's watermark at the snapshot.
+	Watermark int64        `json:"watermark"`
+	Stats     SubtaskStats `json:"stats"`
+}
+
+// Manifest describes a checkpoint: everything a restore needs to find and
+// verify its state. Its completion record is the durable proof that the
+// checkpoint is complete.
+type Manifest struct {
+	ID   uint64 `json:"id"`
+	Mode Mode   `json:"mode"`
+	// Triggered is the trigger time on the job's monotonic clock, and
+	// Duration the time from trigger to the last acknowledgement.
+	Triggered time.Duration `json:"triggered"`
+	Duration  time.Duration `json:"duration"`
+	// Subtasks holds every subtask's acknowledgement, sorted by task.
+	Subtasks []Ack `json:"subtasks"`
+}
+
+// Subtask returns the acknowledgement of task, or nil.
+func (m *Manifest) Subtask(task TaskID) *Ack {
+	i, ok := slices.BinarySearchFunc(m.Subtasks, task, func(a Ack, t TaskID) int { return a.Task.Compare(t) })
+	if !ok {
+		return nil
+	}
+	return &m.Subtasks[i]
+}
+
+// Summary is a checkpoint's figures at a glance: the largest of each duration
+// among its subtasks, and its total size.
+type Summary struct {
+	StartDelay, Alignment, Sync, Async time.Duration
+	BufferedRecords                    int64
+	StateSize                          int64
+}
+
+// Summary computes m's Summary.
+func (m *Manifest) Summary() Summary {
+	var s Summary
+	for _, a := range m.Subtasks {
+		s.StartDelay = max(s.StartDelay, a.Stats.StartDelay)
+		s.Alignment = max(s.Alignment, a.Stats.Alignment)
+		s.Sync = max(s.Sync, a.Stats.Sync)
+		s.Async = max(s.Async, a.Stats.Async)
+		s.BufferedRecords += a.Stats.BufferedRecords
+		s.StateSize += a.Stats.StateSize
+	}
+	return s
+}

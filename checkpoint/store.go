@@ -1,0 +1,156 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+)
+
+// Store keeps checkpoints. Implementations are safe for concurrent use: the
+// coordinator's loop and the subtasks' asynchronous snapshot writers call
+// them at the same time.
+type Store interface {
+	// LastID returns the highest checkpoint id ever issued, 0 if none.
+	LastID() (uint64, error)
+	// SaveLastID durably records that id has been issued. It never lowers
+	// the stored value.
+	SaveLastID(id uint64) error
+	// PutState durably stores one subtask's snapshot for checkpoint id.
+	PutState(id uint64, task TaskID, data []byte) (StateHandle, error)
+	// ReadState returns the data behind h after verifying its size and
+	// checksum; a mismatch is an error wrapping ErrCorrupt.
+	ReadState(h StateHandle) ([]byte, error)
+	// Complete durably writes m's completion record. m is complete once it
+	// returns nil, and not before (invariant I4).
+	Complete(m *Manifest) error
+	// Discard removes what is stored for checkpoint id, which did not
+	// complete.
+	Discard(id uint64) error
+	// Completed returns the manifests of the retained completed
+	// checkpoints, newest first.
+	Completed() ([]*Manifest, error)
+}
+
+// ErrCorrupt is wrapped by errors about stored data that fails verification.
+var ErrCorrupt = errors.New("checkpoint data failed verification")
+
+// crcTable is the Castagnoli table used for every checksum in checkpoints.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC32C of data, as stored in a StateHandle.
+func Checksum(data []byte) uint32 { return crc32.Checksum(data, crcTable) }
+
+// Verify checks data against h.
+func Verify(h StateHandle, data []byte) error {
+	if int64(len(data)) != h.Size {
+		return fmt.Errorf("%w: %s is %d bytes, want %d", ErrCorrupt, h.Key, len(data), h.Size)
+	}
+	if sum := Checksum(data); sum != h.CRC32C {
+		return fmt.Errorf("%w: %s has checksum %08x, want %08x", ErrCorrupt, h.Key, sum, h.CRC32C)
+	}
+	return nil
+}
+
+// MemStore is a Store in memory, for tests and simulations. It retains the
+// newest Retain completed checkpoints (all if Retain is 0).
+type MemStore struct {
+	Retain int
+
+	mu        sync.Mutex
+	lastID    uint64
+	state     map[string][]byte
+	completed []*Manifest // newest first
+}
+
+// NewMemStore returns an empty MemStore that retains retain checkpoints.
+func NewMemStore(retain int) *MemStore {
+	return &MemStore{Retain: retain, state: make(map[string][]byte)}
+}
+
+func stateKey(id uint64, task TaskID) string { return fmt.Sprintf("%d/%s", id, task) }
+
+func (s *MemStore) LastID() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastID, nil
+}
+
+func (s *MemStore) SaveLastID(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastID = max(s.lastID, id)
+	return nil
+}
+
+func (s *MemStore) PutState(id uint64, task TaskID, data []byte) (StateHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := stateKey(id, task)
+	s.state[k] = slices.Clone(data)
+	return StateHandle{Key: k, Size: int64(len(data)), CRC32C: Checksum(data)}, nil
+}
+
+func (s *MemStore) ReadState(h StateHandle) ([]byte, error) {
+	s.mu.Lock()
+	data, ok := s.state[h.Key]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is missing", ErrCorrupt, h.Key)
+	}
+	if err := Verify(h, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+func (s *MemStore) Complete(m *Manifest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range m.Subtasks {
+		if _, ok := s.state[a.State.Key]; !ok {
+			return fmt.Errorf("checkpoint %d: state of %s was never stored", m.ID, a.Task)
+		}
+	}
+	s.completed = slices.Insert(s.completed, 0, m)
+	if s.Retain > 0 && len(s.completed) > s.Retain {
+		for _, old := range s.completed[s.Retain:] {
+			s.discardLocked(old.ID)
+		}
+		s.completed = s.completed[:s.Retain]
+	}
+	return nil
+}
+
+func (s *MemStore) Discard(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.discardLocked(id)
+	return nil
+}
+
+func (s *MemStore) discardLocked(id uint64) {
+	prefix := fmt.Sprintf("%d/", id)
+	for k := range s.state {
+		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+			delete(s.state, k)
+		}
+	}
+}
+
+func (s *MemStore) Completed() ([]*Manifest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.completed), nil
+}
+
+// Corrupt flips a bit of the stored data behind h, so tests can check that
+// restores verify before use.
+func (s *MemStore) Corrupt(h StateHandle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.state[h.Key]; len(d) > 0 {
+		d[len(d)/2] ^= 0x10
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/cairn-edge/cairn
+
+go 1.26.8

@@ -1,0 +1,185 @@
+package graph
+
+import (
+	"errors"
+	"math"
+)
+
+// MaxWatermark is the watermark that ends event time: it is emitted when all
+// inputs have ended, and fires every remaining timer.
+const MaxWatermark = math.MaxInt64
+
+// MinWatermark is the watermark before any has been seen.
+const MinWatermark = math.MinInt64
+
+// Operator is one step of a pipeline. The runtime creates one Operator per
+// subtask and calls its methods from a single goroutine, in this order:
+// Open; RestoreState if the job is restoring; then any number of
+// ProcessRecord, OnTimer, OnWatermark and SnapshotState calls; Close.
+//
+// An error returned by any method fails the job, with the operator and
+// subtask named in the cause.
+type Operator interface {
+	// Open prepares the subtask. Keyed state handles are created here, with
+	// ctx, which stays valid until Close.
+	Open(ctx *Context) error
+	// ProcessRecord handles one record from logical input input (0 for a
+	// single-input operator; 0 or 1 for a two-input one). r is valid only for
+	// the call: copy what must outlive it. The current key is r.Key.
+	ProcessRecord(input int, r *Record) error
+	// OnTimer handles an event-time timer registered for the current key that
+	// the watermark has passed.
+	OnTimer(timestamp int64) error
+	// OnWatermark is called after the timers up to wm have fired.
+	OnWatermark(wm int64) error
+	// SnapshotState returns the subtask's non-keyed state for checkpoint id.
+	// It runs in the synchronous phase of the snapshot, so it must be quick,
+	// and the bytes must not be modified afterwards. Keyed state and timers
+	// are snapshotted by the runtime and need no code here.
+	SnapshotState(checkpointID uint64) ([]byte, error)
+	// RestoreState hands back what SnapshotState returned, after Open and
+	// before the first record.
+	RestoreState(data []byte) error
+	// Close releases resources. It is called once, also when the job fails.
+	Close() error
+}
+
+// CheckpointListener is implemented by operators, typically sinks, that act
+// on the outcome of a checkpoint (invariant I4: only on completion).
+type CheckpointListener interface {
+	// CheckpointComplete says that checkpoint id and, by subsumption, every
+	// earlier one is complete. Notices may be lost, so it must cover all
+	// earlier ids too (invariant I7).
+	CheckpointComplete(id uint64) error
+	// CheckpointAborted says that checkpoint id will never complete.
+	CheckpointAborted(id uint64)
+}
+
+// BaseOperator gives an Operator's methods do-nothing defaults; embed it and
+// override what the operator needs.
+type BaseOperator struct{}
+
+func (BaseOperator) Open(*Context) error                  { return nil }
+func (BaseOperator) OnTimer(int64) error                  { return nil }
+func (BaseOperator) OnWatermark(int64) error              { return nil }
+func (BaseOperator) SnapshotState(uint64) ([]byte, error) { return nil, nil }
+func (BaseOperator) RestoreState([]byte) error            { return nil }
+func (BaseOperator) Close() error                         { return nil }
+
+// Source reads a replayable input. The runtime runs one Source per source
+// subtask, from a single goroutine.
+type Source interface {
+	// Open positions the source so that the next record read is the one at
+	// offset (0: the beginning).
+	Open(ctx *Context, offset uint64) error
+	// Read copies available records into buf and returns how many. It must
+	// not block for long: when nothing is available it returns 0 and the
+	// runtime waits on Ready. It returns io.EOF once the input has ended.
+	Read(buf []Record) (int, error)
+	// Offset is the position after the last record returned by Read. Opening
+	// at Offset resumes with the next record; checkpoints record it.
+	Offset() uint64
+	// Ready returns a channel that receives when Read may have records again,
+	// or nil if Read never returns 0 before io.EOF.
+	Ready() <-chan struct{}
+	// Close releases resources.
+	Close() error
+}
+
+// Output receives the records an operator emits. The runtime implements it;
+// the record is copied before Emit returns.
+type Output interface {
+	Emit(r *Record)
+}
+
+// TaskInfo identifies a subtask.
+type TaskInfo struct {
+	Operator       string
+	Subtask        int
+	Parallelism    int
+	MaxParallelism int
+}
+
+// ErrNoKey is the cause of a job failure when an operator used keyed state or
+// a keyed timer while processing a record without a key: its input is not
+// hash-partitioned.
+var ErrNoKey = errors.New("keyed state used without a current key (is the input hash-partitioned?)")
+
+// ErrForeignKey is the cause of a job failure when a record reached a subtask
+// that does not own its key group.
+var ErrForeignKey = errors.New("record's key belongs to another subtask's key groups")
+
+// Context is an operator's view of its subtask: identity, output, the current
+// key, keyed state, timers and the watermark. It is not safe for concurrent
+// use; it belongs to the subtask's goroutine.
+type Context struct {
+	info   TaskInfo
+	groups KeyGroupRange
+	out    Output
+
+	key      string
+	keyGroup int // index into groups, or -1 if not yet computed for key
+
+	tables  []keyedTable
+	pending map[string]map[int]*TableSnapshot // restored, awaiting registration
+
+	timers    timerHeap
+	watermark int64
+
+	err error // first keyed-access error; the runtime fails the job with it
+}
+
+// Info identifies the subtask.
+func (c *Context) Info() TaskInfo { return c.info }
+
+// KeyGroups is the range of key groups this subtask owns.
+func (c *Context) KeyGroups() KeyGroupRange { return c.groups }
+
+// Emit sends r downstream.
+func (c *Context) Emit(r *Record) { c.out.Emit(r) }
+
+// CurrentKey is the key of the record or timer being processed.
+func (c *Context) CurrentKey() string { return c.key }
+
+// Watermark is the subtask's current event-time watermark.
+func (c *Context) Watermark() int64 { return c.watermark }
+
+// RegisterEventTimer asks for OnTimer(timestamp) with the current key once
+// the watermark reaches timestamp. Registering the same key and timestamp
+// twice fires once.
+func (c *Context) RegisterEventTimer(timestamp int64) {
+	if c.groupIndex() < 0 {
+		return
+	}
+	c.timers.add(Timer{Key: c.key, Time: timestamp})
+}
+
+// DeleteEventTimer cancels a timer registered for the current key.
+func (c *Context) DeleteEventTimer(timestamp int64) {
+	c.timers.remove(Timer{Key: c.key, Time: timestamp})
+}
+
+// groupIndex returns the index of the current key's group in c.groups, or -1
+// after recording why there is none.
+func (c *Context) groupIndex() int {
+	if c.keyGroup >= 0 {
+		return c.keyGroup
+	}
+	if c.key == "" {
+		c.fail(ErrNoKey)
+		return -1
+	}
+	kg := KeyGroup(c.key, c.info.MaxParallelism)
+	if !c.groups.Contains(kg) {
+		c.fail(ErrForeignKey)
+		return -1
+	}
+	c.keyGroup = kg - c.groups.Start
+	return c.keyGroup
+}
+
+func (c *Context) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}

@@ -1,0 +1,114 @@
+package graph
+
+// TaskState is the runtime's side of a subtask's Context: it sets the current
+// key, advances the watermark and fires timers, and takes and restores
+// snapshots. Like Context it belongs to the subtask's goroutine.
+type TaskState struct {
+	ctx Context
+}
+
+// NewTaskState creates the state of subtask info, whose operator emits to
+// out. A zero MaxParallelism means DefaultMaxParallelism.
+func NewTaskState(info TaskInfo, out Output) *TaskState {
+	if info.MaxParallelism == 0 {
+		info.MaxParallelism = DefaultMaxParallelism
+	}
+	return &TaskState{ctx: Context{
+		info:      info,
+		groups:    KeyGroupRangeFor(info.Subtask, info.Parallelism, info.MaxParallelism),
+		out:       out,
+		keyGroup:  -1,
+		watermark: MinWatermark,
+	}}
+}
+
+// Context is the operator's view of this state.
+func (s *TaskState) Context() *Context { return &s.ctx }
+
+// SetKey makes key the current key.
+func (s *TaskState) SetKey(key string) {
+	if key != s.ctx.key {
+		s.ctx.key = key
+		s.ctx.keyGroup = -1
+	}
+}
+
+// Err returns the first misuse of keyed state (ErrNoKey, ErrForeignKey) since
+// the subtask started; the runtime fails the job with it.
+func (s *TaskState) Err() error { return s.ctx.err }
+
+// Watermark is the current watermark.
+func (s *TaskState) Watermark() int64 { return s.ctx.watermark }
+
+// AdvanceWatermark moves event time to wm if that is later than now: it
+// fires the timers up to wm in (time, key) order, then calls op.OnWatermark.
+// It reports whether the watermark moved.
+func (s *TaskState) AdvanceWatermark(wm int64, op Operator) (bool, error) {
+	if wm <= s.ctx.watermark {
+		return false, nil
+	}
+	s.ctx.watermark = wm
+	for {
+		t, ok := s.ctx.timers.popDue(wm)
+		if !ok {
+			break
+		}
+		s.SetKey(t.Key)
+		if err := op.OnTimer(t.Time); err != nil {
+			return true, err
+		}
+		if s.ctx.err != nil {
+			return true, s.ctx.err
+		}
+	}
+	return true, op.OnWatermark(wm)
+}
+
+// Freeze is the synchronous phase of a snapshot. It costs O(key groups +
+// timers), copies no keyed state, and returns a view that later processing
+// does not change. operator is what the operator's SnapshotState returned.
+func (s *TaskState) Freeze(operator []byte) *FrozenState {
+	f := &FrozenState{
+		operator:  operator,
+		watermark: s.ctx.watermark,
+		groups:    s.ctx.groups,
+		maxPar:    s.ctx.info.MaxParallelism,
+		timers:    s.ctx.timers.sorted(),
+	}
+	for _, t := range s.ctx.tables {
+		f.tables = append(f.tables, t.freeze())
+	}
+	return f
+}
+
+// Restore loads snapshots taken by one or more subtasks (several when the
+// parallelism changed) before the operator opens. Keyed state waits until the
+// operator registers it by name; timers and the watermark apply at once. The
+// watermark is the lowest among snaps, so no timer fires early.
+func (s *TaskState) Restore(snaps []*SubtaskSnapshot) {
+	for i, snap := range snaps {
+		if i == 0 || snap.Watermark < s.ctx.watermark {
+			s.ctx.watermark = snap.Watermark
+		}
+		for _, g := range snap.Groups {
+			if !s.ctx.groups.Contains(g.KeyGroup) {
+				continue
+			}
+			for ti := range g.Tables {
+				t := &g.Tables[ti]
+				if s.ctx.pending == nil {
+					s.ctx.pending = make(map[string]map[int]*TableSnapshot)
+				}
+				byGroup := s.ctx.pending[t.Name]
+				if byGroup == nil {
+					byGroup = make(map[int]*TableSnapshot)
+					s.ctx.pending[t.Name] = byGroup
+				}
+				byGroup[g.KeyGroup] = t
+			}
+			for _, t := range g.Timers {
+				s.ctx.timers.add(t)
+			}
+		}
+	}
+}

@@ -1,0 +1,616 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// Options configure a Job. Zero values mean the defaults noted.
+type Options struct {
+	// Checkpoints configures checkpointing; a zero Interval takes
+	// checkpoints only on request. The zero Config is invalid: start from
+	// checkpoint.DefaultConfig.
+	Checkpoints checkpoint.Config
+	// Store keeps checkpoints; default an in-memory store retaining 3.
+	Store checkpoint.Store
+	// Restore, if set, is the completed checkpoint to start from: state,
+	// timers and watermarks come back and sources resume at its offsets.
+	Restore *checkpoint.Manifest
+	// BatchSize is the most records per batch; default 256.
+	BatchSize int
+	// Linger is the longest a partial batch waits before it is sent;
+	// default 5 ms.
+	Linger time.Duration
+	// Credits is the number of batches in flight per channel; default 4.
+	Credits int
+	// Logger receives checkpoint and failure messages; default slog.Default.
+	Logger *slog.Logger
+	// OnComplete and OnAbort, if set, are called from the coordinator's
+	// goroutine after a checkpoint completes or aborts. They must not block.
+	OnComplete func(*checkpoint.Manifest)
+	OnAbort    func(checkpoint.Abort)
+}
+
+func (o *Options) setDefaults() {
+	if o.Store == nil {
+		o.Store = checkpoint.NewMemStore(3)
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 256
+	}
+	if o.Linger <= 0 {
+		o.Linger = 5 * time.Millisecond
+	}
+	if o.Credits <= 0 {
+		o.Credits = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// delivery is a batch on its way to input channel ch of a subtask.
+type delivery struct {
+	ch    int
+	batch *graph.Batch
+}
+
+// chanLink is a link between goroutines, with credit-based flow control.
+type chanLink struct {
+	ch      int
+	credits chan struct{} // a token per batch in flight
+	mailbox chan delivery // the receiver's, shared by all its channels
+	done    <-chan struct{}
+	sender  *TaskMetrics
+}
+
+func (l *chanLink) send(b *graph.Batch) error {
+	select {
+	case l.credits <- struct{}{}:
+	default:
+		start := time.Now()
+		select {
+		case l.credits <- struct{}{}:
+		case <-l.done:
+			return errStopped
+		}
+		l.sender.BackpressureNanos.Add(int64(time.Since(start)))
+	}
+	l.mailbox <- delivery{ch: l.ch, batch: b} // has room: one slot per credit
+	return nil
+}
+
+// controlKind is a message from the coordinator to a subtask.
+type controlKind uint8
+
+const (
+	ctlTrigger controlKind = iota
+	ctlComplete
+	ctlAbort
+)
+
+type controlMsg struct {
+	kind    controlKind
+	barrier graph.Barrier
+	id      uint64
+}
+
+// controlQueue never blocks its sender: the coordinator must not wait on a
+// subtask stuck in backpressure.
+type controlQueue struct {
+	mu     sync.Mutex
+	items  []controlMsg
+	signal chan struct{}
+}
+
+func (q *controlQueue) push(m controlMsg) {
+	q.mu.Lock()
+	q.items = append(q.items, m)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *controlQueue) drain() []controlMsg {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}
+
+type declineMsg struct {
+	task   checkpoint.TaskID
+	id     uint64
+	reason string
+}
+
+type finalizeResult struct {
+	id  uint64
+	err error
+}
+
+// Job runs a topology with goroutines. Create it with New, run it once with
+// Run.
+type Job struct {
+	opts  Options
+	plan  *plan
+	start time.Time
+	pool  sync.Pool
+
+	mailboxes []chan delivery
+	inbound   [][]*chanLink // per task, per input channel
+	controls  []*controlQueue
+
+	acks      chan checkpoint.Ack
+	declines  chan declineMsg
+	finished  chan checkpoint.TaskID
+	requests  chan chan uint64
+	finalized chan finalizeResult
+
+	done     chan struct{}
+	stopOnce sync.Once
+	errMu    sync.Mutex
+	err      error
+	async    sync.WaitGroup // asynchronous snapshot phases and store writes
+}
+
+// New prepares topo to run. It checks the options; state is restored when
+// Run starts.
+func New(topo *graph.Topology, opts Options) (*Job, error) {
+	opts.setDefaults()
+	if err := opts.Checkpoints.Validate(); err != nil {
+		return nil, err
+	}
+	j := &Job{
+		opts:      opts,
+		acks:      make(chan checkpoint.Ack, 64),
+		declines:  make(chan declineMsg, 64),
+		finished:  make(chan checkpoint.TaskID, 64),
+		requests:  make(chan chan uint64),
+		finalized: make(chan finalizeResult, 1),
+		done:      make(chan struct{}),
+	}
+	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
+	j.plan = build(topo, opts.Checkpoints.Mode, opts.BatchSize, j)
+	n := len(j.plan.tasks)
+	j.mailboxes = make([]chan delivery, n)
+	j.inbound = make([][]*chanLink, n)
+	j.controls = make([]*controlQueue, n)
+	for i, ins := range j.plan.inputs {
+		j.mailboxes[i] = make(chan delivery, len(ins)*opts.Credits)
+		j.inbound[i] = make([]*chanLink, len(ins))
+		j.controls[i] = &controlQueue{signal: make(chan struct{}, 1)}
+	}
+	j.plan.connect(func(from *task, to, ch int) link {
+		l := &chanLink{ch: ch, credits: make(chan struct{}, opts.Credits), mailbox: j.mailboxes[to], done: j.done, sender: from.metrics}
+		j.inbound[to][ch] = l
+		return l
+	})
+	return j, nil
+}
+
+// env implementation.
+
+func (j *Job) now() time.Duration { return time.Since(j.start) }
+
+func (j *Job) newBatch() *graph.Batch { return j.pool.Get().(*graph.Batch) }
+
+func (j *Job) recycle(b *graph.Batch) {
+	b.Reset()
+	j.pool.Put(b)
+}
+
+func (j *Job) decline(t *task, id uint64, reason string) {
+	select {
+	case j.declines <- declineMsg{task: t.id, id: id, reason: reason}:
+	case <-j.done:
+	}
+}
+
+// snapshot runs the asynchronous phase on its own goroutine: encode, store
+// durably, then acknowledge.
+func (j *Job) snapshot(t *task, req snapshotRequest) {
+	j.async.Add(1)
+	go func() {
+		defer j.async.Done()
+		start := time.Now()
+		data := req.frozen.Encode()
+		h, err := j.opts.Store.PutState(req.id, t.id, data)
+		if err != nil {
+			j.decline(t, req.id, "storing snapshot: "+err.Error())
+			return
+		}
+		ack := req.ack
+		ack.State = h
+		ack.Stats.Async = time.Since(start)
+		ack.Stats.StateSize = h.Size
+		select {
+		case j.acks <- ack:
+		case <-j.done:
+		}
+	}()
+}
+
+// Run restores state if asked, runs the job until every subtask has
+// finished, ctx is done, or the job fails, and returns the first failure
+// (nil when the input ended or ctx was cancelled).
+func (j *Job) Run(ctx context.Context) error {
+	j.start = time.Now()
+	if err := j.plan.open(j.opts.Restore, j.opts.Store); err != nil {
+		j.closeAll()
+		return err
+	}
+	lastID, err := j.opts.Store.LastID()
+	if err != nil {
+		j.closeAll()
+		return fmt.Errorf("reading the checkpoint id counter: %w", err)
+	}
+	var tasks []checkpoint.TaskID
+	for _, t := range j.plan.tasks {
+		tasks = append(tasks, t.id)
+	}
+	coord, err := checkpoint.NewCoordinator(j.opts.Checkpoints, tasks, lastID)
+	if err != nil {
+		j.closeAll()
+		return err
+	}
+
+	var running sync.WaitGroup
+	for i, t := range j.plan.tasks {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			j.runTask(i, t)
+		}()
+	}
+	allDone := make(chan struct{})
+	go func() {
+		running.Wait()
+		close(allDone)
+	}()
+	coordDone := make(chan struct{})
+	go func() {
+		defer close(coordDone)
+		j.coordinate(coord)
+	}()
+
+	select {
+	case <-allDone:
+	case <-ctx.Done():
+	case <-j.done:
+	}
+	j.stop(nil)
+	<-allDone
+	<-coordDone
+	j.async.Wait()
+	j.errMu.Lock()
+	defer j.errMu.Unlock()
+	return j.err
+}
+
+// TriggerCheckpoint starts a checkpoint now and returns its id. It fails
+// when the job is not running or a subtask has finished.
+func (j *Job) TriggerCheckpoint(ctx context.Context) (uint64, error) {
+	reply := make(chan uint64, 1)
+	select {
+	case j.requests <- reply:
+	case <-j.done:
+		return 0, errStopped
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if id := <-reply; id != 0 {
+		return id, nil
+	}
+	return 0, errors.New("no checkpoint can be taken: a subtask has finished or the job failed")
+}
+
+// Metrics returns the live counters of every subtask.
+func (j *Job) Metrics() map[checkpoint.TaskID]*TaskMetrics {
+	m := make(map[checkpoint.TaskID]*TaskMetrics, len(j.plan.tasks))
+	for _, t := range j.plan.tasks {
+		m[t.id] = t.metrics
+	}
+	return m
+}
+
+// stop ends the job, recording err as its failure if it is the first.
+func (j *Job) stop(err error) {
+	if err != nil {
+		j.errMu.Lock()
+		if j.err == nil {
+			j.err = err
+			j.opts.Logger.Error("job failed", "err", err)
+		}
+		j.errMu.Unlock()
+	}
+	j.stopOnce.Do(func() { close(j.done) })
+}
+
+func (j *Job) closeAll() {
+	for _, t := range j.plan.tasks {
+		t.close()
+	}
+}
+
+// close releases the subtask's operator or source, if it was opened.
+func (t *task) close() {
+	var err error
+	switch {
+	case t.op != nil:
+		err = t.op.Close()
+	case t.src != nil:
+		err = t.src.Close()
+	}
+	if err != nil {
+		slog.Default().Warn("closing subtask", "task", t.id.String(), "err", err)
+	}
+}
+
+// runTask is the goroutine of one subtask.
+func (j *Job) runTask(i int, t *task) {
+	defer t.close()
+	defer func() {
+		if r := recover(); r != nil {
+			j.stop(fmt.Errorf("%s: panic: %v\n%s", t.id, r, debug.Stack()))
+		}
+	}()
+	var err error
+	if t.src != nil {
+		err = j.runSource(i, t)
+	} else {
+		err = j.runOperator(i, t)
+	}
+	if errors.Is(err, errStopped) {
+		return
+	}
+	if err != nil {
+		j.stop(err)
+		return
+	}
+	if t.finished {
+		select {
+		case j.finished <- t.id:
+		case <-j.done:
+		}
+	}
+}
+
+func (j *Job) runSource(i int, t *task) error {
+	ctl := j.controls[i]
+	buf := make([]graph.Record, j.opts.BatchSize)
+	for !t.finished {
+		select {
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-j.done:
+			return errStopped
+		default:
+		}
+		had, err := t.readSource(buf)
+		if err != nil {
+			return err
+		}
+		if had || t.finished {
+			continue
+		}
+		t.flushAll()
+		if t.err != nil {
+			return t.err
+		}
+		select {
+		case <-t.src.Ready():
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-j.done:
+			return errStopped
+		}
+	}
+	return nil
+}
+
+func (j *Job) runOperator(i int, t *task) error {
+	mailbox, in, ctl := j.mailboxes[i], j.inbound[i], j.controls[i]
+	stash := make([][]*graph.Batch, len(in)) // per blocked channel, in order
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
+	armed := false
+	for !t.finished {
+		if err := j.drainStash(t, stash); err != nil {
+			return err
+		}
+		if t.finished {
+			break
+		}
+		if !armed && t.hasPartial() {
+			linger.Reset(j.opts.Linger)
+			armed = true
+		}
+		select {
+		case d := <-mailbox:
+			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 {
+				stash[d.ch] = append(stash[d.ch], d.batch)
+				t.noteBuffered(d.batch)
+				continue
+			}
+			if err := j.deliver(t, d.ch, d.batch); err != nil {
+				return err
+			}
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-linger.C:
+			armed = false
+			t.flushAll()
+			if t.err != nil {
+				return t.err
+			}
+		case <-j.done:
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// deliver processes a batch, then returns its credit and recycles it.
+func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
+	err := t.process(ch, b)
+	<-j.inbound[t.index][ch].credits
+	j.recycle(b)
+	return err
+}
+
+// drainStash processes held-back batches of channels that are no longer
+// blocked, oldest first, until none is left or all are blocked again.
+func (j *Job) drainStash(t *task, stash [][]*graph.Batch) error {
+	for progress := true; progress; {
+		progress = false
+		for ch, q := range stash {
+			if len(q) == 0 || t.handler.Blocked(ch) {
+				continue
+			}
+			b := q[0]
+			stash[ch] = q[1:]
+			if err := j.deliver(t, ch, b); err != nil {
+				return err
+			}
+			progress = true
+		}
+	}
+	return nil
+}
+
+func (j *Job) handleControl(t *task, q *controlQueue) error {
+	for _, m := range q.drain() {
+		var err error
+		switch m.kind {
+		case ctlTrigger:
+			err = t.trigger(m.barrier)
+		case ctlComplete:
+			err = t.completed(m.id)
+		case ctlAbort:
+			err = t.aborted(m.id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// coordinate is the coordinator's event loop: the only goroutine that
+// touches coord.
+func (j *Job) coordinate(coord *checkpoint.Coordinator) {
+	tick := time.NewTicker(tickPeriod(j.opts.Checkpoints))
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case a := <-j.acks:
+			coord.Tick(j.now())
+			coord.Acknowledge(a)
+		case d := <-j.declines:
+			coord.Tick(j.now())
+			coord.Decline(d.task, d.id, d.reason)
+		case id := <-j.finished:
+			coord.TaskFinished(id)
+		case reply := <-j.requests:
+			coord.Tick(j.now())
+			reply <- coord.RequestCheckpoint()
+		case f := <-j.finalized:
+			coord.Tick(j.now())
+			coord.Finalized(f.id, f.err)
+		case <-j.done:
+			return
+		}
+		coord.Tick(j.now())
+		for coord.HasReady() {
+			j.apply(coord, coord.Ready())
+		}
+	}
+}
+
+// tickPeriod is how often the coordinator looks at the clock: a tenth of the
+// interval, between 1 ms and 100 ms.
+func tickPeriod(c checkpoint.Config) time.Duration {
+	if c.Interval == 0 {
+		return 100 * time.Millisecond
+	}
+	return min(max(c.Interval/10, time.Millisecond), 100*time.Millisecond)
+}
+
+// apply carries out a Ready in order.
+func (j *Job) apply(coord *checkpoint.Coordinator, rd checkpoint.Ready) {
+	store, log := j.opts.Store, j.opts.Logger
+	if rd.LastID != 0 {
+		if err := store.SaveLastID(rd.LastID); err != nil {
+			for _, tr := range rd.Triggers {
+				coord.TriggerFailed(tr.Barrier.ID, "persisting the checkpoint id: "+err.Error())
+			}
+			rd.Triggers = nil
+		}
+	}
+	for _, tr := range rd.Triggers {
+		for i, t := range j.plan.tasks {
+			if t.node.IsSource() {
+				j.controls[i].push(controlMsg{kind: ctlTrigger, barrier: tr.Barrier})
+			}
+		}
+	}
+	if m := rd.Finalize; m != nil {
+		j.async.Add(1)
+		go func() {
+			defer j.async.Done()
+			err := store.Complete(m)
+			select {
+			case j.finalized <- finalizeResult{id: m.ID, err: err}:
+			case <-j.done:
+			}
+		}()
+	}
+	for _, m := range rd.Completed {
+		log.Debug("checkpoint complete", "id", m.ID, "duration", m.Duration)
+		for _, q := range j.controls {
+			q.push(controlMsg{kind: ctlComplete, id: m.ID})
+		}
+		if j.opts.OnComplete != nil {
+			j.opts.OnComplete(m)
+		}
+	}
+	for _, a := range rd.Aborted {
+		log.Info("checkpoint aborted", "id", a.ID, "reason", a.Reason.String(), "cause", a.Cause)
+		for _, q := range j.controls {
+			q.push(controlMsg{kind: ctlAbort, id: a.ID})
+		}
+		j.async.Add(1)
+		go func() {
+			defer j.async.Done()
+			if err := store.Discard(a.ID); err != nil {
+				log.Warn("discarding aborted checkpoint", "id", a.ID, "err", err)
+			}
+		}()
+		if j.opts.OnAbort != nil {
+			j.opts.OnAbort(a)
+		}
+	}
+	if rd.Failed != nil {
+		j.stop(rd.Failed)
+	}
+}

@@ -1,0 +1,245 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// latestSink records the last Value seen per key.
+type latestSink struct {
+	graph.BaseOperator
+	mu   sync.Mutex
+	last map[string]float64
+}
+
+func (s *latestSink) ProcessRecord(_ int, r *graph.Record) error {
+	s.mu.Lock()
+	s.last[r.Key] = r.Value
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *latestSink) snapshot() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]float64, len(s.last))
+	for k, v := range s.last {
+		out[k] = v
+	}
+	return out
+}
+
+func keyedRecords(n, keys int) []graph.Record {
+	recs := make([]graph.Record, n)
+	for i := range recs {
+		recs[i] = graph.Record{Key: fmt.Sprintf("k%03d", i%keys), Value: 1, Time: int64(i)}
+	}
+	return recs
+}
+
+func expectedCounts(recs []graph.Record) map[string]float64 {
+	want := make(map[string]float64)
+	for _, r := range recs {
+		want[r.Key]++
+	}
+	return want
+}
+
+// countTopology is source(2) -hash-> count(2) -forward-> sink(2), with all
+// sink subtasks writing into sink.
+func countTopology(t *testing.T, src func(int) graph.Source, sink *latestSink) *graph.Topology {
+	t.Helper()
+	var b graph.Builder
+	s := b.Source("src", 2, src)
+	c := b.Operator("count", 2, graph.Count(), []graph.Input{graph.In(s, graph.Hash(nil))})
+	b.Operator("sink", 2, func(int) graph.Operator { return sink }, []graph.Input{graph.In(c, graph.Forward())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func equalCounts(t *testing.T, got, want map[string]float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d keys, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("key %s: count %v, want %v", k, got[k], w)
+		}
+	}
+}
+
+func TestJobCountsEveryRecordOnce(t *testing.T) {
+	recs := keyedRecords(50_000, 100)
+	sink := &latestSink{last: map[string]float64{}}
+	cfg := checkpoint.DefaultConfig()
+	cfg.Interval = 5 * time.Millisecond
+	job, err := New(countTopology(t, graph.SliceSource(recs), sink), Options{Checkpoints: cfg, BatchSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, sink.snapshot(), expectedCounts(recs))
+}
+
+// gatedSource reads its slice until it reaches gate, then waits until the
+// gate is opened.
+type gatedSource struct {
+	records      []graph.Record
+	next, stride int
+	gate         int
+	open         chan struct{}
+}
+
+func (s *gatedSource) Open(ctx *graph.Context, offset uint64) error {
+	s.stride = ctx.Info().Parallelism
+	s.next = ctx.Info().Subtask + int(offset)*s.stride
+	return nil
+}
+
+func (s *gatedSource) Read(buf []graph.Record) (int, error) {
+	n := 0
+	for n < len(buf) && s.next < len(s.records) {
+		if s.next >= s.gate {
+			select {
+			case <-s.open:
+			default:
+				return n, nil
+			}
+		}
+		buf[n] = s.records[s.next]
+		s.next += s.stride
+		n++
+	}
+	if n == 0 && s.next >= len(s.records) {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (s *gatedSource) Offset() uint64         { return uint64(s.next / s.stride) }
+func (s *gatedSource) Ready() <-chan struct{} { return s.open }
+func (s *gatedSource) Close() error           { return nil }
+
+// TestJobRestoresFromCheckpoint stops a job after a checkpoint that covers
+// part of the input, restarts from it, and checks that the counts equal a
+// failure-free run's: state came back and sources resumed at their offsets.
+func TestJobRestoresFromCheckpoint(t *testing.T) {
+	recs := keyedRecords(20_000, 50)
+	store := checkpoint.NewMemStore(3)
+	first := &latestSink{last: map[string]float64{}}
+	gate := make(chan struct{})
+	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 10_000, open: gate} }
+	cfg := checkpoint.DefaultConfig()
+	cfg.Interval = 0
+	completed := make(chan *checkpoint.Manifest, 1)
+	job, err := New(countTopology(t, src, first), Options{Checkpoints: cfg, Store: store,
+		OnComplete: func(m *checkpoint.Manifest) { completed <- m }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- job.Run(ctx) }()
+	id, err := job.TriggerCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *checkpoint.Manifest
+	select {
+	case m = <-completed:
+	case err := <-ran:
+		t.Fatalf("job ended before checkpoint %d completed: %v", id, err)
+	}
+	if m.ID != id {
+		t.Fatalf("completed checkpoint %d, triggered %d", m.ID, id)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	var offsets uint64
+	for _, a := range m.Subtasks {
+		if a.Source {
+			offsets += a.Offset
+		}
+	}
+	if offsets == 0 || offsets > 10_000 {
+		t.Fatalf("sources checkpointed %d records read, want 1..10000", offsets)
+	}
+
+	close(gate)
+	second := &latestSink{last: map[string]float64{}}
+	job, err = New(countTopology(t, src, second), Options{Checkpoints: cfg, Store: store, Restore: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, second.snapshot(), expectedCounts(recs))
+	if next, _ := store.LastID(); next != id {
+		t.Fatalf("store's last id is %d, want %d", next, id)
+	}
+}
+
+type failingOp struct {
+	graph.BaseOperator
+	after int
+}
+
+func (f *failingOp) ProcessRecord(_ int, r *graph.Record) error {
+	if f.after--; f.after < 0 {
+		return errors.New("boom")
+	}
+	return nil
+}
+
+func TestJobFailsWithCause(t *testing.T) {
+	var b graph.Builder
+	s := b.Source("src", 1, graph.SliceSource(keyedRecords(1000, 10)))
+	b.Operator("fragile", 1, func(int) graph.Operator { return &failingOp{after: 10} }, []graph.Input{graph.In(s, graph.Forward())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = job.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "fragile/0: boom") {
+		t.Fatalf("Run = %v, want the failing subtask named", err)
+	}
+}
+
+func TestJobKeyedStateWithoutKeyFails(t *testing.T) {
+	var b graph.Builder
+	s := b.Source("src", 1, graph.SliceSource([]graph.Record{{Value: 1}}))
+	b.Operator("count", 1, graph.Count(), []graph.Input{graph.In(s, graph.Forward())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); !errors.Is(err, graph.ErrNoKey) {
+		t.Fatalf("Run = %v, want ErrNoKey", err)
+	}
+}

@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// TaskMetrics are a subtask's live counters, safe to read from any goroutine.
+type TaskMetrics struct {
+	RecordsIn  atomic.Int64
+	RecordsOut atomic.Int64
+	// BackpressureNanos is the time spent waiting for credits downstream.
+	BackpressureNanos atomic.Int64
+}
+
+// plan is a topology turned into wired subtasks.
+type plan struct {
+	tasks []*task
+	// inputs[i] lists, per input channel of tasks[i], the upstream task.
+	inputs [][]*task
+}
+
+// linkFactory makes the link from task from to input channel ch of
+// p.tasks[to].
+type linkFactory func(from *task, to, ch int) link
+
+// build creates the subtasks of topo, in topological order, and lists their
+// input channels; connect then makes the links.
+func build(topo *graph.Topology, mode checkpoint.Mode, batchSize int, e env) *plan {
+	p := &plan{}
+	byNode := make(map[*graph.Node][]*task)
+	for _, n := range topo.Nodes {
+		for i := 0; i < n.Parallelism; i++ {
+			t := &task{
+				id:        checkpoint.TaskID{Operator: n.ID, Subtask: i},
+				index:     len(p.tasks),
+				node:      n,
+				env:       e,
+				batchSize: batchSize,
+				sourceWM:  graph.MinWatermark,
+				metrics:   new(TaskMetrics),
+			}
+			t.state = graph.NewTaskState(graph.TaskInfo{
+				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism,
+			}, t)
+			var ins []*task
+			for k, edge := range n.Inputs {
+				for _, up := range byNode[edge.From] {
+					if edge.Partitioner.Kind == graph.ForwardPartitioning && up.id.Subtask != i {
+						continue
+					}
+					ins = append(ins, up)
+					t.inputOf = append(t.inputOf, k)
+				}
+			}
+			t.wm = make([]int64, len(ins))
+			for c := range t.wm {
+				t.wm[c] = graph.MinWatermark
+			}
+			t.open = len(ins)
+			t.handler = checkpoint.NewHandler(mode, len(ins))
+			byNode[n] = append(byNode[n], t)
+			p.tasks = append(p.tasks, t)
+			p.inputs = append(p.inputs, ins)
+		}
+	}
+	return p
+}
+
+// connect makes a link for every input channel and the upstream outputs that
+// feed them.
+func (p *plan) connect(newLink linkFactory) {
+	for i, t := range p.tasks {
+		for ch, up := range p.inputs[i] {
+			edge := t.node.Inputs[t.inputOf[ch]]
+			o := up.outputFor(t.node, edge, t.inputOf[ch])
+			c := &outChannel{link: newLink(up, i, ch)}
+			if edge.Partitioner.Kind == graph.ForwardPartitioning {
+				o.channels = []*outChannel{c}
+			} else {
+				o.channels[t.id.Subtask] = c
+			}
+		}
+	}
+}
+
+// outputFor returns t's output towards input k of node n, creating it.
+func (t *task) outputFor(n *graph.Node, edge graph.Edge, k int) *output {
+	for _, o := range t.outputs {
+		if o.consumer == n && o.input == k {
+			return o
+		}
+	}
+	o := &output{part: edge.Partitioner, maxPar: n.MaxParallelism, consumer: n, input: k,
+		channels: make([]*outChannel, n.Parallelism)}
+	t.outputs = append(t.outputs, o)
+	return o
+}
+
+// open creates every subtask's operator or source and opens it, restoring
+// from m when m is not nil.
+func (p *plan) open(m *checkpoint.Manifest, store checkpoint.Store) error {
+	for _, t := range p.tasks {
+		if err := t.openFrom(m, store); err != nil {
+			return fmt.Errorf("%s: %w", t.id, err)
+		}
+	}
+	return nil
+}
+
+func (t *task) openFrom(m *checkpoint.Manifest, store checkpoint.Store) error {
+	var offset uint64
+	var opState []byte
+	if m != nil {
+		snaps, own, err := restoredSnapshots(t, m, store)
+		if err != nil {
+			return err
+		}
+		t.state.Restore(snaps)
+		if own != nil {
+			opState = snapOperator(own)
+			if own.ack.Source {
+				offset = own.ack.Offset
+				t.sourceWM = own.ack.Watermark
+				t.maxTime = own.ack.Watermark
+			}
+		} else if t.node.IsSource() && hasOperator(m, t.node.ID) {
+			return fmt.Errorf("source parallelism changed to %d; its offsets cannot be redistributed", t.node.Parallelism)
+		}
+	}
+	if t.node.IsSource() {
+		t.src = t.node.NewSource(t.id.Subtask)
+		return t.src.Open(t.state.Context(), offset)
+	}
+	t.op = t.node.NewOperator(t.id.Subtask)
+	if err := t.op.Open(t.state.Context()); err != nil {
+		return err
+	}
+	if opState != nil {
+		return t.op.RestoreState(opState)
+	}
+	return nil
+}
+
+// restored is one old subtask's snapshot.
+type restored struct {
+	ack  checkpoint.Ack
+	snap *graph.SubtaskSnapshot
+}
+
+func snapOperator(r *restored) []byte {
+	if len(r.snap.Operator) == 0 {
+		return nil
+	}
+	return r.snap.Operator
+}
+
+func hasOperator(m *checkpoint.Manifest, id string) bool {
+	for _, a := range m.Subtasks {
+		if a.Task.Operator == id {
+			return true
+		}
+	}
+	return false
+}
+
+// restoredSnapshots reads, verifies and decodes the snapshots in m of the
+// old subtasks of t's operator whose key groups overlap t's, and returns them
+// with the one of t's own index (nil if the operator had fewer subtasks or
+// is new). Key groups outside t's range are dropped while decoding.
+func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) ([]*graph.SubtaskSnapshot, *restored, error) {
+	var old []checkpoint.Ack
+	for _, a := range m.Subtasks {
+		if a.Task.Operator == t.node.ID {
+			old = append(old, a)
+		}
+	}
+	mine := graph.KeyGroupRangeFor(t.id.Subtask, t.node.Parallelism, t.node.MaxParallelism)
+	var snaps []*graph.SubtaskSnapshot
+	var own *restored
+	for _, a := range old {
+		theirs := graph.KeyGroupRangeFor(a.Task.Subtask, len(old), t.node.MaxParallelism)
+		isOwn := a.Task.Subtask == t.id.Subtask
+		if !isOwn && (theirs.End <= mine.Start || theirs.Start >= mine.End) {
+			continue
+		}
+		data, err := store.ReadState(a.State)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+		}
+		snap, err := graph.DecodeSubtaskSnapshot(data, mine)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
+		}
+		snaps = append(snaps, snap)
+		if isOwn {
+			own = &restored{ack: a, snap: snap}
+		}
+	}
+	return snaps, own, nil
+}

@@ -1,0 +1,373 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// errStopped is a link's answer once the job is stopping.
+var errStopped = errors.New("job stopping")
+
+// link carries batches from one upstream subtask to one input channel of a
+// downstream subtask.
+type link interface {
+	// send hands b over; it may block for flow control. After send, b
+	// belongs to the receiver.
+	send(b *graph.Batch) error
+}
+
+// env is what a task needs from its executor.
+type env interface {
+	// now is the time on the job's monotonic clock.
+	now() time.Duration
+	// newBatch returns an empty batch.
+	newBatch() *graph.Batch
+	// snapshot runs the asynchronous phase of a snapshot and acknowledges
+	// it, or declines the checkpoint on failure.
+	snapshot(t *task, s snapshotRequest)
+	// decline tells the coordinator that t cannot take checkpoint id.
+	decline(t *task, id uint64, reason string)
+}
+
+// snapshotRequest is the synchronous phase's result, handed to the
+// asynchronous phase.
+type snapshotRequest struct {
+	id     uint64
+	frozen *graph.FrozenState
+	ack    checkpoint.Ack // all but State, and Stats.Async/StateSize
+}
+
+// outChannel accumulates records for one link.
+type outChannel struct {
+	link  link
+	batch *graph.Batch
+}
+
+// output is one consumer edge of a subtask: a partitioner over the
+// consumer's subtasks.
+type output struct {
+	part     graph.Partitioner
+	channels []*outChannel // forward: the one peer; otherwise one per consumer subtask
+	maxPar   int
+	next     int // rebalance cursor
+	consumer *graph.Node
+	input    int
+}
+
+// task is one subtask: a source or an operator with its state, its barrier
+// handler and its outputs. It is driven by one goroutine at a time.
+type task struct {
+	id      checkpoint.TaskID
+	index   int // in plan.tasks
+	node    *graph.Node
+	env     env
+	state   *graph.TaskState
+	op      graph.Operator // nil for a source
+	src     graph.Source   // nil for an operator
+	handler *checkpoint.Handler
+
+	inputOf []int   // channel → logical input
+	wm      []int64 // channel → watermark
+	open    int     // channels not yet ended
+
+	outputs   []*output
+	batchSize int
+
+	// sources
+	maxTime     int64 // newest event time read, for watermarks
+	sourceWM    int64
+	sourceEnded bool
+
+	buffered      int64 // records held on blocked channels this alignment
+	bufferedBytes int64
+	finished      bool
+	err           error // first failure to emit (the job is stopping)
+	metrics       *TaskMetrics
+}
+
+// recordOverhead estimates a record's bytes besides its key.
+const recordOverhead = 48
+
+// Emit implements graph.Output.
+func (t *task) Emit(r *graph.Record) {
+	if t.err != nil {
+		return
+	}
+	t.metrics.RecordsOut.Add(1)
+	for _, o := range t.outputs {
+		switch o.part.Kind {
+		case graph.ForwardPartitioning:
+			t.push(o.channels[0], r)
+		case graph.RebalancePartitioning:
+			t.push(o.channels[o.next], r)
+			o.next = (o.next + 1) % len(o.channels)
+		case graph.BroadcastPartitioning:
+			for _, c := range o.channels {
+				t.push(c, r)
+			}
+		case graph.HashPartitioning:
+			key := r.Key
+			if o.part.Key != nil {
+				key = o.part.Key(r)
+			}
+			c := o.channels[graph.SubtaskForKeyGroup(graph.KeyGroup(key, o.maxPar), len(o.channels), o.maxPar)]
+			t.append(c, r).Key = key
+			t.flushIfFull(c)
+		}
+	}
+}
+
+func (t *task) push(c *outChannel, r *graph.Record) {
+	t.append(c, r)
+	t.flushIfFull(c)
+}
+
+// append copies r into c's batch and returns the copy.
+func (t *task) append(c *outChannel, r *graph.Record) *graph.Record {
+	if c.batch == nil {
+		c.batch = t.env.newBatch()
+	}
+	c.batch.Records = append(c.batch.Records, *r)
+	return &c.batch.Records[len(c.batch.Records)-1]
+}
+
+func (t *task) flushIfFull(c *outChannel) {
+	if len(c.batch.Records) >= t.batchSize {
+		t.flush(c)
+	}
+}
+
+func (t *task) flush(c *outChannel) {
+	if c.batch == nil || t.err != nil {
+		return
+	}
+	b := c.batch
+	c.batch = nil
+	if err := c.link.send(b); err != nil {
+		t.err = err
+	}
+}
+
+// flushAll sends every partial batch.
+func (t *task) flushAll() {
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			if c.batch != nil && len(c.batch.Records) > 0 {
+				t.flush(c)
+			}
+		}
+	}
+}
+
+// hasPartial reports whether some output holds unsent records.
+func (t *task) hasPartial() bool {
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			if c.batch != nil && len(c.batch.Records) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// broadcast sends ctl on every channel of every output, after the records
+// queued before it (invariant I1).
+func (t *task) broadcast(ctl graph.Control) {
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			if c.batch == nil {
+				c.batch = t.env.newBatch()
+			}
+			c.batch.Control = ctl
+			t.flush(c)
+		}
+	}
+}
+
+// process handles one batch from channel ch, which must not be blocked.
+func (t *task) process(ch int, b *graph.Batch) error {
+	t.metrics.RecordsIn.Add(int64(len(b.Records)))
+	input := t.inputOf[ch]
+	for i := range b.Records {
+		r := &b.Records[i]
+		t.state.SetKey(r.Key)
+		if err := t.op.ProcessRecord(input, r); err != nil {
+			return t.fail(err)
+		}
+		if err := t.state.Err(); err != nil {
+			return t.fail(err)
+		}
+	}
+	switch b.Control.Kind {
+	case graph.BarrierControl:
+		t.handler.Tick(t.env.now())
+		t.handler.Step(checkpoint.Event{Kind: checkpoint.BarrierArrived, Channel: ch, Barrier: b.Control.Barrier})
+		return t.act()
+	case graph.WatermarkControl:
+		if b.Control.Watermark > t.wm[ch] {
+			t.wm[ch] = b.Control.Watermark
+			return t.advanceWatermark()
+		}
+	case graph.EndOfStreamControl:
+		t.wm[ch] = graph.MaxWatermark
+		t.open--
+		if err := t.advanceWatermark(); err != nil {
+			return err
+		}
+		t.handler.Tick(t.env.now())
+		t.handler.Step(checkpoint.Event{Kind: checkpoint.InputEnded, Channel: ch})
+		if err := t.act(); err != nil {
+			return err
+		}
+		if t.open == 0 {
+			t.finish()
+		}
+	}
+	return t.err
+}
+
+func (t *task) advanceWatermark() error {
+	low := int64(graph.MaxWatermark)
+	for _, w := range t.wm {
+		low = min(low, w)
+	}
+	moved, err := t.state.AdvanceWatermark(low, t.op)
+	if err != nil {
+		return t.fail(err)
+	}
+	if moved && low != graph.MaxWatermark {
+		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: low})
+	}
+	return t.err
+}
+
+// finish ends the subtask's output.
+func (t *task) finish() {
+	t.broadcast(graph.Control{Kind: graph.EndOfStreamControl})
+	t.finished = true
+}
+
+// act carries out the handler's actions in order.
+func (t *task) act() error {
+	for _, a := range t.handler.Ready() {
+		switch a.Kind {
+		case checkpoint.Snapshot:
+			if err := t.snapshot(a); err != nil {
+				return err
+			}
+		case checkpoint.Forward:
+			t.broadcast(graph.Control{Kind: graph.BarrierControl, Barrier: a.Barrier})
+		case checkpoint.Decline:
+			t.env.decline(t, a.ID, a.Reason)
+		case checkpoint.Block, checkpoint.Unblock:
+			// The executor asks handler.Blocked before delivering a batch.
+		}
+	}
+	return t.err
+}
+
+// snapshot takes the synchronous phase of checkpoint a.ID and hands the rest
+// to the executor.
+func (t *task) snapshot(a checkpoint.Action) error {
+	start := t.env.now()
+	req := snapshotRequest{id: a.ID, ack: checkpoint.Ack{
+		Task:      t.id,
+		ID:        a.ID,
+		Watermark: t.state.Watermark(),
+		Stats: checkpoint.SubtaskStats{
+			StartDelay:      a.StartDelay,
+			Alignment:       a.Alignment,
+			BufferedRecords: t.buffered,
+			BufferedBytes:   t.bufferedBytes,
+		},
+	}}
+	var opState []byte
+	if t.src != nil {
+		req.ack.Source, req.ack.Offset, req.ack.Watermark = true, t.src.Offset(), t.sourceWM
+	} else {
+		var err error
+		if opState, err = t.op.SnapshotState(a.ID); err != nil {
+			t.env.decline(t, a.ID, "operator snapshot: "+err.Error())
+			return nil
+		}
+	}
+	req.frozen = t.state.Freeze(opState)
+	req.ack.Stats.Sync = t.env.now() - start
+	t.buffered, t.bufferedBytes = 0, 0
+	t.env.snapshot(t, req)
+	return nil
+}
+
+// noteBuffered counts a batch held back on a blocked channel.
+func (t *task) noteBuffered(b *graph.Batch) {
+	t.buffered += int64(len(b.Records))
+	for i := range b.Records {
+		t.bufferedBytes += recordOverhead + int64(len(b.Records[i].Key))
+	}
+}
+
+// trigger starts checkpoint b at a source.
+func (t *task) trigger(b graph.Barrier) error {
+	if t.finished {
+		return nil // the coordinator aborts checkpoints once a task finishes
+	}
+	t.handler.Tick(t.env.now())
+	t.handler.Trigger(b)
+	return t.act()
+}
+
+// aborted tells the handler and the operator that checkpoint id was aborted.
+func (t *task) aborted(id uint64) error {
+	t.handler.Step(checkpoint.Event{Kind: checkpoint.CheckpointAborted, ID: id})
+	if l, ok := t.op.(graph.CheckpointListener); ok {
+		l.CheckpointAborted(id)
+	}
+	return t.act()
+}
+
+// completed tells the operator that checkpoint id is complete.
+func (t *task) completed(id uint64) error {
+	if l, ok := t.op.(graph.CheckpointListener); ok {
+		if err := l.CheckpointComplete(id); err != nil {
+			return t.fail(fmt.Errorf("checkpoint %d complete: %w", id, err))
+		}
+	}
+	return nil
+}
+
+// readSource reads and emits one buffer of records. It reports whether the
+// source had any; at the end of input it finishes the subtask.
+func (t *task) readSource(buf []graph.Record) (bool, error) {
+	n, err := t.src.Read(buf)
+	for i := 0; i < n; i++ {
+		r := &buf[i]
+		t.maxTime = max(t.maxTime, r.Time)
+		t.Emit(r)
+	}
+	t.metrics.RecordsIn.Add(int64(n))
+	if t.node.Watermarks && n > 0 {
+		if wm := t.maxTime - t.node.OutOfOrderness.Milliseconds() - 1; wm > t.sourceWM {
+			t.sourceWM = wm
+			t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: wm})
+		}
+	}
+	if err == io.EOF {
+		t.sourceEnded = true
+		t.finish()
+		return n > 0, t.err
+	}
+	if err != nil {
+		return false, t.fail(err)
+	}
+	return n > 0, t.err
+}
+
+func (t *task) fail(err error) error {
+	return fmt.Errorf("%s: %w", t.id, err)
+}

@@ -100,6 +100,8 @@ type Trigger struct {
 
 // Ready is what the coordinator needs done, in field order.
 type Ready struct {
+	// Aborted checkpoints: notify the subtasks, discard stored state.
+	Aborted []Abort
 	// LastID, when non-zero, is the new highest checkpoint id; persist it
 	// before sending any trigger (invariant I6).
 	LastID uint64
@@ -111,8 +113,6 @@ type Ready struct {
 	// Completed checkpoints, oldest first: notify the subtasks (sinks
 	// commit), truncate inputs, upload. Each subsumes all earlier ones.
 	Completed []*Manifest
-	// Aborted checkpoints: notify the subtasks, discard stored state.
-	Aborted []Abort
 	// Failed, when set, is why the job must fail.
 	Failed error
 }
@@ -184,7 +184,7 @@ func (c *Coordinator) periodicDue() bool {
 		return false
 	}
 	if c.cfg.MinPause > 0 {
-		return len(c.pending) == 0 && c.now >= c.lastEnd+c.cfg.MinPause
+		return len(c.pending) == 0 && (!c.triggeredOnce || c.now >= c.lastEnd+c.cfg.MinPause)
 	}
 	return len(c.pending) < c.cfg.MaxConcurrent
 }

@@ -151,7 +151,7 @@ func (h *Handler) Step(ev Event) {
 			return // duplicate barrier on one channel: ignore
 		}
 		h.arrivedAt[ev.Channel] = h.now
-			h.step(h, ev)
+		h.step(h, ev)
 	case InputEnded:
 		if ev.Channel < 0 || ev.Channel >= h.channels || h.ended[ev.Channel] {
 			return

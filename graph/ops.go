@@ -67,7 +67,9 @@ func Count() func(int) Operator {
 // Sum returns a keyed operator that sums Value per key and emits, for each
 // record, the key's running sum as Value.
 func Sum() func(int) Operator {
-	return func(int) Operator { return &aggregateOp{step: func(acc float64, r *Record) float64 { return acc + r.Value }} }
+	return func(int) Operator {
+		return &aggregateOp{step: func(acc float64, r *Record) float64 { return acc + r.Value }}
+	}
 }
 
 type aggregateOp struct {

@@ -44,7 +44,7 @@ func (Float64Codec) Decode(src []byte) (float64, error) {
 type BytesCodec struct{}
 
 func (BytesCodec) Append(dst []byte, v []byte) []byte { return append(dst, v...) }
-func (BytesCodec) Decode(src []byte) ([]byte, error) { return slices.Clone(src), nil }
+func (BytesCodec) Decode(src []byte) ([]byte, error)  { return slices.Clone(src), nil }
 
 // ValueState is one value per key, scoped to the current key of its Context.
 // Snapshots of it are copy-on-write per key group: taking one costs

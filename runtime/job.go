@@ -559,6 +559,22 @@ func tickPeriod(c checkpoint.Config) time.Duration {
 // apply carries out a Ready in order.
 func (j *Job) apply(coord *checkpoint.Coordinator, rd checkpoint.Ready) {
 	store, log := j.opts.Store, j.opts.Logger
+	for _, a := range rd.Aborted {
+		log.Info("checkpoint aborted", "id", a.ID, "reason", a.Reason.String(), "cause", a.Cause)
+		for _, q := range j.controls {
+			q.push(controlMsg{kind: ctlAbort, id: a.ID})
+		}
+		j.async.Add(1)
+		go func() {
+			defer j.async.Done()
+			if err := store.Discard(a.ID); err != nil {
+				log.Warn("discarding aborted checkpoint", "id", a.ID, "err", err)
+			}
+		}()
+		if j.opts.OnAbort != nil {
+			j.opts.OnAbort(a)
+		}
+	}
 	if rd.LastID != 0 {
 		if err := store.SaveLastID(rd.LastID); err != nil {
 			for _, tr := range rd.Triggers {
@@ -592,22 +608,6 @@ func (j *Job) apply(coord *checkpoint.Coordinator, rd checkpoint.Ready) {
 		}
 		if j.opts.OnComplete != nil {
 			j.opts.OnComplete(m)
-		}
-	}
-	for _, a := range rd.Aborted {
-		log.Info("checkpoint aborted", "id", a.ID, "reason", a.Reason.String(), "cause", a.Cause)
-		for _, q := range j.controls {
-			q.push(controlMsg{kind: ctlAbort, id: a.ID})
-		}
-		j.async.Add(1)
-		go func() {
-			defer j.async.Done()
-			if err := store.Discard(a.ID); err != nil {
-				log.Warn("discarding aborted checkpoint", "id", a.ID, "err", err)
-			}
-		}()
-		if j.opts.OnAbort != nil {
-			j.opts.OnAbort(a)
 		}
 	}
 	if rd.Failed != nil {

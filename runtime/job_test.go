@@ -103,6 +103,8 @@ type gatedSource struct {
 	next, stride int
 	gate         int
 	open         chan struct{}
+	atGate       chan<- int // receives the subtask's index when it reaches the gate
+	waiting      bool
 }
 
 func (s *gatedSource) Open(ctx *graph.Context, offset uint64) error {
@@ -118,6 +120,10 @@ func (s *gatedSource) Read(buf []graph.Record) (int, error) {
 			select {
 			case <-s.open:
 			default:
+				if !s.waiting {
+					s.waiting = true
+					s.atGate <- s.next % s.stride
+				}
 				return n, nil
 			}
 		}
@@ -143,7 +149,8 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 	store := checkpoint.NewMemStore(3)
 	first := &latestSink{last: map[string]float64{}}
 	gate := make(chan struct{})
-	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 10_000, open: gate} }
+	atGate := make(chan int, 2)
+	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 10_000, open: gate, atGate: atGate} }
 	cfg := checkpoint.DefaultConfig()
 	cfg.Interval = 0
 	completed := make(chan *checkpoint.Manifest, 1)
@@ -155,6 +162,8 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- job.Run(ctx) }()
+	<-atGate
+	<-atGate
 	id, err := job.TriggerCheckpoint(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -178,8 +187,8 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 			offsets += a.Offset
 		}
 	}
-	if offsets == 0 || offsets > 10_000 {
-		t.Fatalf("sources checkpointed %d records read, want 1..10000", offsets)
+	if offsets != 10_000 {
+		t.Fatalf("sources checkpointed %d records read, want the 10000 before the gate", offsets)
 	}
 
 	close(gate)

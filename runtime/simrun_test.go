@@ -1,0 +1,351 @@
+package runtime
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// simulator executes a plan on one goroutine. Every choice — which channel
+// delivers next, when a source reads, when an acknowledgement or a
+// notification arrives, when the clock moves, when the job crashes — comes
+// from a seeded random source, so a failing seed replays exactly.
+type simulator struct {
+	rng   *rand.Rand
+	mode  checkpoint.Mode
+	build func() *graph.Topology
+	store *checkpoint.MemStore
+	clock time.Duration
+
+	plan   *plan
+	queues [][][]*graph.Batch // per task, per input channel
+	notes  [][]controlMsg     // per task, pending coordinator messages
+	coord  *checkpoint.Coordinator
+	acks   []checkpoint.Ack
+	decl   []declineMsg
+	final  *checkpoint.Manifest // completion record being written
+	// reported marks the tasks whose finish the coordinator was told of.
+	reported []bool
+
+	crashes, restores, completed int
+	err                          error
+}
+
+type simLink struct {
+	s      *simulator
+	to, ch int
+}
+
+func (l simLink) send(b *graph.Batch) error {
+	l.s.queues[l.to][l.ch] = append(l.s.queues[l.to][l.ch], b)
+	return nil
+}
+
+func (s *simulator) now() time.Duration    { return s.clock }
+func (s *simulator) newBatch() *graph.Batch { return &graph.Batch{} }
+
+func (s *simulator) snapshot(t *task, req snapshotRequest) {
+	h, err := s.store.PutState(req.id, t.id, req.frozen.Encode())
+	if err != nil {
+		s.decline(t, req.id, err.Error())
+		return
+	}
+	ack := req.ack
+	ack.State, ack.Stats.StateSize = h, h.Size
+	s.acks = append(s.acks, ack)
+}
+
+func (s *simulator) decline(t *task, id uint64, reason string) {
+	s.decl = append(s.decl, declineMsg{task: t.id, id: id, reason: reason})
+}
+
+// start builds and opens a fresh incarnation of the job, restoring the
+// newest completed checkpoint if there is one.
+func (s *simulator) start() error {
+	var restore *checkpoint.Manifest
+	if ms, _ := s.store.Completed(); len(ms) > 0 {
+		restore = ms[0]
+		s.restores++
+	}
+	s.plan = build(s.build(), s.mode, 1+s.rng.IntN(4), s)
+	n := len(s.plan.tasks)
+	s.queues = make([][][]*graph.Batch, n)
+	s.notes = make([][]controlMsg, n)
+	s.reported = make([]bool, n)
+	for i, ins := range s.plan.inputs {
+		s.queues[i] = make([][]*graph.Batch, len(ins))
+	}
+	s.plan.connect(func(_ *task, to, ch int) link { return simLink{s: s, to: to, ch: ch} })
+	s.acks, s.decl, s.final = nil, nil, nil
+	if err := s.plan.open(restore, s.store); err != nil {
+		return err
+	}
+	lastID, _ := s.store.LastID()
+	var ids []checkpoint.TaskID
+	for _, t := range s.plan.tasks {
+		ids = append(ids, t.id)
+	}
+	cfg := checkpoint.Config{Mode: s.mode, Interval: time.Duration(3+s.rng.IntN(15)) * time.Millisecond,
+		Timeout: 500 * time.Millisecond, MaxConcurrent: 1 + s.rng.IntN(2), TolerableFailures: -1}
+	var err error
+	s.coord, err = checkpoint.NewCoordinator(cfg, ids, lastID)
+	return err
+}
+
+// apply carries out the coordinator's Ready the way Job.apply does, with the
+// completion record written in a later step.
+func (s *simulator) apply() {
+	for s.coord.HasReady() {
+		rd := s.coord.Ready()
+		for _, a := range rd.Aborted {
+			s.broadcast(controlMsg{kind: ctlAbort, id: a.ID})
+			_ = s.store.Discard(a.ID)
+		}
+		if rd.LastID != 0 {
+			_ = s.store.SaveLastID(rd.LastID)
+		}
+		for _, tr := range rd.Triggers {
+			for i, t := range s.plan.tasks {
+				if t.node.IsSource() {
+					s.notes[i] = append(s.notes[i], controlMsg{kind: ctlTrigger, barrier: tr.Barrier})
+				}
+			}
+		}
+		if rd.Finalize != nil {
+			s.final = rd.Finalize
+		}
+		for _, m := range rd.Completed {
+			s.completed++
+			s.broadcast(controlMsg{kind: ctlComplete, id: m.ID})
+		}
+		if rd.Failed != nil {
+			s.err = rd.Failed
+		}
+	}
+}
+
+func (s *simulator) broadcast(m controlMsg) {
+	for i := range s.notes {
+		s.notes[i] = append(s.notes[i], m)
+	}
+}
+
+// run drives the job to the end of its input, crashing it up to maxCrashes
+// times at random steps.
+func (s *simulator) run(maxCrashes int) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	for steps := 0; ; steps++ {
+		if steps > 200_000 {
+			return fmt.Errorf("no end after %d steps", steps)
+		}
+		if s.err != nil {
+			return s.err
+		}
+		if s.crashes < maxCrashes && s.rng.IntN(400) == 0 {
+			s.crashes++
+			if err := s.start(); err != nil {
+				return fmt.Errorf("restore after crash %d: %w", s.crashes, err)
+			}
+			continue
+		}
+		done, err := s.step()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// step takes one random action; it reports whether every task finished.
+func (s *simulator) step() (bool, error) {
+	type action func() error
+	var enabled []action
+	allFinished := true
+	for i, t := range s.plan.tasks {
+		if !t.finished {
+			allFinished = false
+		}
+		if s.backpressured(t) {
+			continue // as if blocked waiting for credits
+		}
+		if t.src != nil && !t.finished {
+			enabled = append(enabled, func() error {
+				buf := make([]graph.Record, 1+s.rng.IntN(3))
+				_, err := t.readSource(buf)
+				return err
+			})
+		}
+		for ch, q := range s.queues[i] {
+			if len(q) > 0 && !t.handler.Blocked(ch) {
+				enabled = append(enabled, func() error {
+					b := s.queues[i][ch][0]
+					s.queues[i][ch] = s.queues[i][ch][1:]
+					return t.process(ch, b)
+				})
+			}
+		}
+		if len(s.notes[i]) > 0 {
+			enabled = append(enabled, func() error {
+				m := s.notes[i][0]
+				s.notes[i] = s.notes[i][1:]
+				switch m.kind {
+				case ctlTrigger:
+					return t.trigger(m.barrier)
+				case ctlComplete:
+					return t.completed(m.id)
+				default:
+					return t.aborted(m.id)
+				}
+			})
+		}
+		if t.hasPartial() {
+			enabled = append(enabled, func() error { t.flushAll(); return nil })
+		}
+	}
+	if len(s.acks) > 0 {
+		enabled = append(enabled, func() error {
+			k := s.rng.IntN(len(s.acks))
+			a := s.acks[k]
+			s.acks = slices.Delete(s.acks, k, k+1)
+			s.coord.Acknowledge(a)
+			return nil
+		})
+	}
+	if len(s.decl) > 0 {
+		enabled = append(enabled, func() error {
+			d := s.decl[0]
+			s.decl = s.decl[1:]
+			s.coord.Decline(d.task, d.id, d.reason)
+			return nil
+		})
+	}
+	if s.final != nil {
+		enabled = append(enabled, func() error {
+			m := s.final
+			s.final = nil
+			s.coord.Finalized(m.ID, s.store.Complete(m))
+			return nil
+		})
+	}
+	if allFinished && len(enabled) == 0 {
+		return true, nil
+	}
+	// The clock moves often enough for several periodic checkpoints in a
+	// run, not so often that they time out.
+	if s.rng.IntN(4) == 0 || len(enabled) == 0 {
+		s.clock += time.Millisecond
+		s.coord.Tick(s.clock)
+	} else if err := enabled[s.rng.IntN(len(enabled))](); err != nil {
+		return false, err
+	}
+	for i, t := range s.plan.tasks {
+		if t.finished && !s.reported[i] {
+			s.reported[i] = true
+			s.coord.TaskFinished(t.id)
+		}
+	}
+	s.apply()
+	return false, nil
+}
+
+// simCredits is the number of batches a simulated channel holds before its
+// sender waits, as with the runtime's credits.
+const simCredits = 4
+
+// backpressured reports whether a downstream channel of t is full.
+func (s *simulator) backpressured(t *task) bool {
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			l := c.link.(simLink)
+			if len(s.queues[l.to][l.ch]) >= simCredits {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keyedState is every keyed value of a finished job: operator → key →
+// table → encoded value.
+type keyedState map[string]map[string]map[string][]byte
+
+func (s *simulator) state() (keyedState, error) {
+	out := make(keyedState)
+	for _, t := range s.plan.tasks {
+		if t.op == nil {
+			continue
+		}
+		snap, err := graph.DecodeSubtaskSnapshot(t.state.Freeze(nil).Encode(), graph.KeyGroupRange{Start: 0, End: 1 << 30})
+		if err != nil {
+			return nil, err
+		}
+		byKey := out[t.node.ID]
+		if byKey == nil {
+			byKey = make(map[string]map[string][]byte)
+			out[t.node.ID] = byKey
+		}
+		for _, g := range snap.Groups {
+			for _, tb := range g.Tables {
+				for k, key := range tb.Keys {
+					if byKey[key] == nil {
+						byKey[key] = make(map[string][]byte)
+					}
+					byKey[key][tb.Name] = tb.Values[k]
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// diff describes how got differs from want; less, if set, decides whether a
+// differing value is a loss (true) or an allowed excess.
+func (got keyedState) diff(want keyedState, less func(g, w []byte) bool) string {
+	var out []string
+	for _, op := range slices.Sorted(maps.Keys(want)) {
+		for _, key := range slices.Sorted(maps.Keys(want[op])) {
+			for _, tb := range slices.Sorted(maps.Keys(want[op][key])) {
+				w, g := want[op][key][tb], got[op][key][tb]
+				if bytes.Equal(g, w) {
+					continue
+				}
+				if less != nil && g != nil && !less(g, w) {
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s %s %s: got %s, want %s", op, key, tb, floatOf(g), floatOf(w)))
+			}
+		}
+	}
+	if less == nil {
+		for op := range got {
+			for key := range got[op] {
+				if want[op][key] == nil {
+					out = append(out, fmt.Sprintf("%s %s: unexpected key", op, key))
+				}
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func floatOf(b []byte) string {
+	if b == nil {
+		return "nothing"
+	}
+	v, err := graph.Float64Codec{}.Decode(b)
+	if err != nil {
+		return fmt.Sprintf("%x", b)
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// simulate runs the topology of seed in mode with up to crashes crashes,
+// scheduling with a random source derived from seed and salt.
+func simulate(seed, salt uint64, mode checkpoint.Mode, crashes int) (keyedState, *simulator, error) {
+	s := &simulator{
+		rng:   rand.New(rand.NewPCG(seed, salt)),
+		mode:  mode,
+		build: randomTopology(seed),
+		store: checkpoint.NewMemStore(2),
+	}
+	if err := s.run(crashes); err != nil {
+		return nil, s, err
+	}
+	st, err := s.state()
+	return st, s, err
+}
+
+// seeds returns the seeds to run: -sim.seed alone, or -sim.seeds of them.
+func seeds() []uint64 {
+	if *simSeed != 0 {
+		return []uint64{*simSeed}
+	}
+	out := make([]uint64, *simSeeds)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+// multiInput reports whether some subtask of the topology has more than one
+// input channel: only such subtasks can duplicate in at-least-once mode.
+func multiInput(seed uint64) bool {
+	p := build(randomTopology(seed)(), checkpoint.ExactlyOnce, 1, &simulator{})
+	for _, ins := range p.inputs {
+		if len(ins) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSimulationExactlyOnceEqualsFailureFree(t *testing.T) {
+	var crashes, restores, completed int
+	for _, seed := range seeds() {
+		want, _, err := simulate(seed, 1, checkpoint.ExactlyOnce, 0)
+		if err != nil {
+			t.Fatalf("seed %d, reference run: %v (rerun with -sim.seed=%d)", seed, err, seed)
+		}
+		got, s, err := simulate(seed, 2, checkpoint.ExactlyOnce, 3)
+		if err != nil {
+			t.Fatalf("seed %d: %v (rerun with -sim.seed=%d)", seed, err, seed)
+		}
+		if d := got.diff(want, nil); d != "" {
+			t.Fatalf("seed %d: after %d crashes and %d restores, state differs from a failure-free run (rerun with -sim.seed=%d):\n%s",
+				seed, s.crashes, s.restores, seed, d)
+		}
+		crashes, restores, completed = crashes+s.crashes, restores+s.restores, completed+s.completed
+	}
+	t.Logf("%d seeds: %d crashes, %d restores from a completed checkpoint, %d checkpoints completed", len(seeds()), crashes, restores, completed)
+	if len(seeds()) >= 50 && (restores == 0 || completed == 0) {
+		t.Fatalf("the simulation never restored from a checkpoint: it proves nothing")
+	}
+}
+
+func TestSimulationAtLeastOnceLosesNothing(t *testing.T) {
+	less := func(g, w []byte) bool {
+		gv, _ := graph.Float64Codec{}.Decode(g)
+		wv, _ := graph.Float64Codec{}.Decode(w)
+		return gv < wv
+	}
+	duplicated := 0
+	for _, seed := range seeds() {
+		want, _, err := simulate(seed, 1, checkpoint.ExactlyOnce, 0)
+		if err != nil {
+			t.Fatalf("seed %d, reference run: %v", seed, err)
+		}
+		got, _, err := simulate(seed, 2, checkpoint.AtLeastOnce, 3)
+		if err != nil {
+			t.Fatalf("seed %d: %v (rerun with -sim.seed=%d)", seed, err, seed)
+		}
+		if d := got.diff(want, less); d != "" {
+			t.Fatalf("seed %d: at-least-once lost records (rerun with -sim.seed=%d):\n%s", seed, seed, d)
+		}
+		if got.diff(want, nil) == "" {
+			continue
+		}
+		duplicated++
+		if !multiInput(seed) {
+			t.Fatalf("seed %d: at-least-once duplicated records although no subtask has two input channels:\n%s", seed, got.diff(want, nil))
+		}
+	}
+	t.Logf("%d seeds: at-least-once counted records twice in %d", len(seeds()), duplicated)
+	if len(seeds()) >= 100 && duplicated == 0 {
+		t.Fatalf("at-least-once never duplicated a record: the modes were not shown to differ")
+	}
+}

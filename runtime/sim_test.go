@@ -23,8 +23,15 @@ var (
 // channels interleave: keyed sums and counts, linear maps, a join that emits
 // per record the record's value times the other side's sum so far (whose
 // total is the sum over all pairs), and a timer operator that parks values
-// until an event-time timer flushes them. Any difference from the reference
-// is therefore a lost or duplicated record, or a lost timer.
+// until an event-time timer flushes them. Arithmetic is modulo a prime, so
+// every value stays exact in a float64 and sums do not depend on order. Any
+// difference from the reference is therefore a lost or duplicated record, or
+// a lost timer.
+
+// modulus keeps simulated values below 2^20, so products stay exact.
+const modulus = 1_000_003
+
+func mod(v float64) float64 { return float64(int64(v) % modulus) }
 
 // randomTopology returns a constructor of a random topology; every call
 // builds the same one, with fresh operator instances.
@@ -92,7 +99,7 @@ func randomTopology(seed uint64) func() *graph.Topology {
 				}
 				mul, add, rekey := o.mul, o.add, o.rekey
 				s = b.Operator(id, par, graph.Map(func(r *graph.Record) {
-					r.Value = r.Value*mul + add
+					r.Value = mod(r.Value*mul + add)
 					if rekey {
 						r.Key = fmt.Sprintf("k%d", (int(r.Key[1]-'0')*3+1)%8)
 					}
@@ -148,7 +155,7 @@ func (t *tap) Open(ctx *graph.Context) (err error) {
 
 func (t *tap) ProcessRecord(_ int, r *graph.Record) error {
 	s, _ := t.sum.Get()
-	t.sum.Set(s + r.Value)
+	t.sum.Set(mod(s + r.Value))
 	c, _ := t.count.Get()
 	t.count.Set(c + 1)
 	t.ctx.Emit(r)
@@ -178,9 +185,9 @@ func (j *pairJoin) Open(ctx *graph.Context) (err error) {
 
 func (j *pairJoin) ProcessRecord(input int, r *graph.Record) error {
 	mine, _ := j.side[input].Get()
-	j.side[input].Set(mine + r.Value)
+	j.side[input].Set(mod(mine + r.Value))
 	other, _ := j.side[1-input].Get()
-	j.out = graph.Record{Key: r.Key, Time: r.Time, Value: r.Value * other}
+	j.out = graph.Record{Key: r.Key, Time: r.Time, Value: mod(r.Value * other)}
 	j.ctx.Emit(&j.out)
 	return nil
 }
@@ -210,7 +217,7 @@ func (t *timerFlush) Open(ctx *graph.Context) (err error) {
 
 func (t *timerFlush) ProcessRecord(_ int, r *graph.Record) error {
 	p, _ := t.parked.Get()
-	t.parked.Set(p + r.Value)
+	t.parked.Set(mod(p + r.Value))
 	due, ok := t.due.Get()
 	if ok && int64(due) > t.ctx.Watermark() {
 		if r.Time+5 <= int64(due) {
@@ -226,7 +233,7 @@ func (t *timerFlush) ProcessRecord(_ int, r *graph.Record) error {
 func (t *timerFlush) OnTimer(ts int64) error {
 	p, _ := t.parked.Get()
 	f, _ := t.flushed.Get()
-	t.flushed.Set(f + p)
+	t.flushed.Set(mod(f + p))
 	t.parked.Set(0)
 	if due, _ := t.due.Get(); int64(due) == ts {
 		t.due.Delete()

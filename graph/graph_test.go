@@ -1,0 +1,313 @@
+package graph
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestKeyGroupRangesPartitionAllGroups(t *testing.T) {
+	for _, maxPar := range []int{1, 7, 128, 1000} {
+		for par := 1; par <= min(maxPar, 13); par++ {
+			next := 0
+			for sub := range par {
+				r := KeyGroupRangeFor(sub, par, maxPar)
+				if r.Start != next {
+					t.Fatalf("max %d par %d: subtask %d starts at %d, want %d", maxPar, par, sub, r.Start, next)
+				}
+				for kg := r.Start; kg < r.End; kg++ {
+					if got := SubtaskForKeyGroup(kg, par, maxPar); got != sub {
+						t.Fatalf("max %d par %d: group %d is in subtask %d's range but maps to %d", maxPar, par, kg, sub, got)
+					}
+				}
+				next = r.End
+			}
+			if next != maxPar {
+				t.Fatalf("max %d par %d: ranges end at %d", maxPar, par, next)
+			}
+		}
+	}
+}
+
+func TestKeyGroupSpreadsKeys(t *testing.T) {
+	counts := make([]int, DefaultMaxParallelism)
+	for i := range 128_000 {
+		counts[KeyGroup(fmt.Sprintf("device-%d", i), DefaultMaxParallelism)]++
+	}
+	for kg, n := range counts {
+		if n < 700 || n > 1300 {
+			t.Fatalf("key group %d holds %d of 128000 keys; want about 1000", kg, n)
+		}
+	}
+	if KeyGroup("sensor-1", 128) != KeyGroup("sensor-1", 128) {
+		t.Fatal("KeyGroup is not deterministic")
+	}
+}
+
+type recorder struct{ got []Record }
+
+func (r *recorder) Emit(rec *Record) { r.got = append(r.got, *rec) }
+
+// timerOp records the timers that fire.
+type timerOp struct {
+	BaseOperator
+	ctx   *Context
+	fired []string
+}
+
+func (o *timerOp) ProcessRecord(int, *Record) error { return nil }
+
+func (o *timerOp) OnTimer(ts int64) error {
+	o.fired = append(o.fired, fmt.Sprintf("%s@%d", o.ctx.CurrentKey(), ts))
+	return nil
+}
+
+func TestSnapshotRoundTripWithRescaling(t *testing.T) {
+	// Two subtasks of an operator with 8 key groups fill state and timers.
+	var encoded [][]byte
+	want := map[string]int64{}
+	for sub := range 2 {
+		s := NewTaskState(TaskInfo{Operator: "op", Subtask: sub, Parallelism: 2, MaxParallelism: 8}, &recorder{})
+		v, err := NewValueState(s.Context(), "count", Int64Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			key := fmt.Sprintf("k%d", i)
+			if !s.Context().KeyGroups().Contains(KeyGroup(key, 8)) {
+				continue
+			}
+			s.SetKey(key)
+			v.Set(int64(i * 10))
+			want[key] = int64(i * 10)
+			s.Context().RegisterEventTimer(int64(100 + i))
+		}
+		if _, err := s.AdvanceWatermark(50+int64(sub), &timerOp{ctx: s.Context()}); err != nil {
+			t.Fatal(err)
+		}
+		encoded = append(encoded, s.Freeze([]byte(fmt.Sprintf("op-state-%d", sub))).Encode())
+	}
+	// Restore at parallelism 3: every key lands exactly once, with its timer.
+	got := map[string]int64{}
+	var fired []string
+	for sub := range 3 {
+		s := NewTaskState(TaskInfo{Operator: "op", Subtask: sub, Parallelism: 3, MaxParallelism: 8}, &recorder{})
+		var snaps []*SubtaskSnapshot
+		for _, data := range encoded {
+			snap, err := DecodeSubtaskSnapshot(data, s.Context().KeyGroups())
+			if err != nil {
+				t.Fatal(err)
+			}
+			snaps = append(snaps, snap)
+		}
+		s.Restore(snaps)
+		if s.Watermark() != 50 {
+			t.Fatalf("restored watermark %d, want the lowest, 50", s.Watermark())
+		}
+		v, err := NewValueState(s.Context(), "count", Int64Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			key := fmt.Sprintf("k%d", i)
+			if !s.Context().KeyGroups().Contains(KeyGroup(key, 8)) {
+				continue
+			}
+			s.SetKey(key)
+			if x, ok := v.Get(); ok {
+				got[key] = x
+			}
+		}
+		op := &timerOp{ctx: s.Context()}
+		if _, err := s.AdvanceWatermark(MaxWatermark, op); err != nil {
+			t.Fatal(err)
+		}
+		fired = append(fired, op.fired...)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("restored %d keys, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("key %s restored as %d, want %d", k, got[k], w)
+		}
+	}
+	if len(fired) != 40 {
+		t.Fatalf("%d timers fired after restore, want 40: %v", len(fired), fired)
+	}
+}
+
+func TestFreezeIsCopyOnWrite(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
+	s.SetKey("a")
+	v.Set(1)
+	frozen := s.Freeze(nil)
+	before := frozen.Encode()
+	v.Set(2)
+	s.SetKey("b")
+	v.Set(3)
+	s.SetKey("a")
+	v.Delete()
+	if after := frozen.Encode(); !bytes.Equal(before, after) {
+		t.Fatal("writes after Freeze changed the frozen snapshot")
+	}
+	snap, err := DecodeSubtaskSnapshot(s.Freeze(nil).Encode(), KeyGroupRange{0, DefaultMaxParallelism})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, g := range snap.Groups {
+		for _, tb := range g.Tables {
+			keys = append(keys, tb.Keys...)
+		}
+	}
+	if strings.Join(keys, ",") != "b" {
+		t.Fatalf("live state holds keys %v, want [b]", keys)
+	}
+}
+
+func TestDecodeRejectsDamage(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
+	for i := range 20 {
+		s.SetKey(fmt.Sprint(i))
+		v.Set(int64(i))
+		s.Context().RegisterEventTimer(int64(i))
+	}
+	data := s.Freeze([]byte("x")).Encode()
+	all := KeyGroupRange{0, DefaultMaxParallelism}
+	for n := range len(data) {
+		if _, err := DecodeSubtaskSnapshot(data[:n], all); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Fatalf("truncated to %d bytes: err = %v, want ErrCorruptSnapshot", n, err)
+		}
+	}
+	if _, err := DecodeSubtaskSnapshot(append(data, 0), all); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("trailing byte: err = %v", err)
+	}
+}
+
+func FuzzDecodeSubtaskSnapshot(f *testing.F) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
+	s.SetKey("k")
+	v.Set(7)
+	s.Context().RegisterEventTimer(9)
+	f.Add(s.Freeze([]byte("op")).Encode())
+	f.Add([]byte(snapshotMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		snap, err := DecodeSubtaskSnapshot(data, KeyGroupRange{0, DefaultMaxParallelism})
+		if err != nil {
+			return
+		}
+		// Whatever decodes must restore without panicking.
+		r := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+		r.Restore([]*SubtaskSnapshot{snap})
+		_, _ = NewValueState(r.Context(), "v", Int64Codec{})
+	})
+}
+
+func TestTimersFireInOrderOnce(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	op := &timerOp{ctx: s.Context()}
+	for _, k := range []string{"b", "a", "c"} {
+		s.SetKey(k)
+		s.Context().RegisterEventTimer(20)
+		s.Context().RegisterEventTimer(10)
+		s.Context().RegisterEventTimer(10)
+	}
+	s.SetKey("c")
+	s.Context().DeleteEventTimer(20)
+	if _, err := s.AdvanceWatermark(15, op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AdvanceWatermark(15, op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AdvanceWatermark(30, op); err != nil {
+		t.Fatal(err)
+	}
+	want := "a@10 b@10 c@10 a@20 b@20"
+	if got := strings.Join(op.fired, " "); got != want {
+		t.Fatalf("fired %q, want %q", got, want)
+	}
+}
+
+func TestKeyedStateMisuseIsReported(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Subtask: 0, Parallelism: 2, MaxParallelism: 8}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
+	v.Set(1)
+	if !errors.Is(s.Err(), ErrNoKey) {
+		t.Fatalf("Err = %v, want ErrNoKey", s.Err())
+	}
+	s = NewTaskState(TaskInfo{Operator: "op", Subtask: 0, Parallelism: 2, MaxParallelism: 8}, &recorder{})
+	v, _ = NewValueState(s.Context(), "v", Int64Codec{})
+	for i := 0; ; i++ {
+		key := fmt.Sprint(i)
+		if !s.Context().KeyGroups().Contains(KeyGroup(key, 8)) {
+			s.SetKey(key)
+			v.Set(1)
+			break
+		}
+	}
+	if !errors.Is(s.Err(), ErrForeignKey) {
+		t.Fatalf("Err = %v, want ErrForeignKey", s.Err())
+	}
+	if _, err := NewValueState(s.Context(), "v", Int64Codec{}); err == nil {
+		t.Fatal("registering a state name twice succeeded")
+	}
+}
+
+func TestBuilderReportsEveryProblem(t *testing.T) {
+	var b Builder
+	src := b.Source("in", 2, SliceSource(nil))
+	b.Operator("in", 3, Map(func(*Record) {}), []Input{In(src, Forward())})
+	b.Operator("bad id!", 0, Union(), nil)
+	var other Builder
+	foreign := other.Source("x", 1, SliceSource(nil))
+	b.Operator("f", 1, Union(), []Input{In(foreign, Rebalance())})
+	_, err := b.Build()
+	if err == nil {
+		t.Fatal("Build accepted a broken graph")
+	}
+	for _, want := range []string{
+		`node "in": id used twice`,
+		`a forward edge needs equal parallelism, but "in" has 2 and "in" has 3`,
+		`may hold only letters`,
+		`parallelism 0 is outside`,
+		`an operator needs at least one input`,
+		`node "f": input 0 is not a node of this builder`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Build error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestJoinLatestCombinesBothSides(t *testing.T) {
+	out := &recorder{}
+	s := NewTaskState(TaskInfo{Operator: "j", Parallelism: 1}, out)
+	op := JoinLatest(func(l, r *Record) Record { return Record{Value: l.Value - r.Value} })(0)
+	if err := op.Open(s.Context()); err != nil {
+		t.Fatal(err)
+	}
+	feed := func(input int, key string, v float64) {
+		s.SetKey(key)
+		if err := op.ProcessRecord(input, &Record{Key: key, Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(0, "a", 10) // no right side yet
+	feed(1, "a", 3)  // 10 - 3
+	feed(1, "b", 1)  // no left side for b
+	feed(0, "a", 20) // 20 - 3
+	var got []string
+	for _, r := range out.got {
+		got = append(got, fmt.Sprintf("%s=%v", r.Key, r.Value))
+	}
+	if strings.Join(got, " ") != "a=7 a=17" {
+		t.Fatalf("emitted %v, want [a=7 a=17]", got)
+	}
+}

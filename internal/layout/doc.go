@@ -1,0 +1,3 @@
+// Package layout holds the test that keeps the package dependencies of
+// DESIGN.md section 3: which cairn package may import which.
+package layout

@@ -1,0 +1,89 @@
+package layout
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/cairn-edge/cairn"
+
+// rule says what a package may import besides the standard library.
+type rule struct {
+	// allowed are import path prefixes (module-relative for cairn's own
+	// packages, full paths for others).
+	allowed []string
+	// noIO forbids the standard library's packages that reach the outside.
+	noIO bool
+}
+
+// rules is DESIGN.md section 3's table, plus runtime (see its package doc).
+var rules = map[string]rule{
+	"graph":         {},
+	"checkpoint":    {allowed: []string{"graph"}, noIO: true},
+	"runtime":       {allowed: []string{"graph", "checkpoint"}},
+	"localrecovery": {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
+	"mqttio":        {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server"}},
+	"agent":         {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
+	"agent/api":     {},
+	"tui":           {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},
+	"cmd/cairn":     {allowed: []string{"agent", "tui"}},
+}
+
+var ioPackages = []string{"os", "net", "syscall", "plugin", "unsafe"}
+
+func TestPackageDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		r, ok := rules[pkg]
+		if !ok {
+			if !strings.HasPrefix(pkg, "internal/") {
+				t.Errorf("package %s is not in DESIGN.md's layout table; add a rule for it", pkg)
+			}
+			continue
+		}
+		seen++
+		for _, imp := range fields[1:] {
+			if msg := check(r, imp); msg != "" {
+				t.Errorf("%s imports %s: %s", pkg, imp, msg)
+			}
+		}
+	}
+	if seen < len(rules) {
+		t.Fatalf("checked %d packages, want the %d of the layout", seen, len(rules))
+	}
+}
+
+func check(r rule, imp string) string {
+	own := strings.HasPrefix(imp, module+"/")
+	std := !own && !strings.Contains(strings.Split(imp, "/")[0], ".")
+	if std {
+		if r.noIO {
+			for _, bad := range ioPackages {
+				if imp == bad || strings.HasPrefix(imp, bad+"/") {
+					return "this package does no I/O"
+				}
+			}
+		}
+		return ""
+	}
+	rel := imp
+	if own {
+		rel = strings.TrimPrefix(imp, module+"/")
+	}
+	for _, a := range r.allowed {
+		if rel == a || strings.HasPrefix(rel, strings.TrimSuffix(a, "/")+"/") || strings.HasSuffix(a, "/") && strings.HasPrefix(rel, a) {
+			return ""
+		}
+	}
+	return "not allowed by DESIGN.md section 3"
+}

@@ -42,6 +42,9 @@ type Ack struct {
 	ID   uint64 `json:"id"`
 	// State is where the snapshot is stored.
 	State StateHandle `json:"state"`
+	// Base, for an incremental snapshot, is the chain it applies on top of,
+	// oldest (a whole snapshot) first; empty for a whole snapshot.
+	Base []StateHandle `json:"base,omitempty"`
 	// Source is set by source subtasks: Offset is where to resume reading.
 	Source bool   `json:"source,omitempty"`
 	Offset uint64 `json:"offset,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -54,7 +56,8 @@ func Verify(h StateHandle, data []byte) error {
 }
 
 // MemStore is a Store in memory, for tests and simulations. It retains the
-// newest Retain completed checkpoints (all if Retain is 0).
+// newest Retain completed checkpoints (all if Retain is 0) and the state
+// they reference.
 type MemStore struct {
 	Retain int
 
@@ -109,18 +112,39 @@ func (s *MemStore) Complete(m *Manifest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range m.Subtasks {
-		if _, ok := s.state[a.State.Key]; !ok {
-			return fmt.Errorf("checkpoint %d: state of %s was never stored", m.ID, a.Task)
+		for _, h := range append(slices.Clone(a.Base), a.State) {
+			if _, ok := s.state[h.Key]; !ok {
+				return fmt.Errorf("checkpoint %d: state %s of %s is not stored", m.ID, h.Key, a.Task)
+			}
 		}
 	}
 	s.completed = slices.Insert(s.completed, 0, m)
-	if s.Retain > 0 && len(s.completed) > s.Retain {
-		for _, old := range s.completed[s.Retain:] {
-			s.discardLocked(old.ID)
+	if s.Retain == 0 || len(s.completed) <= s.Retain {
+		return nil
+	}
+	s.completed = s.completed[:s.Retain]
+	// Drop state of checkpoints up to m that no retained one references;
+	// newer ids may still be in flight.
+	referenced := make(map[string]bool)
+	for _, r := range s.completed {
+		for _, a := range r.Subtasks {
+			referenced[a.State.Key] = true
+			for _, h := range a.Base {
+				referenced[h.Key] = true
+			}
 		}
-		s.completed = s.completed[:s.Retain]
+	}
+	for k := range s.state {
+		if id, _, _ := strings.Cut(k, "/"); !referenced[k] && idAtMost(id, m.ID) {
+			delete(s.state, k)
+		}
 	}
 	return nil
+}
+
+func idAtMost(s string, id uint64) bool {
+	n, err := strconv.ParseUint(s, 10, 64)
+	return err == nil && n <= id
 }
 
 func (s *MemStore) Discard(id uint64) error {
@@ -133,7 +157,7 @@ func (s *MemStore) Discard(id uint64) error {
 func (s *MemStore) discardLocked(id uint64) {
 	prefix := fmt.Sprintf("%d/", id)
 	for k := range s.state {
-		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+		if strings.HasPrefix(k, prefix) {
 			delete(s.state, k)
 		}
 	}

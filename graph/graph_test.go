@@ -87,7 +87,7 @@ func TestSnapshotRoundTripWithRescaling(t *testing.T) {
 		if _, err := s.AdvanceWatermark(50+int64(sub), &timerOp{ctx: s.Context()}); err != nil {
 			t.Fatal(err)
 		}
-		encoded = append(encoded, s.Freeze([]byte(fmt.Sprintf("op-state-%d", sub))).Encode())
+		encoded = append(encoded, s.Freeze([]byte(fmt.Sprintf("op-state-%d", sub)), 0, false).Encode())
 	}
 	// Restore at parallelism 3: every key lands exactly once, with its timer.
 	got := map[string]int64{}
@@ -144,7 +144,7 @@ func TestFreezeIsCopyOnWrite(t *testing.T) {
 	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
 	s.SetKey("a")
 	v.Set(1)
-	frozen := s.Freeze(nil)
+	frozen := s.Freeze(nil, 0, false)
 	before := frozen.Encode()
 	v.Set(2)
 	s.SetKey("b")
@@ -154,7 +154,7 @@ func TestFreezeIsCopyOnWrite(t *testing.T) {
 	if after := frozen.Encode(); !bytes.Equal(before, after) {
 		t.Fatal("writes after Freeze changed the frozen snapshot")
 	}
-	snap, err := DecodeSubtaskSnapshot(s.Freeze(nil).Encode(), KeyGroupRange{0, DefaultMaxParallelism})
+	snap, err := DecodeSubtaskSnapshot(s.Freeze(nil, 0, false).Encode(), KeyGroupRange{0, DefaultMaxParallelism})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestDecodeRejectsDamage(t *testing.T) {
 		v.Set(int64(i))
 		s.Context().RegisterEventTimer(int64(i))
 	}
-	data := s.Freeze([]byte("x")).Encode()
+	data := s.Freeze([]byte("x"), 0, false).Encode()
 	all := KeyGroupRange{0, DefaultMaxParallelism}
 	for n := range len(data) {
 		if _, err := DecodeSubtaskSnapshot(data[:n], all); !errors.Is(err, ErrCorruptSnapshot) {
@@ -195,7 +195,7 @@ func FuzzDecodeSubtaskSnapshot(f *testing.F) {
 	s.SetKey("k")
 	v.Set(7)
 	s.Context().RegisterEventTimer(9)
-	f.Add(s.Freeze([]byte("op")).Encode())
+	f.Add(s.Freeze([]byte("op"), 0, false).Encode())
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		snap, err := DecodeSubtaskSnapshot(data, KeyGroupRange{0, DefaultMaxParallelism})

@@ -8,8 +8,16 @@ const DefaultMaxParallelism = 128
 // KeyGroup returns the key group, in [0, maxParallelism), that key belongs to.
 // It is stable across releases: snapshots depend on it.
 func KeyGroup(key string, maxParallelism int) int {
-	// FNV-1a, then a murmur3 finalizer so that keys differing in their last
-	// byte spread over all groups.
+	return int(keyHash(key) % uint64(maxParallelism))
+}
+
+// shardOf is the shard of key within its key group: the hash's top bits,
+// independent of the low bits that choose the group.
+func shardOf(key string) int { return int(keyHash(key) >> 60) }
+
+// keyHash is FNV-1a followed by a murmur3 finalizer, so that keys differing
+// in their last byte spread over all groups.
+func keyHash(key string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(key); i++ {
 		h ^= uint64(key[i])
@@ -20,7 +28,7 @@ func KeyGroup(key string, maxParallelism int) int {
 	h ^= h >> 33
 	h *= 0xc4ceb9fe1a85ec53
 	h ^= h >> 33
-	return int(h % uint64(maxParallelism))
+	return h
 }
 
 // SubtaskForKeyGroup returns the subtask, in [0, parallelism), that owns key

@@ -44,8 +44,9 @@ type Operator interface {
 	Close() error
 }
 
-// CheckpointListener is implemented by operators, typically sinks, that act
-// on the outcome of a checkpoint (invariant I4: only on completion).
+// CheckpointListener is implemented by operators and sources that act on the
+// outcome of a checkpoint: a sink publishes what it staged, a durable source
+// truncates its log (invariant I4: only on completion).
 type CheckpointListener interface {
 	// CheckpointComplete says that checkpoint id and, by subsumption, every
 	// earlier one is complete. Notices may be lost, so it must cover all
@@ -117,8 +118,9 @@ type Context struct {
 	groups KeyGroupRange
 	out    Output
 
-	key      string
-	keyGroup int // index into groups, or -1 if not yet computed for key
+	key     string
+	keySlot int     // the key's shard index in state tables, -1 if not yet computed
+	version Version // the version that writes now belong to
 
 	tables  []keyedTable
 	pending map[string]map[int]*TableSnapshot // restored, awaiting registration
@@ -148,7 +150,7 @@ func (c *Context) Watermark() int64 { return c.watermark }
 // the watermark reaches timestamp. Registering the same key and timestamp
 // twice fires once.
 func (c *Context) RegisterEventTimer(timestamp int64) {
-	if c.groupIndex() < 0 {
+	if c.slot() < 0 {
 		return
 	}
 	c.timers.add(Timer{Key: c.key, Time: timestamp})
@@ -159,23 +161,25 @@ func (c *Context) DeleteEventTimer(timestamp int64) {
 	c.timers.remove(Timer{Key: c.key, Time: timestamp})
 }
 
-// groupIndex returns the index of the current key's group in c.groups, or -1
-// after recording why there is none.
-func (c *Context) groupIndex() int {
-	if c.keyGroup >= 0 {
-		return c.keyGroup
+// slot returns the index of the current key's shard in state tables (group
+// index in c.groups times shardsPerGroup, plus shard), or -1 after recording
+// why there is none.
+func (c *Context) slot() int {
+	if c.keySlot >= 0 {
+		return c.keySlot
 	}
 	if c.key == "" {
 		c.fail(ErrNoKey)
 		return -1
 	}
-	kg := KeyGroup(c.key, c.info.MaxParallelism)
+	h := keyHash(c.key)
+	kg := int(h % uint64(c.info.MaxParallelism))
 	if !c.groups.Contains(kg) {
 		c.fail(ErrForeignKey)
 		return -1
 	}
-	c.keyGroup = kg - c.groups.Start
-	return c.keyGroup
+	c.keySlot = (kg-c.groups.Start)*shardsPerGroup + int(h>>60)
+	return c.keySlot
 }
 
 func (c *Context) fail(err error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -13,6 +14,9 @@ const snapshotMagic = "CRNS\x01"
 
 // SubtaskSnapshot is the decoded state of one subtask in a checkpoint.
 type SubtaskSnapshot struct {
+	// Incremental snapshots hold only the keyed state changed since the
+	// previous snapshot of their chain, with tombstones; see MergeChain.
+	Incremental bool
 	// Operator is what the operator's SnapshotState returned.
 	Operator []byte
 	// Watermark is the subtask's event-time watermark (invariant I10).
@@ -29,24 +33,35 @@ type KeyGroupSnapshot struct {
 }
 
 // TableSnapshot is one named keyed state's entries in a key group, sorted by
-// key, values encoded by the state's codec.
+// key, values encoded by the state's codec, and in an incremental snapshot
+// the keys deleted since its base, sorted.
 type TableSnapshot struct {
-	Name   string
-	Keys   []string
-	Values [][]byte
+	Name    string
+	Keys    []string
+	Values  [][]byte
+	Deleted []string
 }
 
 // FrozenState is the result of a snapshot's synchronous phase: a view of a
 // subtask's state that later processing does not change. Encode runs in the
 // asynchronous phase, on any goroutine.
 type FrozenState struct {
-	operator  []byte
-	watermark int64
-	groups    KeyGroupRange
-	maxPar    int
-	tables    []frozenTable
-	timers    []Timer
+	operator    []byte
+	version     Version
+	incremental bool
+	watermark   int64
+	groups      KeyGroupRange
+	maxPar      int
+	tables      []frozenTable
+	timers      []Timer
 }
+
+// Version is the version of keyed state this snapshot closed: the base to
+// name for an incremental snapshot on top of it.
+func (f *FrozenState) Version() Version { return f.version }
+
+// Incremental reports whether the snapshot holds only changes.
+func (f *FrozenState) Incremental() bool { return f.incremental }
 
 // Encode serializes the snapshot. Its output is deterministic: equal states
 // encode to equal bytes.
@@ -57,6 +72,11 @@ func (f *FrozenState) Encode() []byte {
 		timersByGroup[kg] = append(timersByGroup[kg], t)
 	}
 	dst := []byte(snapshotMagic)
+	if f.incremental {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
 	dst = appendBytes(dst, f.operator)
 	dst = binary.AppendVarint(dst, f.watermark)
 
@@ -75,13 +95,13 @@ func (f *FrozenState) Encode() []byte {
 		dst = binary.AppendUvarint(dst, uint64(kg))
 		n := 0
 		for _, t := range f.tables {
-			if t.groupLen(i) > 0 {
+			if t.hasData(i) {
 				n++
 			}
 		}
 		dst = binary.AppendUvarint(dst, uint64(n))
 		for _, t := range f.tables {
-			if t.groupLen(i) > 0 {
+			if t.hasData(i) {
 				dst = appendString(dst, t.tableName())
 				dst = t.appendGroup(dst, i)
 			}
@@ -101,7 +121,7 @@ func (f *FrozenState) groupHasData(i int, timers map[int][]Timer) bool {
 		return true
 	}
 	for _, t := range f.tables {
-		if t.groupLen(i) > 0 {
+		if t.hasData(i) {
 			return true
 		}
 	}
@@ -113,13 +133,23 @@ var ErrCorruptSnapshot = errors.New("corrupt subtask snapshot")
 
 // DecodeSubtaskSnapshot decodes what FrozenState.Encode wrote, keeping only
 // the key groups in keep (a restore at another parallelism reads each old
-// subtask's snapshot and keeps its own groups). It never panics on bad input.
+// subtask's snapshot and keeps its own groups). Values alias data, which
+// must not change while the snapshot is in use. It never panics on bad
+// input.
 func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, error) {
 	d := decoder{buf: data}
 	if string(d.take(len(snapshotMagic))) != snapshotMagic {
 		return nil, fmt.Errorf("%w: bad header", ErrCorruptSnapshot)
 	}
-	s := &SubtaskSnapshot{Operator: slices.Clone(d.bytes())}
+	s := &SubtaskSnapshot{}
+	switch flags := d.take(1); {
+	case d.err != nil:
+	case flags[0] > 1:
+		d.err = fmt.Errorf("unknown flags %#x", flags[0])
+	default:
+		s.Incremental = flags[0] == 1
+	}
+	s.Operator = slices.Clone(d.bytes())
 	s.Watermark = d.varint()
 	groups := d.count()
 	for range groups {
@@ -128,9 +158,14 @@ func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, e
 		for range tables {
 			t := TableSnapshot{Name: d.string()}
 			n := d.count()
+			t.Keys, t.Values = make([]string, 0, n), make([][]byte, 0, n)
 			for range n {
 				t.Keys = append(t.Keys, d.string())
-				t.Values = append(t.Values, slices.Clone(d.bytes()))
+				t.Values = append(t.Values, d.bytes())
+			}
+			deleted := d.count()
+			for range deleted {
+				t.Deleted = append(t.Deleted, d.string())
 			}
 			g.Tables = append(g.Tables, t)
 		}
@@ -149,6 +184,74 @@ func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, e
 		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, d.err)
 	}
 	return s, nil
+}
+
+// MergeChain folds an incremental chain, oldest first and starting with a
+// whole snapshot, into one whole snapshot: entries are upserted and
+// tombstones applied in order; timers, watermark and operator state come
+// from the newest.
+func MergeChain(chain []*SubtaskSnapshot) (*SubtaskSnapshot, error) {
+	if len(chain) == 0 || chain[0].Incremental {
+		return nil, errors.New("an incremental chain must start with a whole snapshot")
+	}
+	if len(chain) == 1 {
+		return chain[0], nil
+	}
+	type tableKey struct {
+		group int
+		name  string
+	}
+	state := make(map[tableKey]map[string][]byte)
+	order := make(map[int][]string) // per group, table names in first-seen order
+	timers := make(map[int][]Timer)
+	for i, snap := range chain {
+		if i > 0 && !snap.Incremental {
+			return nil, fmt.Errorf("snapshot %d of the chain is whole", i)
+		}
+		clear(timers)
+		for _, g := range snap.Groups {
+			for _, t := range g.Tables {
+				k := tableKey{g.KeyGroup, t.Name}
+				m := state[k]
+				if m == nil {
+					m = make(map[string][]byte, len(t.Keys))
+					state[k] = m
+					order[g.KeyGroup] = append(order[g.KeyGroup], t.Name)
+				}
+				for j, key := range t.Keys {
+					m[key] = t.Values[j]
+				}
+				for _, key := range t.Deleted {
+					delete(m, key)
+				}
+			}
+			timers[g.KeyGroup] = g.Timers
+		}
+	}
+	last := chain[len(chain)-1]
+	out := &SubtaskSnapshot{Operator: last.Operator, Watermark: last.Watermark}
+	for _, kg := range slices.Sorted(maps.Keys(order)) {
+		g := KeyGroupSnapshot{KeyGroup: kg, Timers: timers[kg]}
+		for _, name := range order[kg] {
+			m := state[tableKey{kg, name}]
+			if len(m) == 0 {
+				continue
+			}
+			t := TableSnapshot{Name: name, Keys: slices.Sorted(maps.Keys(m))}
+			for _, key := range t.Keys {
+				t.Values = append(t.Values, m[key])
+			}
+			g.Tables = append(g.Tables, t)
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	for kg, ts := range timers {
+		if _, ok := order[kg]; !ok && len(ts) > 0 {
+			out.Groups = append(out.Groups, KeyGroupSnapshot{KeyGroup: kg, Timers: ts})
+		}
+	}
+	slices.SortFunc(out.Groups, func(a, b KeyGroupSnapshot) int { return a.KeyGroup - b.KeyGroup })
+	return out, nil
 }
 
 func appendString(dst []byte, s string) []byte {

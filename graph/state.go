@@ -47,9 +47,9 @@ func (BytesCodec) Append(dst []byte, v []byte) []byte { return append(dst, v...)
 func (BytesCodec) Decode(src []byte) ([]byte, error)  { return slices.Clone(src), nil }
 
 // ValueState is one value per key, scoped to the current key of its Context.
-// Snapshots of it are copy-on-write per key group: taking one costs
-// O(key groups), and the first write to a key group after a snapshot copies
-// that group.
+// Snapshots of it are copy-on-write: taking one costs O(key groups), and the
+// first write to a shard (a sixteenth of a key group) after a snapshot copies
+// that shard.
 type ValueState[T any] struct {
 	ctx   *Context
 	table *stateTable[T]
@@ -64,7 +64,7 @@ func NewValueState[T any](ctx *Context, name string, codec Codec[T]) (*ValueStat
 			return nil, fmt.Errorf("keyed state %q registered twice", name)
 		}
 	}
-	t := &stateTable[T]{name: name, codec: codec, groups: make([]stateGroup[T], ctx.groups.Len())}
+	t := &stateTable[T]{name: name, codec: codec, shards: make([]stateShard[T], ctx.groups.Len()*shardsPerGroup)}
 	for kg, snap := range ctx.pending[name] {
 		if err := t.load(kg-ctx.groups.Start, snap); err != nil {
 			return nil, fmt.Errorf("restore keyed state %q: %w", name, err)
@@ -77,113 +77,196 @@ func NewValueState[T any](ctx *Context, name string, codec Codec[T]) (*ValueStat
 
 // Get returns the current key's value and whether it has one.
 func (s *ValueState[T]) Get() (T, bool) {
-	i := s.ctx.groupIndex()
+	i := s.ctx.slot()
 	if i < 0 {
 		var zero T
 		return zero, false
 	}
-	v, ok := s.table.groups[i].m[s.ctx.key]
-	return v, ok
+	e, ok := s.table.shards[i].m[s.ctx.key]
+	return e.v, ok
 }
 
 // Set stores v for the current key.
 func (s *ValueState[T]) Set(v T) {
-	if i := s.ctx.groupIndex(); i >= 0 {
-		s.table.writable(i)[s.ctx.key] = v
+	i := s.ctx.slot()
+	if i < 0 {
+		return
+	}
+	sh := &s.table.shards[i]
+	sh.writable()[s.ctx.key] = entry[T]{v: v, ver: s.ctx.version}
+	sh.ver = s.ctx.version
+	if sh.deleted != nil {
+		delete(sh.deleted, s.ctx.key)
 	}
 }
 
 // Delete removes the current key's value.
 func (s *ValueState[T]) Delete() {
-	if i := s.ctx.groupIndex(); i >= 0 {
-		if _, ok := s.table.groups[i].m[s.ctx.key]; ok {
-			delete(s.table.writable(i), s.ctx.key)
-		}
+	i := s.ctx.slot()
+	if i < 0 {
+		return
 	}
+	sh := &s.table.shards[i]
+	if _, ok := sh.m[s.ctx.key]; !ok {
+		return
+	}
+	delete(sh.writable(), s.ctx.key)
+	sh.ver = s.ctx.version
+	if sh.deleted == nil {
+		sh.deleted = make(map[string]Version)
+	}
+	sh.deleted[s.ctx.key] = s.ctx.version
+}
+
+// Version numbers the states of a subtask's keyed state: every snapshot
+// closes one version, and writes after it belong to the next. An
+// incremental snapshot holds what changed after a base version.
+type Version uint64
+
+// shardsPerGroup splits each key group's entries, so that copy-on-write
+// after a snapshot copies a sixteenth of a group at a time.
+const shardsPerGroup = 16
+
+// entry is a value and the version that wrote it.
+type entry[T any] struct {
+	v   T
+	ver Version
+}
+
+type stateShard[T any] struct {
+	m      map[string]entry[T]
+	shared bool    // m is referenced by a snapshot: copy before writing
+	ver    Version // newest version that changed m
+	// deleted holds tombstones, key → version of the deletion, for
+	// incremental snapshots; entries the base already covers are pruned.
+	deleted map[string]Version
+}
+
+func (sh *stateShard[T]) writable() map[string]entry[T] {
+	switch {
+	case sh.m == nil:
+		sh.m = make(map[string]entry[T])
+	case sh.shared:
+		sh.m = maps.Clone(sh.m)
+		sh.shared = false
+	}
+	return sh.m
 }
 
 // keyedTable is a ValueState's storage with its value type erased.
 type keyedTable interface {
 	tableName() string
 	// freeze is the synchronous phase of a snapshot: it returns a view that
-	// later writes do not change.
-	freeze() frozenTable
+	// later writes do not change. With incremental set, the view holds only
+	// entries written after version base, plus tombstones.
+	freeze(base Version, incremental bool) frozenTable
 }
 
 // frozenTable is a point-in-time view of a keyedTable, safe to read from
 // another goroutine.
 type frozenTable interface {
 	tableName() string
-	groupLen(i int) int
+	// hasData reports whether group i has entries or tombstones to write.
+	hasData(i int) bool
 	appendGroup(dst []byte, i int) []byte
-}
-
-type stateGroup[T any] struct {
-	m      map[string]T
-	shared bool // m is referenced by a snapshot: copy before writing
 }
 
 type stateTable[T any] struct {
 	name   string
 	codec  Codec[T]
-	groups []stateGroup[T]
+	shards []stateShard[T] // group index * shardsPerGroup + shard
 }
 
 func (t *stateTable[T]) tableName() string { return t.name }
 
-func (t *stateTable[T]) writable(i int) map[string]T {
-	g := &t.groups[i]
-	switch {
-	case g.m == nil:
-		g.m = make(map[string]T)
-	case g.shared:
-		g.m = maps.Clone(g.m)
-		g.shared = false
-	}
-	return g.m
-}
-
-func (t *stateTable[T]) freeze() frozenTable {
-	f := &frozenStateTable[T]{name: t.name, codec: t.codec, groups: make([]map[string]T, len(t.groups))}
-	for i := range t.groups {
-		t.groups[i].shared = t.groups[i].m != nil
-		f.groups[i] = t.groups[i].m
+func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
+	f := &frozenStateTable[T]{name: t.name, codec: t.codec, base: base, incremental: incremental,
+		maps: make([]map[string]entry[T], len(t.shards))}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		for k, v := range sh.deleted {
+			if v <= base {
+				delete(sh.deleted, k)
+			}
+		}
+		if incremental && sh.ver <= base {
+			continue // unchanged since the base
+		}
+		sh.shared = sh.m != nil
+		f.maps[i] = sh.m
+		if incremental && len(sh.deleted) > 0 {
+			if f.deleted == nil {
+				f.deleted = make([][]string, len(t.shards))
+			}
+			f.deleted[i] = slices.Collect(maps.Keys(sh.deleted))
+		}
 	}
 	return f
 }
 
 func (t *stateTable[T]) load(i int, snap *TableSnapshot) error {
-	m := t.writable(i)
 	for j, k := range snap.Keys {
 		v, err := t.codec.Decode(snap.Values[j])
 		if err != nil {
 			return fmt.Errorf("key %q: %w", k, err)
 		}
-		m[k] = v
+		t.shards[i*shardsPerGroup+shardOf(k)].writable()[k] = entry[T]{v: v}
 	}
 	return nil
 }
 
 type frozenStateTable[T any] struct {
-	name   string
-	codec  Codec[T]
-	groups []map[string]T
+	name        string
+	codec       Codec[T]
+	base        Version
+	incremental bool
+	maps        []map[string]entry[T] // per shard; nil when empty or unchanged
+	deleted     [][]string            // per shard, incremental only
 }
 
-func (f *frozenStateTable[T]) tableName() string  { return f.name }
-func (f *frozenStateTable[T]) groupLen(i int) int { return len(f.groups[i]) }
+func (f *frozenStateTable[T]) tableName() string { return f.name }
 
-// appendGroup writes group i's entries sorted by key, so that snapshots are
-// deterministic and stores can insert them in order.
+func (f *frozenStateTable[T]) hasData(i int) bool {
+	for s := i * shardsPerGroup; s < (i+1)*shardsPerGroup; s++ {
+		if f.deleted != nil && len(f.deleted[s]) > 0 {
+			return true
+		}
+		for _, e := range f.maps[s] {
+			if !f.incremental || e.ver > f.base {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// appendGroup writes group i's entries and then its tombstones, each sorted
+// by key, so that snapshots are deterministic and stores can insert them in
+// order.
 func (f *frozenStateTable[T]) appendGroup(dst []byte, i int) []byte {
-	m := f.groups[i]
-	keys := slices.Sorted(maps.Keys(m))
+	var keys, deleted []string
+	for s := i * shardsPerGroup; s < (i+1)*shardsPerGroup; s++ {
+		for k, e := range f.maps[s] {
+			if !f.incremental || e.ver > f.base {
+				keys = append(keys, k)
+			}
+		}
+		if f.deleted != nil {
+			deleted = append(deleted, f.deleted[s]...)
+		}
+	}
+	slices.Sort(keys)
+	slices.Sort(deleted)
 	dst = binary.AppendUvarint(dst, uint64(len(keys)))
 	var val []byte
 	for _, k := range keys {
 		dst = appendString(dst, k)
-		val = f.codec.Append(val[:0], m[k])
+		val = f.codec.Append(val[:0], f.maps[i*shardsPerGroup+shardOf(k)][k].v)
 		dst = appendBytes(dst, val)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(deleted)))
+	for _, k := range deleted {
+		dst = appendString(dst, k)
 	}
 	return dst
 }

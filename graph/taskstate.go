@@ -17,7 +17,8 @@ func NewTaskState(info TaskInfo, out Output) *TaskState {
 		info:      info,
 		groups:    KeyGroupRangeFor(info.Subtask, info.Parallelism, info.MaxParallelism),
 		out:       out,
-		keyGroup:  -1,
+		keySlot:   -1,
+		version:   1,
 		watermark: MinWatermark,
 	}}
 }
@@ -29,7 +30,7 @@ func (s *TaskState) Context() *Context { return &s.ctx }
 func (s *TaskState) SetKey(key string) {
 	if key != s.ctx.key {
 		s.ctx.key = key
-		s.ctx.keyGroup = -1
+		s.ctx.keySlot = -1
 	}
 }
 
@@ -65,24 +66,32 @@ func (s *TaskState) AdvanceWatermark(wm int64, op Operator) (bool, error) {
 }
 
 // Freeze is the synchronous phase of a snapshot. It costs O(key groups +
-// timers), copies no keyed state, and returns a view that later processing
-// does not change. operator is what the operator's SnapshotState returned.
-func (s *TaskState) Freeze(operator []byte) *FrozenState {
+// timers + keys deleted since base), copies no keyed state, and returns a
+// view that later processing does not change. operator is what the
+// operator's SnapshotState returned. With incremental set, the snapshot
+// holds only keyed state changed after version base (a snapshot restored or
+// taken earlier, whose FrozenState.Version that was), with tombstones for
+// deleted keys; timers, watermark and operator state are always whole.
+func (s *TaskState) Freeze(operator []byte, base Version, incremental bool) *FrozenState {
 	f := &FrozenState{
-		operator:  operator,
-		watermark: s.ctx.watermark,
-		groups:    s.ctx.groups,
-		maxPar:    s.ctx.info.MaxParallelism,
-		timers:    s.ctx.timers.sorted(),
+		operator:    operator,
+		version:     s.ctx.version,
+		incremental: incremental,
+		watermark:   s.ctx.watermark,
+		groups:      s.ctx.groups,
+		maxPar:      s.ctx.info.MaxParallelism,
+		timers:      s.ctx.timers.sorted(),
 	}
 	for _, t := range s.ctx.tables {
-		f.tables = append(f.tables, t.freeze())
+		f.tables = append(f.tables, t.freeze(base, incremental))
 	}
+	s.ctx.version++
 	return f
 }
 
 // Restore loads snapshots taken by one or more subtasks (several when the
-// parallelism changed) before the operator opens. Keyed state waits until the
+// parallelism changed) before the operator opens; each must be whole, an
+// incremental chain merged by MergeChain. Restored state has version 0. Keyed state waits until the
 // operator registers it by name; timers and the watermark apply at once. The
 // watermark is the lowest among snaps, so no timer fires early.
 func (s *TaskState) Restore(snaps []*SubtaskSnapshot) {

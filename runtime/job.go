@@ -31,6 +31,11 @@ type Options struct {
 	Linger time.Duration
 	// Credits is the number of batches in flight per channel; default 4.
 	Credits int
+	// Incremental makes snapshots hold only the keyed state changed since
+	// the subtask's last completed one; MaxChain (default 10) is the chain
+	// length at which a whole snapshot is taken again.
+	Incremental bool
+	MaxChain    int
 	// Logger receives checkpoint and failure messages; default slog.Default.
 	Logger *slog.Logger
 	// OnComplete and OnAbort, if set, are called from the coordinator's
@@ -51,6 +56,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Credits <= 0 {
 		o.Credits = 4
+	}
+	if o.MaxChain <= 0 {
+		o.MaxChain = 10
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -182,7 +190,8 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 		done:      make(chan struct{}),
 	}
 	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
-	j.plan = build(topo, opts.Checkpoints.Mode, opts.BatchSize, j)
+	j.plan = build(topo, taskConfig{mode: opts.Checkpoints.Mode, batchSize: opts.BatchSize,
+		incremental: opts.Incremental, maxChain: opts.MaxChain}, j)
 	n := len(j.plan.tasks)
 	j.mailboxes = make([]chan delivery, n)
 	j.inbound = make([][]*chanLink, n)
@@ -231,12 +240,8 @@ func (j *Job) snapshot(t *task, req snapshotRequest) {
 			j.decline(t, req.id, "storing snapshot: "+err.Error())
 			return
 		}
-		ack := req.ack
-		ack.State = h
-		ack.Stats.Async = time.Since(start)
-		ack.Stats.StateSize = h.Size
 		select {
-		case j.acks <- ack:
+		case j.acks <- t.stored(req, h, time.Since(start)):
 		case <-j.done:
 		}
 	}()
@@ -340,12 +345,12 @@ func (j *Job) stop(err error) {
 
 func (j *Job) closeAll() {
 	for _, t := range j.plan.tasks {
-		t.close()
+		j.closeTask(t)
 	}
 }
 
-// close releases the subtask's operator or source, if it was opened.
-func (t *task) close() {
+// closeTask releases the subtask's operator or source, if it was opened.
+func (j *Job) closeTask(t *task) {
 	var err error
 	switch {
 	case t.op != nil:
@@ -354,13 +359,13 @@ func (t *task) close() {
 		err = t.src.Close()
 	}
 	if err != nil {
-		slog.Default().Warn("closing subtask", "task", t.id.String(), "err", err)
+		j.opts.Logger.Warn("closing subtask", "task", t.id.String(), "err", err)
 	}
 }
 
 // runTask is the goroutine of one subtask.
 func (j *Job) runTask(i int, t *task) {
-	defer t.close()
+	defer j.closeTask(t)
 	defer func() {
 		if r := recover(); r != nil {
 			j.stop(fmt.Errorf("%s: panic: %v\n%s", t.id, r, debug.Stack()))

@@ -186,6 +186,12 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 		if a.Source {
 			offsets += a.Offset
 		}
+		if a.State.Size == 0 || a.Stats.StateSize != a.State.Size || a.Source != (a.Task.Operator == "src") {
+			t.Fatalf("acknowledgement of %s is incomplete: %+v", a.Task, a)
+		}
+	}
+	if m.Subtask(checkpoint.TaskID{Operator: "count", Subtask: 1}) == nil {
+		t.Fatal("manifest lacks count/1")
 	}
 	if offsets != 10_000 {
 		t.Fatalf("sources checkpointed %d records read, want the 10000 before the gate", offsets)

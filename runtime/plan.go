@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -27,9 +28,17 @@ type plan struct {
 // p.tasks[to].
 type linkFactory func(from *task, to, ch int) link
 
+// taskConfig is what every subtask of a job shares.
+type taskConfig struct {
+	mode        checkpoint.Mode
+	batchSize   int
+	incremental bool // take incremental snapshots
+	maxChain    int  // fold a chain into a whole snapshot at this length
+}
+
 // build creates the subtasks of topo, in topological order, and lists their
 // input channels; connect then makes the links.
-func build(topo *graph.Topology, mode checkpoint.Mode, batchSize int, e env) *plan {
+func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 	p := &plan{}
 	byNode := make(map[*graph.Node][]*task)
 	for _, n := range topo.Nodes {
@@ -39,9 +48,10 @@ func build(topo *graph.Topology, mode checkpoint.Mode, batchSize int, e env) *pl
 				index:     len(p.tasks),
 				node:      n,
 				env:       e,
-				batchSize: batchSize,
+				batchSize: cfg.batchSize,
 				sourceWM:  graph.MinWatermark,
 				metrics:   new(TaskMetrics),
+				chains:    chains{incremental: cfg.incremental, maxLen: cfg.maxChain},
 			}
 			t.state = graph.NewTaskState(graph.TaskInfo{
 				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism,
@@ -61,7 +71,7 @@ func build(topo *graph.Topology, mode checkpoint.Mode, batchSize int, e env) *pl
 				t.wm[c] = graph.MinWatermark
 			}
 			t.open = len(ins)
-			t.handler = checkpoint.NewHandler(mode, len(ins))
+			t.handler = checkpoint.NewHandler(cfg.mode, len(ins))
 			byNode[n] = append(byNode[n], t)
 			p.tasks = append(p.tasks, t)
 			p.inputs = append(p.inputs, ins)
@@ -120,6 +130,11 @@ func (t *task) openFrom(m *checkpoint.Manifest, store checkpoint.Store) error {
 			return err
 		}
 		t.state.Restore(snaps)
+		if own != nil && hasParallelism(m, t.node) {
+			// Increments continue the restored chain; its keyed state is
+			// version 0.
+			t.chains.base = chain{handles: append(slices.Clone(own.ack.Base), own.ack.State)}
+		}
 		if own != nil {
 			opState = snapOperator(own)
 			if own.ack.Source {
@@ -158,6 +173,17 @@ func snapOperator(r *restored) []byte {
 	return r.snap.Operator
 }
 
+// hasParallelism reports whether n had its current parallelism in m.
+func hasParallelism(m *checkpoint.Manifest, n *graph.Node) bool {
+	count := 0
+	for _, a := range m.Subtasks {
+		if a.Task.Operator == n.ID {
+			count++
+		}
+	}
+	return count == n.Parallelism
+}
+
 func hasOperator(m *checkpoint.Manifest, id string) bool {
 	for _, a := range m.Subtasks {
 		if a.Task.Operator == id {
@@ -187,11 +213,19 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 		if !isOwn && (theirs.End <= mine.Start || theirs.Start >= mine.End) {
 			continue
 		}
-		data, err := store.ReadState(a.State)
-		if err != nil {
-			return nil, nil, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+		var links []*graph.SubtaskSnapshot
+		for _, h := range append(slices.Clone(a.Base), a.State) {
+			data, err := store.ReadState(h)
+			if err != nil {
+				return nil, nil, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+			}
+			snap, err := graph.DecodeSubtaskSnapshot(data, mine)
+			if err != nil {
+				return nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
+			}
+			links = append(links, snap)
 		}
-		snap, err := graph.DecodeSubtaskSnapshot(data, mine)
+		snap, err := graph.MergeChain(links)
 		if err != nil {
 			return nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
 		}

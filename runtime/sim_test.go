@@ -135,11 +135,14 @@ func randomTopology(seed uint64) func() *graph.Topology {
 	}
 }
 
-// tap sums and counts values per key and passes every record on.
+// tap sums and counts values per key and passes every record on. Its
+// "odd" state exists only while a key has seen an odd number of records:
+// it is deleted every other record, so a snapshot that lost a deletion
+// shows.
 type tap struct {
 	graph.BaseOperator
-	ctx        *graph.Context
-	sum, count *graph.ValueState[float64]
+	ctx             *graph.Context
+	sum, count, odd *graph.ValueState[float64]
 }
 
 func newTap(int) graph.Operator { return &tap{} }
@@ -149,7 +152,10 @@ func (t *tap) Open(ctx *graph.Context) (err error) {
 	if t.sum, err = graph.NewValueState(ctx, "sum", graph.Float64Codec{}); err != nil {
 		return err
 	}
-	t.count, err = graph.NewValueState(ctx, "count", graph.Float64Codec{})
+	if t.count, err = graph.NewValueState(ctx, "count", graph.Float64Codec{}); err != nil {
+		return err
+	}
+	t.odd, err = graph.NewValueState(ctx, "odd", graph.Float64Codec{})
 	return err
 }
 
@@ -158,6 +164,11 @@ func (t *tap) ProcessRecord(_ int, r *graph.Record) error {
 	t.sum.Set(mod(s + r.Value))
 	c, _ := t.count.Get()
 	t.count.Set(c + 1)
+	if _, ok := t.odd.Get(); ok {
+		t.odd.Delete()
+	} else {
+		t.odd.Set(1)
+	}
 	t.ctx.Emit(r)
 	return nil
 }

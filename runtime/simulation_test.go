@@ -8,13 +8,15 @@ import (
 )
 
 // simulate runs the topology of seed in mode with up to crashes crashes,
-// scheduling with a random source derived from seed and salt.
+// scheduling with a random source derived from seed and salt. Even seeds
+// take incremental snapshots.
 func simulate(seed, salt uint64, mode checkpoint.Mode, crashes int) (keyedState, *simulator, error) {
 	s := &simulator{
-		rng:   rand.New(rand.NewPCG(seed, salt)),
-		mode:  mode,
-		build: randomTopology(seed),
-		store: checkpoint.NewMemStore(2),
+		rng:         rand.New(rand.NewPCG(seed, salt)),
+		mode:        mode,
+		incremental: seed%2 == 0,
+		build:       randomTopology(seed),
+		store:       checkpoint.NewMemStore(2),
 	}
 	if err := s.run(crashes); err != nil {
 		return nil, s, err
@@ -38,7 +40,7 @@ func seeds() []uint64 {
 // multiInput reports whether some subtask of the topology has more than one
 // input channel: only such subtasks can duplicate in at-least-once mode.
 func multiInput(seed uint64) bool {
-	p := build(randomTopology(seed)(), checkpoint.ExactlyOnce, 1, &simulator{})
+	p := build(randomTopology(seed)(), taskConfig{mode: checkpoint.ExactlyOnce, batchSize: 1}, &simulator{})
 	for _, ins := range p.inputs {
 		if len(ins) > 1 {
 			return true

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -40,6 +42,75 @@ type snapshotRequest struct {
 	id     uint64
 	frozen *graph.FrozenState
 	ack    checkpoint.Ack // all but State, and Stats.Async/StateSize
+}
+
+// chain is a stored snapshot and what it needs to be restored: the handles
+// of an incremental chain, oldest (whole) first, ending with the snapshot's
+// own, and the keyed-state version it closed.
+type chain struct {
+	version graph.Version
+	handles []checkpoint.StateHandle
+}
+
+// chains tracks a subtask's snapshots for incremental checkpoints: base is
+// the newest snapshot of a completed checkpoint, the one new increments
+// build on; taken are snapshots whose checkpoint has no outcome yet. The
+// asynchronous phase fills in handles, so a mutex guards taken.
+type chains struct {
+	incremental bool
+	maxLen      int
+	base        chain // no handles: nothing to build on yet
+	mu          sync.Mutex
+	taken       map[uint64]*chain
+}
+
+// next returns the base version and handles for the snapshot of checkpoint
+// id about to be taken, and whether it is incremental; whole snapshots fold
+// a chain that reached its maximum length.
+func (c *chains) next() (graph.Version, []checkpoint.StateHandle, bool) {
+	if !c.incremental || len(c.base.handles) == 0 || len(c.base.handles) >= c.maxLen {
+		return c.base.version, nil, false
+	}
+	return c.base.version, c.base.handles, true
+}
+
+func (c *chains) took(id uint64, version graph.Version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.taken == nil {
+		c.taken = make(map[uint64]*chain)
+	}
+	c.taken[id] = &chain{version: version}
+}
+
+// stored records where checkpoint id's snapshot went; called by the
+// asynchronous phase.
+func (c *chains) stored(id uint64, handles []checkpoint.StateHandle) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.taken[id]; t != nil {
+		t.handles = handles
+	}
+}
+
+// completed makes checkpoint id's snapshot the base, if it was stored.
+func (c *chains) completed(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.taken[id]; t != nil && t.handles != nil {
+		c.base = *t
+	}
+	for k := range c.taken {
+		if k <= id {
+			delete(c.taken, k)
+		}
+	}
+}
+
+func (c *chains) aborted(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.taken, id)
 }
 
 // outChannel accumulates records for one link.
@@ -88,6 +159,7 @@ type task struct {
 	finished      bool
 	err           error // first failure to emit (the job is stopping)
 	metrics       *TaskMetrics
+	chains        chains
 }
 
 // recordOverhead estimates a record's bytes besides its key.
@@ -297,11 +369,26 @@ func (t *task) snapshot(a checkpoint.Action) error {
 			return nil
 		}
 	}
-	req.frozen = t.state.Freeze(opState)
+	base, baseChain, incremental := t.chains.next()
+	req.frozen = t.state.Freeze(opState, base, incremental)
+	req.ack.Base = baseChain
+	t.chains.took(a.ID, req.frozen.Version())
 	req.ack.Stats.Sync = t.env.now() - start
 	t.buffered, t.bufferedBytes = 0, 0
 	t.env.snapshot(t, req)
 	return nil
+}
+
+// stored completes req's acknowledgement once its snapshot is durable at h,
+// and remembers the chain for incremental snapshots to build on. It is
+// called by the asynchronous phase.
+func (t *task) stored(req snapshotRequest, h checkpoint.StateHandle, async time.Duration) checkpoint.Ack {
+	t.chains.stored(req.id, append(slices.Clone(req.ack.Base), h))
+	ack := req.ack
+	ack.State = h
+	ack.Stats.Async = async
+	ack.Stats.StateSize = h.Size
+	return ack
 }
 
 // noteBuffered counts a batch held back on a blocked channel.
@@ -322,18 +409,31 @@ func (t *task) trigger(b graph.Barrier) error {
 	return t.act()
 }
 
+// listener is the subtask's operator or source if it listens to checkpoint
+// outcomes.
+func (t *task) listener() (graph.CheckpointListener, bool) {
+	if t.src != nil {
+		l, ok := t.src.(graph.CheckpointListener)
+		return l, ok
+	}
+	l, ok := t.op.(graph.CheckpointListener)
+	return l, ok
+}
+
 // aborted tells the handler and the operator that checkpoint id was aborted.
 func (t *task) aborted(id uint64) error {
+	t.chains.aborted(id)
 	t.handler.Step(checkpoint.Event{Kind: checkpoint.CheckpointAborted, ID: id})
-	if l, ok := t.op.(graph.CheckpointListener); ok {
+	if l, ok := t.listener(); ok {
 		l.CheckpointAborted(id)
 	}
 	return t.act()
 }
 
-// completed tells the operator that checkpoint id is complete.
+// completed tells the operator or source that checkpoint id is complete.
 func (t *task) completed(id uint64) error {
-	if l, ok := t.op.(graph.CheckpointListener); ok {
+	t.chains.completed(id)
+	if l, ok := t.listener(); ok {
 		if err := l.CheckpointComplete(id); err != nil {
 			return t.fail(fmt.Errorf("checkpoint %d complete: %w", id, err))
 		}

@@ -1,8 +1,43 @@
-// Package localrecovery will keep checkpoints in one bbolt file under the
-// data directory: snapshot blobs in checksummed chunks, completion records
-// written last, the persisted id counter, retention, incremental chains, and
-// the choice of the newest intact checkpoint to restore (DESIGN.md sections
-// 2 and 4). It implements checkpoint.Store.
+// Package localrecovery keeps checkpoints in one bbolt file under the agent's
+// data directory, so that after a crash, power cut or reboot the agent
+// restarts from its own disk, without the network (DESIGN.md sections 2 and
+// 4). Store implements checkpoint.Store.
 //
-// Not built yet; see the issue "Local checkpoints in bbolt".
+// # File layout
+//
+// One bbolt file (conventionally <data_dir>/checkpoints.db) with three
+// buckets:
+//
+//	meta         "format"  → 1 byte, the layout version (1)
+//	             "last_id" → 8 bytes big-endian: the highest checkpoint id
+//	                         ever issued (invariant I6)
+//	blobs        <id:8 BE><task>\x00<chunk:4 BE> → up to 1 MiB of one
+//	                         subtask snapshot; a snapshot's chunks sort
+//	                         together and are inserted in key order
+//	checkpoints  <id:8 BE> → the completion record: the manifest as JSON,
+//	                         then its CRC-32C (4 bytes BE)
+//
+// A state handle's key is "<id>/<task>"; its size and CRC-32C cover the
+// whole snapshot, which ReadState reassembles from the chunks and verifies
+// (invariant I9).
+//
+// # Write order
+//
+// A subtask's snapshot is written in one transaction per blob. The
+// completion record is written last, in its own transaction, after every
+// blob it names is durable: a checkpoint without a record is not complete
+// (I4), whatever blobs it left behind. Retention runs in a further
+// transaction: it keeps the newest Retain completed checkpoints and deletes
+// every blob none of them references, along with blobs of checkpoints that
+// never completed.
+//
+// # Damage
+//
+// Open checks the file's consistency. A file that bbolt cannot open or that
+// fails the check is renamed aside (<path>.damaged-N) and the checkpoints
+// that can still be read from it and verify are copied into a fresh file;
+// the log says which were kept and which lost, and why. Completed lists only
+// checkpoints whose completion record verifies, and ReadState verifies every
+// snapshot before it is used, so a restore that meets damage falls back to
+// an older checkpoint (runtime.Options.Restore).
 package localrecovery

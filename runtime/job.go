@@ -21,9 +21,12 @@ type Options struct {
 	Checkpoints checkpoint.Config
 	// Store keeps checkpoints; default an in-memory store retaining 3.
 	Store checkpoint.Store
-	// Restore, if set, is the completed checkpoint to start from: state,
+	// Restore lists completed checkpoints to start from, newest first. The
+	// first whose state reads, verifies and decodes is restored: state,
 	// timers and watermarks come back and sources resume at its offsets.
-	Restore *checkpoint.Manifest
+	// Each one that fails is logged with its reason; if all fail, Run fails
+	// rather than start from nothing (invariant I9).
+	Restore []*checkpoint.Manifest
 	// BatchSize is the most records per batch; default 256.
 	BatchSize int
 	// Linger is the longest a partial batch waits before it is sent;
@@ -166,6 +169,8 @@ type Job struct {
 	requests  chan chan uint64
 	finalized chan finalizeResult
 
+	restoredFrom *checkpoint.Manifest
+
 	done     chan struct{}
 	stopOnce sync.Once
 	errMu    sync.Mutex
@@ -252,11 +257,18 @@ func (j *Job) snapshot(t *task, req snapshotRequest) {
 // (nil when the input ended or ctx was cancelled).
 func (j *Job) Run(ctx context.Context) error {
 	j.start = time.Now()
-	if err := j.plan.open(j.opts.Restore, j.opts.Store); err != nil {
+	rs, err := j.load()
+	if err != nil {
+		return err
+	}
+	if err := j.plan.open(rs); err != nil {
 		j.closeAll()
 		return err
 	}
 	lastID, err := j.opts.Store.LastID()
+	if err == nil && j.restoredFrom != nil && j.restoredFrom.ID > lastID {
+		lastID = j.restoredFrom.ID // a checkpoint from another store
+	}
 	if err != nil {
 		j.closeAll()
 		return fmt.Errorf("reading the checkpoint id counter: %w", err)
@@ -303,6 +315,29 @@ func (j *Job) Run(ctx context.Context) error {
 	defer j.errMu.Unlock()
 	return j.err
 }
+
+// load reads the first usable checkpoint of Options.Restore.
+func (j *Job) load() ([]taskRestore, error) {
+	var errs []error
+	for _, m := range j.opts.Restore {
+		rs, err := j.plan.load(m, j.opts.Store)
+		if err == nil {
+			j.restoredFrom = m
+			j.opts.Logger.Info("restoring checkpoint", "id", m.ID)
+			return rs, nil
+		}
+		j.opts.Logger.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
+		errs = append(errs, fmt.Errorf("checkpoint %d: %w", m.ID, err))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("no checkpoint could be restored: %w", errors.Join(errs...))
+	}
+	return nil, nil
+}
+
+// RestoredFrom is the checkpoint Run restored, or nil. It is set once Run
+// has started the subtasks.
+func (j *Job) RestoredFrom() *checkpoint.Manifest { return j.restoredFrom }
 
 // TriggerCheckpoint starts a checkpoint now and returns its id. It fails
 // when the job is not running or a subtask has finished.

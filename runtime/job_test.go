@@ -199,7 +199,7 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 
 	close(gate)
 	second := &latestSink{last: map[string]float64{}}
-	job, err = New(countTopology(t, src, second), Options{Checkpoints: cfg, Store: store, Restore: m})
+	job, err = New(countTopology(t, src, second), Options{Checkpoints: cfg, Store: store, Restore: []*checkpoint.Manifest{m}})
 	if err != nil {
 		t.Fatal(err)
 	}

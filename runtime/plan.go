@@ -110,40 +110,61 @@ func (t *task) outputFor(n *graph.Node, edge graph.Edge, k int) *output {
 	return o
 }
 
+// taskRestore is what one subtask restores: the snapshots that hold its key
+// groups (several when the parallelism changed) and its own old subtask's
+// acknowledgement and snapshot, if it had one.
+type taskRestore struct {
+	snaps []*graph.SubtaskSnapshot
+	own   *restored
+}
+
+// load reads, verifies and decodes everything the subtasks need to restore
+// checkpoint m. An error means m cannot be used; nothing has been changed.
+func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskRestore, error) {
+	rs := make([]taskRestore, len(p.tasks))
+	for i, t := range p.tasks {
+		snaps, own, err := restoredSnapshots(t, m, store)
+		if err != nil {
+			return nil, err
+		}
+		if own == nil && t.node.IsSource() && hasOperator(m, t.node.ID) {
+			return nil, fmt.Errorf("%s: source parallelism changed to %d; its offsets cannot be redistributed", t.id, t.node.Parallelism)
+		}
+		rs[i] = taskRestore{snaps: snaps, own: own}
+	}
+	return rs, nil
+}
+
 // open creates every subtask's operator or source and opens it, restoring
-// from m when m is not nil.
-func (p *plan) open(m *checkpoint.Manifest, store checkpoint.Store) error {
-	for _, t := range p.tasks {
-		if err := t.openFrom(m, store); err != nil {
+// rs (from load) unless it is nil.
+func (p *plan) open(rs []taskRestore) error {
+	for i, t := range p.tasks {
+		var r taskRestore
+		if rs != nil {
+			r = rs[i]
+		}
+		if err := t.openFrom(r); err != nil {
 			return fmt.Errorf("%s: %w", t.id, err)
 		}
 	}
 	return nil
 }
 
-func (t *task) openFrom(m *checkpoint.Manifest, store checkpoint.Store) error {
+func (t *task) openFrom(r taskRestore) error {
 	var offset uint64
 	var opState []byte
-	if m != nil {
-		snaps, own, err := restoredSnapshots(t, m, store)
-		if err != nil {
-			return err
-		}
-		t.state.Restore(snaps)
-		if own != nil && hasParallelism(m, t.node) {
+	t.state.Restore(r.snaps)
+	if own := r.own; own != nil {
+		if own.sameParallelism {
 			// Increments continue the restored chain; its keyed state is
 			// version 0.
 			t.chains.base = chain{handles: append(slices.Clone(own.ack.Base), own.ack.State)}
 		}
-		if own != nil {
-			opState = snapOperator(own)
-			if own.ack.Source {
-				offset = own.ack.Offset
-				t.sourceWM = own.ack.Watermark
-				t.maxTime = own.ack.Watermark
-			}
-		} else if t.node.IsSource() && hasOperator(m, t.node.ID) {
-			return fmt.Errorf("source parallelism changed to %d; its offsets cannot be redistributed", t.node.Parallelism)
+		opState = snapOperator(own)
+		if own.ack.Source {
+			offset = own.ack.Offset
+			t.sourceWM = own.ack.Watermark
+			t.maxTime = own.ack.Watermark
 		}
 	}
 	if t.node.IsSource() {
@@ -164,6 +185,9 @@ func (t *task) openFrom(m *checkpoint.Manifest, store checkpoint.Store) error {
 type restored struct {
 	ack  checkpoint.Ack
 	snap *graph.SubtaskSnapshot
+	// sameParallelism: the operator had the same parallelism, so the
+	// snapshot's chain can be continued.
+	sameParallelism bool
 }
 
 func snapOperator(r *restored) []byte {
@@ -171,17 +195,6 @@ func snapOperator(r *restored) []byte {
 		return nil
 	}
 	return r.snap.Operator
-}
-
-// hasParallelism reports whether n had its current parallelism in m.
-func hasParallelism(m *checkpoint.Manifest, n *graph.Node) bool {
-	count := 0
-	for _, a := range m.Subtasks {
-		if a.Task.Operator == n.ID {
-			count++
-		}
-	}
-	return count == n.Parallelism
 }
 
 func hasOperator(m *checkpoint.Manifest, id string) bool {
@@ -231,7 +244,7 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 		}
 		snaps = append(snaps, snap)
 		if isOwn {
-			own = &restored{ack: a, snap: snap}
+			own = &restored{ack: a, snap: snap, sameParallelism: len(old) == t.node.Parallelism}
 		}
 	}
 	return snaps, own, nil

@@ -68,11 +68,8 @@ func (s *simulator) decline(t *task, id uint64, reason string) {
 // start builds and opens a fresh incarnation of the job, restoring the
 // newest completed checkpoint if there is one.
 func (s *simulator) start() error {
-	var restore *checkpoint.Manifest
-	if ms, _ := s.store.Completed(); len(ms) > 0 {
-		restore = ms[0]
-		s.restores++
-	}
+	var restore []taskRestore
+	ms, _ := s.store.Completed()
 	s.plan = build(s.build(), taskConfig{mode: s.mode, batchSize: 1 + s.rng.IntN(4),
 		incremental: s.incremental, maxChain: 2 + s.rng.IntN(4)}, s)
 	n := len(s.plan.tasks)
@@ -84,7 +81,14 @@ func (s *simulator) start() error {
 	}
 	s.plan.connect(func(_ *task, to, ch int) link { return simLink{s: s, to: to, ch: ch} })
 	s.acks, s.decl, s.final = nil, nil, nil
-	if err := s.plan.open(restore, s.store); err != nil {
+	if len(ms) > 0 {
+		var err error
+		if restore, err = s.plan.load(ms[0], s.store); err != nil {
+			return err
+		}
+		s.restores++
+	}
+	if err := s.plan.open(restore); err != nil {
 		return err
 	}
 	lastID, _ := s.store.LastID()

@@ -1,0 +1,204 @@
+package localrecovery_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-edge/cairn/localrecovery"
+)
+
+var (
+	crashKills = flag.Int("crash.kills", 50, "SIGKILLs per crash test run")
+	crashSeed  = flag.Uint64("crash.seed", 0, "seed of the crash test (0: from the clock)")
+)
+
+// Workload of the crash tests: about 0.3 s per uninterrupted run.
+const (
+	crashRecords = 60_000
+	crashKeys    = 300
+	crashPerTick = 100 // records per millisecond per source subtask
+)
+
+// helperRun is one start of the helper process.
+type helperRun struct {
+	killed bool   // ended by SIGKILL
+	stderr string // what it logged
+}
+
+// startHelper runs the helper on dir with extra environment; if killAfter
+// is positive, it is killed with SIGKILL after that long.
+func startHelper(t *testing.T, dir string, killAfter time.Duration, env ...string) helperRun {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir,
+		fmt.Sprintf("CAIRN_RECORDS=%d", crashRecords), fmt.Sprintf("CAIRN_KEYS=%d", crashKeys),
+		fmt.Sprintf("CAIRN_PER_TICK=%d", crashPerTick))
+	cmd.Env = append(cmd.Env, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if killAfter > 0 {
+		timer := time.AfterFunc(killAfter, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		defer timer.Stop()
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return helperRun{stderr: stderr.String()}
+	case errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
+		return helperRun{killed: true, stderr: stderr.String()}
+	}
+	t.Fatalf("helper failed: %v\n%s", err, stderr.String())
+	return helperRun{}
+}
+
+// checkResult compares dir's result with the failure-free reference.
+func checkResult(t *testing.T, dir string) {
+	t.Helper()
+	got, err := readResult(filepath.Join(dir, "result"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := referenceSums(helperInput(crashRecords, crashKeys))
+	if len(got) != len(want) {
+		t.Fatalf("result has %d keys, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("key %s: sum %v, want %v (records lost or counted twice)", k, got[k], w)
+		}
+	}
+	os.Remove(filepath.Join(dir, "result"))
+}
+
+var failpoints = []string{"blob-chunk", "blob-written", "before-completion", "after-completion", "retention"}
+
+// TestCrashRestartEqualsFailureFree kills the helper again and again, at
+// random moments and at the store's failpoints, restarting it on the same
+// data directory each time; every run that reaches the end of the input
+// must report exactly the failure-free sums. Then the next cycle starts on
+// an empty directory.
+func TestCrashRestartEqualsFailureFree(t *testing.T) {
+	seed := *crashSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -crash.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for _, mode := range []struct {
+		name string
+		env  []string
+	}{{"full", nil}, {"incremental", []string{"CAIRN_INCREMENTAL=1"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			kills, finished, restored := 0, 0, 0
+			byPoint := map[string]int{}
+			for kills < (*crashKills+1)/2 {
+				var run helperRun
+				if rng.IntN(2) == 0 {
+					fp := failpoints[rng.IntN(len(failpoints))]
+					run = startHelper(t, dir, 0, append(mode.env, fmt.Sprintf("CAIRN_FAILPOINT=%s:%d", fp, 1+rng.IntN(6)))...)
+					if run.killed {
+						byPoint[fp]++
+					}
+				} else {
+					run = startHelper(t, dir, time.Duration(5+rng.IntN(300))*time.Millisecond, mode.env...)
+					if run.killed {
+						byPoint["random"]++
+					}
+				}
+				restored += strings.Count(run.stderr, "restoring checkpoint")
+				if run.killed {
+					kills++
+					continue
+				}
+				finished++
+				checkResult(t, dir)
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := startHelper(t, dir, 0, mode.env...)
+			restored += strings.Count(run.stderr, "restoring checkpoint")
+			checkResult(t, dir)
+			t.Logf("%d kills %v, %d cycles reached the end, %d starts restored a checkpoint", kills, byPoint, finished+1, restored)
+			if restored == 0 {
+				t.Fatal("no start restored a checkpoint: the test proves nothing")
+			}
+		})
+	}
+}
+
+// interrupted runs the helper until the store has completed a few
+// checkpoints, killing it at the third completion record.
+func interrupted(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if run := startHelper(t, dir, 0, "CAIRN_FAILPOINT=after-completion:3"); !run.killed {
+		t.Fatal("the helper finished before its third checkpoint")
+	}
+	return dir
+}
+
+func TestRestartSkipsFlippedCheckpoint(t *testing.T) {
+	dir := interrupted(t)
+	id, err := localrecovery.FlipNewestBlob(filepath.Join(dir, "checkpoints.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startHelper(t, dir, 0)
+	want := fmt.Sprintf(`msg="checkpoint cannot be restored; trying an older one" id=%d`, id)
+	if !strings.Contains(run.stderr, want) || !strings.Contains(run.stderr, "failed verification") {
+		t.Fatalf("the helper did not say checkpoint %d failed verification:\n%s", id, run.stderr)
+	}
+	if !strings.Contains(run.stderr, fmt.Sprintf(`msg="restoring checkpoint" id=%d`, id-1)) {
+		t.Fatalf("the helper did not restore checkpoint %d:\n%s", id-1, run.stderr)
+	}
+	checkResult(t, dir)
+}
+
+func TestRestartWithoutNewestCompletionRecord(t *testing.T) {
+	dir := interrupted(t)
+	id, err := localrecovery.DeleteNewestRecord(filepath.Join(dir, "checkpoints.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startHelper(t, dir, 0)
+	if !strings.Contains(run.stderr, fmt.Sprintf(`msg="discarding state of a checkpoint that never completed" id=%d`, id)) {
+		t.Fatalf("the helper did not say checkpoint %d never completed:\n%s", id, run.stderr)
+	}
+	if !strings.Contains(run.stderr, fmt.Sprintf(`msg="restoring checkpoint" id=%d`, id-1)) {
+		t.Fatalf("the helper did not restore checkpoint %d:\n%s", id-1, run.stderr)
+	}
+	checkResult(t, dir)
+}
+
+func TestRestartAfterTruncation(t *testing.T) {
+	dir := interrupted(t)
+	path := filepath.Join(dir, "checkpoints.db")
+	used, err := localrecovery.UsedBytes(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, used-8192); err != nil {
+		t.Fatal(err)
+	}
+	run := startHelper(t, dir, 0)
+	if !strings.Contains(run.stderr, "checkpoint store is damaged") || !strings.Contains(run.stderr, "truncated") {
+		t.Fatalf("the helper did not report the truncated store:\n%s", run.stderr)
+	}
+	checkResult(t, dir)
+}

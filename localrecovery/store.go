@@ -1,0 +1,514 @@
+package localrecovery
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+)
+
+// ChunkSize is the largest piece of a snapshot stored under one key.
+const ChunkSize = 1 << 20
+
+const formatVersion = 1
+
+var (
+	bucketMeta        = []byte("meta")
+	bucketBlobs       = []byte("blobs")
+	bucketCheckpoints = []byte("checkpoints")
+	keyFormat         = []byte("format")
+	keyLastID         = []byte("last_id")
+)
+
+// Options configure a Store.
+type Options struct {
+	// Retain is how many completed checkpoints to keep; default 3.
+	Retain int
+	// Logger receives what the store finds and does; default slog.Default.
+	Logger *slog.Logger
+	// Failpoint, if set, is called by name at the points of the write path
+	// where a crash is most interesting: "blob-chunk" (after each chunk of
+	// a blob is put, before its transaction commits), "blob-written",
+	// "before-completion", "after-completion", "retention" (between
+	// deletions). Crash tests kill the process there.
+	Failpoint func(name string)
+	// WriteFault, if set, is asked before every write transaction; an error
+	// fails the write as a full or broken disk would. Tests inject ENOSPC
+	// with it.
+	WriteFault func() error
+}
+
+// Store is checkpoint storage in one bbolt file. It is safe for concurrent
+// use.
+type Store struct {
+	db   *bolt.DB
+	path string
+	opts Options
+}
+
+var _ checkpoint.Store = (*Store)(nil)
+
+// Open opens or creates the store at path. A damaged file is set aside and
+// what can be verified is salvaged into a new one (see the package doc);
+// only an unusable directory or a new file that cannot be created is an
+// error.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Retain <= 0 {
+		opts.Retain = 3
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Store{path: path, opts: opts}
+	db, err := openChecked(path)
+	if err != nil {
+		if db, err = s.salvage(err); err != nil {
+			return nil, err
+		}
+	}
+	s.db = db
+	if err := guard(func() error { return s.retain(true) }); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("checkpoint store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openChecked opens the bbolt file at path after checkFile, turning bbolt's
+// panics and memory faults on a damaged file into errors. (bbolt's own
+// Tx.Check runs on a goroutine of its own, where a fault could not be
+// caught; every read of the store is guarded and verified instead.)
+func openChecked(path string) (db *bolt.DB, err error) {
+	if _, err := checkFile(path); err != nil && err != errMissing {
+		return nil, err
+	}
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+		if err != nil {
+			return err
+		}
+		return db.Update(initBuckets)
+	})
+	if err != nil && db != nil {
+		_ = guard(db.Close)
+		db = nil
+	}
+	return db, err
+}
+
+// guard runs f, turning a panic or a memory fault (a read past the end of a
+// truncated file) into an error.
+func guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("damaged file: %v", r)
+		}
+	}()
+	return f()
+}
+
+func initBuckets(tx *bolt.Tx) error {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return err
+	}
+	switch v := meta.Get(keyFormat); {
+	case v == nil:
+		if err := meta.Put(keyFormat, []byte{formatVersion}); err != nil {
+			return err
+		}
+	case len(v) != 1 || v[0] != formatVersion:
+		return fmt.Errorf("unknown store format %x (this cairn reads format %d)", v, formatVersion)
+	}
+	for _, b := range [][]byte{bucketBlobs, bucketCheckpoints} {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+func (s *Store) failpoint(name string) {
+	if s.opts.Failpoint != nil {
+		s.opts.Failpoint(name)
+	}
+}
+
+// update runs a write transaction, after asking WriteFault.
+func (s *Store) update(f func(tx *bolt.Tx) error) error {
+	if s.opts.WriteFault != nil {
+		if err := s.opts.WriteFault(); err != nil {
+			return err
+		}
+	}
+	return s.db.Update(f)
+}
+
+// LastID implements checkpoint.Store.
+func (s *Store) LastID() (uint64, error) {
+	var id uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyLastID); len(v) == 8 {
+			id = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return id, err
+}
+
+// SaveLastID implements checkpoint.Store.
+func (s *Store) SaveLastID(id uint64) error {
+	return s.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyLastID); len(v) == 8 && binary.BigEndian.Uint64(v) >= id {
+			return nil
+		}
+		return meta.Put(keyLastID, binary.BigEndian.AppendUint64(nil, id))
+	})
+}
+
+// blobPrefix is the key prefix of a subtask snapshot's chunks.
+func blobPrefix(id uint64, task string) []byte {
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(task)+5), id)
+	k = append(k, task...)
+	return append(k, 0)
+}
+
+// handleKey is a StateHandle's key: "<id>/<task>".
+func handleKey(id uint64, task string) string { return strconv.FormatUint(id, 10) + "/" + task }
+
+// parseHandleKey inverts handleKey.
+func parseHandleKey(key string) (uint64, string, error) {
+	ids, task, ok := strings.Cut(key, "/")
+	id, err := strconv.ParseUint(ids, 10, 64)
+	if !ok || err != nil || task == "" {
+		return 0, "", fmt.Errorf("bad state key %q", key)
+	}
+	return id, task, nil
+}
+
+// PutState implements checkpoint.Store: the snapshot is stored in chunks of
+// at most ChunkSize, inserted in key order, in one transaction.
+func (s *Store) PutState(id uint64, task checkpoint.TaskID, data []byte) (checkpoint.StateHandle, error) {
+	name := task.String()
+	prefix := blobPrefix(id, name)
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketBlobs)
+		b.FillPercent = 1 // keys only ever grow: pack pages full
+		for i := 0; i == 0 || i*ChunkSize < len(data); i++ {
+			chunk := data[i*ChunkSize : min(len(data), (i+1)*ChunkSize)]
+			if err := b.Put(binary.BigEndian.AppendUint32(slices.Clone(prefix), uint32(i)), chunk); err != nil {
+				return err
+			}
+			s.failpoint("blob-chunk")
+		}
+		return nil
+	})
+	if err != nil {
+		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
+	}
+	s.failpoint("blob-written")
+	return checkpoint.StateHandle{Key: handleKey(id, name), Size: int64(len(data)), CRC32C: checkpoint.Checksum(data)}, nil
+}
+
+// ReadState implements checkpoint.Store.
+func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
+	id, task, err := parseHandleKey(h.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+	}
+	prefix := blobPrefix(id, task)
+	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
+	err = guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketBlobs).Cursor()
+			next := uint32(0)
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				if len(k) != len(prefix)+4 || binary.BigEndian.Uint32(k[len(prefix):]) != next {
+					return fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
+				}
+				next++
+				data = append(data, v...)
+			}
+			if next == 0 {
+				return fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		if !errors.Is(err, checkpoint.ErrCorrupt) {
+			err = fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+		}
+		return nil, err
+	}
+	if err := checkpoint.Verify(h, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// Complete implements checkpoint.Store: it checks that every blob m names is
+// stored, writes the completion record in its own transaction, then applies
+// retention.
+func (s *Store) Complete(m *checkpoint.Manifest) error {
+	record, err := encodeRecord(m)
+	if err != nil {
+		return err
+	}
+	s.failpoint("before-completion")
+	err = s.update(func(tx *bolt.Tx) error {
+		blobs := tx.Bucket(bucketBlobs)
+		for _, a := range m.Subtasks {
+			for _, h := range append(slices.Clone(a.Base), a.State) {
+				id, task, err := parseHandleKey(h.Key)
+				if err != nil {
+					return err
+				}
+				if k, _ := blobs.Cursor().Seek(blobPrefix(id, task)); !bytes.HasPrefix(k, blobPrefix(id, task)) {
+					return fmt.Errorf("state %s of %s is not stored", h.Key, a.Task)
+				}
+			}
+		}
+		return tx.Bucket(bucketCheckpoints).Put(binary.BigEndian.AppendUint64(nil, m.ID), record)
+	})
+	if err != nil {
+		return fmt.Errorf("writing the completion record of checkpoint %d: %w", m.ID, err)
+	}
+	s.failpoint("after-completion")
+	if err := s.retain(false); err != nil {
+		// The checkpoint is complete; what was not deleted goes next time.
+		s.opts.Logger.Warn("checkpoint retention failed", "err", err)
+	}
+	return nil
+}
+
+func encodeRecord(m *checkpoint.Manifest) ([]byte, error) {
+	js, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint32(js, checkpoint.Checksum(js)), nil
+}
+
+func decodeRecord(v []byte) (*checkpoint.Manifest, error) {
+	if len(v) < 4 {
+		return nil, errors.New("record too short")
+	}
+	js, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if checkpoint.Checksum(js) != sum {
+		return nil, errors.New("record checksum mismatch")
+	}
+	m := new(checkpoint.Manifest)
+	if err := json.Unmarshal(js, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Discard implements checkpoint.Store.
+func (s *Store) Discard(id uint64) error {
+	return s.update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBlobs).Cursor()
+		prefix := binary.BigEndian.AppendUint64(nil, id)
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Completed implements checkpoint.Store. A completion record that fails its
+// checksum is skipped with a log line.
+func (s *Store) Completed() ([]*checkpoint.Manifest, error) {
+	var out []*checkpoint.Manifest
+	err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketCheckpoints).Cursor()
+			for k, v := c.Last(); k != nil; k, v = c.Prev() {
+				m, err := decodeRecord(v)
+				if err != nil || len(k) != 8 || m.ID != binary.BigEndian.Uint64(k) {
+					s.opts.Logger.Error("skipping a damaged completion record", "key", fmt.Sprintf("%x", k), "err", err)
+					continue
+				}
+				out = append(out, m)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// retain keeps the newest Retain completed checkpoints and deletes every
+// blob none of them references. Blobs of ids above the newest completed one
+// belong to checkpoints in flight and stay, unless atOpen: then nothing is
+// in flight, and they are leftovers of a crash.
+func (s *Store) retain(atOpen bool) error {
+	return s.update(func(tx *bolt.Tx) error {
+		type record struct {
+			key []byte
+			m   *checkpoint.Manifest
+		}
+		var kept []record
+		c := tx.Bucket(bucketCheckpoints).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			m, err := decodeRecord(v)
+			if err != nil {
+				continue // Completed reports it; retention leaves it be
+			}
+			kept = append(kept, record{slices.Clone(k), m})
+		}
+		for _, r := range kept[min(len(kept), s.opts.Retain):] {
+			if err := tx.Bucket(bucketCheckpoints).Delete(r.key); err != nil {
+				return err
+			}
+			s.failpoint("retention")
+		}
+		kept = kept[:min(len(kept), s.opts.Retain)]
+		referenced := make(map[string]bool)
+		var newest uint64
+		for _, r := range kept {
+			newest = max(newest, r.m.ID)
+			for _, a := range r.m.Subtasks {
+				for _, h := range append(slices.Clone(a.Base), a.State) {
+					referenced[h.Key] = true
+				}
+			}
+		}
+		blobs := tx.Bucket(bucketBlobs).Cursor()
+		reported := make(map[uint64]bool)
+		for k, _ := blobs.First(); k != nil; {
+			id, task, ok := splitBlobKey(k)
+			if !ok || referenced[handleKey(id, task)] || id > newest && !atOpen {
+				k, _ = blobs.Next()
+				continue
+			}
+			if atOpen && id > newest && !reported[id] {
+				reported[id] = true
+				s.opts.Logger.Info("discarding state of a checkpoint that never completed", "id", id)
+			}
+			k = slices.Clone(k)
+			if err := blobs.Delete(); err != nil {
+				return err
+			}
+			k, _ = blobs.Seek(k) // Delete moved the cursor: find the next key
+			s.failpoint("retention")
+		}
+		return nil
+	})
+}
+
+// splitBlobKey parses a blob key into checkpoint id and task.
+func splitBlobKey(k []byte) (uint64, string, bool) {
+	if len(k) < 8+1+4 || k[len(k)-5] != 0 {
+		return 0, "", false
+	}
+	return binary.BigEndian.Uint64(k), string(k[8 : len(k)-5]), true
+}
+
+// salvage sets a damaged file aside and copies into a fresh one every
+// completed checkpoint whose record and state still read and verify.
+func (s *Store) salvage(cause error) (*bolt.DB, error) {
+	aside := ""
+	for n := 1; ; n++ {
+		aside = fmt.Sprintf("%s.damaged-%d", s.path, n)
+		if _, err := os.Stat(aside); os.IsNotExist(err) {
+			break
+		}
+	}
+	if err := os.Rename(s.path, aside); err != nil {
+		return nil, fmt.Errorf("checkpoint store %s is damaged (%v) and cannot be moved aside: %w", s.path, cause, err)
+	}
+	s.opts.Logger.Error("checkpoint store is damaged; moved aside, salvaging what verifies",
+		"path", s.path, "moved_to", aside, "err", cause)
+	if m, err := checkFile(aside); err != nil && m.pageSize > 0 {
+		// Truncated: pad the copy so lost pages read as zeros.
+		if err := padTo(aside, int64(m.highPage)*int64(m.pageSize)); err != nil {
+			s.opts.Logger.Error("cannot pad the damaged store", "err", err)
+		}
+	}
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("creating a new checkpoint store %s: %w", s.path, err)
+	}
+	if err := db.Update(initBuckets); err != nil {
+		db.Close()
+		return nil, err
+	}
+	fresh := &Store{db: db, path: s.path, opts: s.opts}
+	fresh.opts.Failpoint = nil
+	var old *bolt.DB
+	if err := guard(func() error {
+		var err error
+		old, err = bolt.Open(aside, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+		return err
+	}); err != nil {
+		s.opts.Logger.Error("nothing salvaged: the damaged store cannot be opened", "err", err)
+		return db, nil
+	}
+	defer guard(old.Close)
+	damaged := &Store{db: old, path: aside, opts: s.opts}
+	var lastID uint64
+	if err := guard(func() (err error) { lastID, err = damaged.LastID(); return err }); err == nil {
+		_ = fresh.SaveLastID(lastID)
+	}
+	var ms []*checkpoint.Manifest
+	if err := guard(func() error {
+		var err error
+		ms, err = damaged.Completed()
+		return err
+	}); err != nil {
+		s.opts.Logger.Error("nothing salvaged: no completion record can be read", "err", err)
+		return db, nil
+	}
+	for _, m := range ms {
+		if err := guard(func() error { return copyCheckpoint(damaged, fresh, m) }); err != nil {
+			s.opts.Logger.Error("checkpoint lost in the damaged store", "id", m.ID, "err", err)
+			continue
+		}
+		_ = fresh.SaveLastID(m.ID)
+		s.opts.Logger.Info("checkpoint salvaged from the damaged store", "id", m.ID)
+	}
+	return db, nil
+}
+
+func copyCheckpoint(from, to *Store, m *checkpoint.Manifest) error {
+	for _, a := range m.Subtasks {
+		for _, h := range append(slices.Clone(a.Base), a.State) {
+			data, err := from.ReadState(h)
+			if err != nil {
+				return err
+			}
+			id, _, err := parseHandleKey(h.Key)
+			if err != nil {
+				return err
+			}
+			if _, err := to.PutState(id, a.Task, data); err != nil {
+				return err
+			}
+		}
+	}
+	return to.Complete(m)
+}

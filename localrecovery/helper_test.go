@@ -165,11 +165,15 @@ func helperTopology(recs []graph.Record, perTick int, sink resultSink) (*graph.T
 }
 
 // runHelper runs the pipeline in dir until its input ends, restoring the
-// newest intact checkpoint, and writes the final sums to dir/result. The
+// newest intact checkpoint, and writes the final sums to dir/result; with
+// CAIRN_MODE=first-record, it runs runFirstRecord instead. The
 // environment chooses the run: CAIRN_RECORDS, CAIRN_KEYS, CAIRN_PER_TICK,
 // CAIRN_INCREMENTAL, and CAIRN_FAILPOINT=name:n (SIGKILL itself at the n-th
 // time the store passes failpoint name).
 func runHelper(dir string) error {
+	if os.Getenv("CAIRN_MODE") == "first-record" {
+		return runFirstRecord(dir)
+	}
 	n, _ := strconv.Atoi(os.Getenv("CAIRN_RECORDS"))
 	keys, _ := strconv.Atoi(os.Getenv("CAIRN_KEYS"))
 	perTick, _ := strconv.Atoi(os.Getenv("CAIRN_PER_TICK"))

@@ -1,0 +1,358 @@
+package localrecovery_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/runtime"
+)
+
+var task0 = checkpoint.TaskID{Operator: "sums", Subtask: 0}
+
+// filledState returns the state of one subtask holding keys values.
+func filledState(b *testing.B, keys int) (*graph.TaskState, *graph.ValueState[float64]) {
+	s := graph.NewTaskState(graph.TaskInfo{Operator: "sums", Parallelism: 1}, discard{})
+	v, err := graph.NewValueState(s.Context(), "sum", graph.Float64Codec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range keys {
+		s.SetKey(fmt.Sprintf("device-%07d", i))
+		v.Set(float64(i))
+	}
+	return s, v
+}
+
+type discard struct{}
+
+func (discard) Emit(*graph.Record) {}
+
+func openStore(b *testing.B) *localrecovery.Store {
+	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// BenchmarkSnapshotWrite measures a whole snapshot: freeze, encode, and a
+// durable write to the bbolt store.
+func BenchmarkSnapshotWrite(b *testing.B) {
+	for _, keys := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			s, _ := filledState(b, keys)
+			store := openStore(b)
+			var size int64
+			b.ResetTimer()
+			for i := range b.N {
+				data := s.Freeze(nil, 0, false).Encode()
+				h, err := store.PutState(uint64(i+1), task0, data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = h.Size
+				b.StopTimer()
+				store.Discard(uint64(i + 1))
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(size)/1e6, "MB/snapshot")
+		})
+	}
+}
+
+// BenchmarkSnapshotRestore measures reading, verifying, decoding and loading
+// a whole snapshot back into keyed state.
+func BenchmarkSnapshotRestore(b *testing.B) {
+	for _, keys := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			s, _ := filledState(b, keys)
+			store := openStore(b)
+			h, err := store.PutState(1, task0, s.Freeze(nil, 0, false).Encode())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				data, err := store.ReadState(h)
+				if err != nil {
+					b.Fatal(err)
+				}
+				snap, err := graph.DecodeSubtaskSnapshot(data, graph.KeyGroupRange{Start: 0, End: graph.DefaultMaxParallelism})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := graph.NewTaskState(graph.TaskInfo{Operator: "sums", Parallelism: 1}, discard{})
+				r.Restore([]*graph.SubtaskSnapshot{snap})
+				if _, err := graph.NewValueState(r.Context(), "sum", graph.Float64Codec{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkIncrementalSize compares an incremental snapshot after 1 % of a
+// million keys changed since the previous snapshot (a tenth of those
+// deleted) with the whole snapshot.
+func BenchmarkIncrementalSize(b *testing.B) {
+	const keys = 1_000_000
+	s, v := filledState(b, keys)
+	whole := s.Freeze(nil, 0, false)
+	base := whole.Version()
+	wholeSize := len(whole.Encode())
+	var incSize int
+	b.ResetTimer()
+	for i := range b.N {
+		for k := 0; k < keys/100; k++ {
+			s.SetKey(fmt.Sprintf("device-%07d", (k*97+i)%keys))
+			if k%10 == 0 {
+				v.Delete()
+			} else {
+				v.Set(float64(i))
+			}
+		}
+		inc := s.Freeze(nil, base, true)
+		incSize = len(inc.Encode())
+		base = inc.Version()
+	}
+	b.ReportMetric(float64(wholeSize)/1e6, "MB-whole")
+	b.ReportMetric(float64(incSize)/1e6, "MB-incremental")
+	b.ReportMetric(100*float64(incSize)/float64(wholeSize), "%-of-whole")
+}
+
+// cycleKeys reads forever (until stopped) over keys distinct keys.
+type cycleKeys struct {
+	keys, i int
+	stop    *sync.WaitGroup
+}
+
+func (s *cycleKeys) Open(*graph.Context, uint64) error { return nil }
+func (s *cycleKeys) Read(buf []graph.Record) (int, error) {
+	for j := range buf {
+		buf[j] = graph.Record{Key: keyName(s.i % s.keys), Value: 1}
+		s.i++
+	}
+	return len(buf), nil
+}
+func (s *cycleKeys) Offset() uint64         { return uint64(s.i) }
+func (s *cycleKeys) Ready() <-chan struct{} { return nil }
+func (s *cycleKeys) Close() error           { return nil }
+
+var keyNames = sync.OnceValue(func() []string {
+	names := make([]string, 1_000_000)
+	for i := range names {
+		names[i] = fmt.Sprintf("device-%07d", i)
+	}
+	return names
+})
+
+func keyName(i int) string { return keyNames()[i] }
+
+// BenchmarkSyncPause runs a keyed sum over a million keys with records
+// flowing and checkpoints every 100 ms, and reports the synchronous phase of
+// the subtasks' snapshots: the pause that processing sees.
+func BenchmarkSyncPause(b *testing.B) {
+	var bld graph.Builder
+	src := bld.Source("src", 1, func(int) graph.Source { return &cycleKeys{keys: 1_000_000} })
+	bld.Operator("sums", 2, graph.Sum(), []graph.Input{graph.In(src, graph.Hash(nil))})
+	topo, err := bld.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := checkpoint.DefaultConfig()
+	cfg.Interval = 100 * time.Millisecond
+	var mu sync.Mutex
+	var pauses []time.Duration
+	done := make(chan struct{})
+	want := max(b.N, 20)
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: openStore(b), OnComplete: func(m *checkpoint.Manifest) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.ID <= 3 {
+			return // the state is still filling
+		}
+		for _, a := range m.Subtasks {
+			if a.Task.Operator == "sums" {
+				pauses = append(pauses, a.Stats.Sync)
+			}
+		}
+		if len(pauses) >= 2*want && len(pauses)-2 < 2*want {
+			close(done)
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	b.ResetTimer()
+	go func() { ran <- job.Run(ctx) }()
+	<-done
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(pauses)
+	b.ReportMetric(float64(pauses[len(pauses)/2].Microseconds()), "µs-p50-sync")
+	b.ReportMetric(float64(pauses[len(pauses)*99/100].Microseconds()), "µs-p99-sync")
+	b.ReportMetric(float64(pauses[len(pauses)-1].Microseconds()), "µs-max-sync")
+}
+
+// BenchmarkRestartToFirstRecord measures, for a checkpoint holding a million
+// keys, the time from starting the helper process to its first record
+// processed after the restore.
+func BenchmarkRestartToFirstRecord(b *testing.B) {
+	dir := b.TempDir()
+	prepareMillionKeyCheckpoint(b, dir)
+	var total time.Duration
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"="+dir, "CAIRN_MODE=first-record")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		elapsed := time.Since(start)
+		io.Copy(io.Discard, out)
+		if werr := cmd.Wait(); err != nil || werr != nil || line != "first record\n" {
+			b.Fatalf("helper: %q %v %v", line, err, werr)
+		}
+		total += elapsed
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-to-first-record")
+}
+
+// millionKeys reads records over a million keys; it stops, without ending,
+// after limit records.
+type millionKeys struct {
+	i, limit int
+}
+
+func (s *millionKeys) Open(_ *graph.Context, offset uint64) error {
+	s.i = int(offset)
+	return nil
+}
+
+func (s *millionKeys) Read(buf []graph.Record) (int, error) {
+	n := 0
+	for n < len(buf) && s.i < s.limit {
+		buf[n] = graph.Record{Key: keyName(s.i % 1_000_000), Value: 1}
+		s.i++
+		n++
+	}
+	return n, nil
+}
+func (s *millionKeys) Offset() uint64         { return uint64(s.i) }
+func (s *millionKeys) Ready() <-chan struct{} { return nil }
+func (s *millionKeys) Close() error           { return nil }
+
+// millionKeyTopology is src(1) -key-by-> sums(2) -> sink(1).
+func millionKeyTopology(limit int, sink graph.Operator) (*graph.Topology, error) {
+	var b graph.Builder
+	src := b.Source("src", 1, func(int) graph.Source { return &millionKeys{limit: limit} })
+	sums := b.Operator("sums", 2, graph.Sum(), []graph.Input{graph.In(src, graph.Hash(nil))})
+	b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(sums, graph.Rebalance())})
+	return b.Build()
+}
+
+// countTo closes done when it has seen n records.
+type countTo struct {
+	graph.BaseOperator
+	n    int
+	done chan struct{}
+}
+
+func (c *countTo) ProcessRecord(int, *graph.Record) error {
+	if c.n--; c.n == 0 {
+		close(c.done)
+	}
+	return nil
+}
+
+// prepareMillionKeyCheckpoint leaves in dir a store whose newest checkpoint
+// holds a million keys.
+func prepareMillionKeyCheckpoint(b *testing.B, dir string) {
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	sink := &countTo{n: 1_000_000, done: make(chan struct{})}
+	topo, err := millionKeyTopology(1_000_000, sink)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := checkpoint.DefaultConfig()
+	cfg.Interval = 0
+	completed := make(chan struct{}, 1)
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store,
+		OnComplete: func(*checkpoint.Manifest) { completed <- struct{}{} }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- job.Run(ctx) }()
+	<-sink.done
+	if _, err := job.TriggerCheckpoint(ctx); err != nil {
+		b.Fatal(err)
+	}
+	<-completed
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// firstRecord prints that a record arrived and ends the process.
+type firstRecord struct{ graph.BaseOperator }
+
+func (firstRecord) ProcessRecord(int, *graph.Record) error {
+	fmt.Println("first record")
+	os.Exit(0)
+	return nil
+}
+
+// runFirstRecord restores dir's newest checkpoint and runs until the first
+// record reaches the sink.
+func runFirstRecord(dir string) error {
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
+	if err != nil {
+		return err
+	}
+	restore, err := store.Completed()
+	if err != nil {
+		return err
+	}
+	topo, err := millionKeyTopology(1<<62, firstRecord{})
+	if err != nil {
+		return err
+	}
+	cfg := checkpoint.DefaultConfig()
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: restore})
+	if err != nil {
+		return err
+	}
+	return job.Run(context.Background())
+}

@@ -87,6 +87,14 @@ type Source interface {
 	Close() error
 }
 
+// OffsetCommitter is implemented by sources that can forget input. After a
+// checkpoint completes, CommitOffset says that the input before offset is
+// reflected in completed state and will never be read again: a durable log
+// may truncate it (invariant I4).
+type OffsetCommitter interface {
+	CommitOffset(offset uint64) error
+}
+
 // Output receives the records an operator emits. The runtime implements it;
 // the record is copied before Emit returns.
 type Output interface {

@@ -1,7 +1,21 @@
-// Package mqttio will connect cairn to MQTT: a source that appends every
-// message to a durable ingest log before acknowledging it, a two-phase-commit
-// sink that publishes only for completed checkpoints, and an embedded broker
-// (DESIGN.md section 1).
+// Package mqttio connects cairn to MQTT (DESIGN.md section 1).
 //
-// Not built yet; see the issue "MQTT in and out".
+// Source subscribes with QoS 1 on a persistent session and appends every
+// message to a durable ingest Log before it acknowledges the message to the
+// broker (invariant I8): PUBACKs go out, in receipt order, only after the
+// group commit holding the message is fsynced. The log gives each message an
+// offset, so MQTT input becomes replayable: checkpoints record offsets,
+// recovery rewinds to them, and the log is truncated only below the newest
+// completed checkpoint. A QoS 0 mode skips the log and is at-most-once.
+//
+// Sink publishes with two-phase commit: records are staged in the sink's
+// checkpointed state when the barrier passes and published at QoS 1 only
+// when that checkpoint completes (I4). After a crash, staged output of the
+// restored (completed) checkpoint is published again and output of
+// incomplete checkpoints was never published. Every message carries a
+// deterministic id, so delivery is at-least-once and exactly-once after the
+// consumer drops repeated ids.
+//
+// Broker runs an embedded MQTT broker (mochi-mqtt) on loopback, for demos
+// and tests.
 package mqttio

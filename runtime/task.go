@@ -160,6 +160,9 @@ type task struct {
 	err           error // first failure to emit (the job is stopping)
 	metrics       *TaskMetrics
 	chains        chains
+	// offsets are a source's snapshotted offsets by checkpoint, until the
+	// checkpoint's outcome is known.
+	offsets map[uint64]uint64
 }
 
 // recordOverhead estimates a record's bytes besides its key.
@@ -362,6 +365,12 @@ func (t *task) snapshot(a checkpoint.Action) error {
 	var opState []byte
 	if t.src != nil {
 		req.ack.Source, req.ack.Offset, req.ack.Watermark = true, t.src.Offset(), t.sourceWM
+		if _, ok := t.src.(graph.OffsetCommitter); ok {
+			if t.offsets == nil {
+				t.offsets = make(map[uint64]uint64)
+			}
+			t.offsets[a.ID] = req.ack.Offset
+		}
 	} else {
 		var err error
 		if opState, err = t.op.SnapshotState(a.ID); err != nil {
@@ -423,6 +432,7 @@ func (t *task) listener() (graph.CheckpointListener, bool) {
 // aborted tells the handler and the operator that checkpoint id was aborted.
 func (t *task) aborted(id uint64) error {
 	t.chains.aborted(id)
+	delete(t.offsets, id)
 	t.handler.Step(checkpoint.Event{Kind: checkpoint.CheckpointAborted, ID: id})
 	if l, ok := t.listener(); ok {
 		l.CheckpointAborted(id)
@@ -433,6 +443,16 @@ func (t *task) aborted(id uint64) error {
 // completed tells the operator or source that checkpoint id is complete.
 func (t *task) completed(id uint64) error {
 	t.chains.completed(id)
+	if offset, ok := t.offsets[id]; ok {
+		for k := range t.offsets {
+			if k <= id {
+				delete(t.offsets, k)
+			}
+		}
+		if err := t.src.(graph.OffsetCommitter).CommitOffset(offset); err != nil {
+			return t.fail(fmt.Errorf("committing offset %d of checkpoint %d: %w", offset, id, err))
+		}
+	}
 	if l, ok := t.listener(); ok {
 		if err := l.CheckpointComplete(id); err != nil {
 			return t.fail(fmt.Errorf("checkpoint %d complete: %w", id, err))

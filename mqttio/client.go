@@ -1,0 +1,130 @@
+package mqttio
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// ClientConfig is how to reach a broker. Password is never logged.
+type ClientConfig struct {
+	// Broker is the broker's URL: tcp://host:port, or ssl://host:port for
+	// TLS.
+	Broker string
+	// ClientID is stable across restarts: the broker keeps the persistent
+	// session under it. Subtasks and sinks append a suffix.
+	ClientID string
+	Username string
+	Password string
+	// CAFile verifies the broker's certificate; CertFile and KeyFile are
+	// the client certificate, if the broker asks for one.
+	CAFile, CertFile, KeyFile string
+	// KeepAlive is the MQTT keepalive; default 30 s.
+	KeepAlive time.Duration
+	// StatusTopic, if set, receives "online" (retained) on connect and, as
+	// the last will, "offline" when the connection is lost.
+	StatusTopic string
+	Logger      *slog.Logger
+}
+
+// String describes the client without its secrets.
+func (c ClientConfig) String() string {
+	return fmt.Sprintf("%s as %q (user %q)", c.Broker, c.ClientID, c.Username)
+}
+
+// options builds paho options for a client with id suffix suffix.
+func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
+	if c.Broker == "" {
+		return nil, errors.New("no broker URL")
+	}
+	if c.ClientID == "" {
+		return nil, errors.New("no client id: a persistent session needs a stable one")
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	keepAlive := c.KeepAlive
+	if keepAlive == 0 {
+		keepAlive = 30 * time.Second
+	}
+	id := c.ClientID + suffix
+	o := paho.NewClientOptions().
+		AddBroker(c.Broker).
+		SetClientID(id).
+		SetCleanSession(false).
+		SetKeepAlive(keepAlive).
+		SetAutoReconnect(true).
+		SetConnectRetry(true).
+		SetConnectRetryInterval(500 * time.Millisecond).
+		SetMaxReconnectInterval(5 * time.Second).
+		SetOrderMatters(true).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			log.Warn("MQTT connection lost; reconnecting", "broker", c.Broker, "client", id, "err", err)
+		})
+	if c.Username != "" {
+		o.SetUsername(c.Username).SetPassword(c.Password)
+	}
+	if c.StatusTopic != "" {
+		o.SetBinaryWill(c.StatusTopic, []byte("offline"), 1, true)
+	}
+	if c.CAFile != "" || c.CertFile != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading CA file: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("CA file %s holds no PEM certificate", c.CAFile)
+			}
+		}
+		if c.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("loading client certificate: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		o.SetTLSConfig(cfg)
+	}
+	return o, nil
+}
+
+// connect creates a client and starts connecting; it does not wait for the
+// broker, which may be down: paho retries with backoff. onConnect runs on
+// every (re)connection; onMessage, if set, receives every message (also
+// those of a persistent session that arrive before subscribing, and those
+// of shared subscriptions, whose topics match no filter).
+func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMessage paho.MessageHandler) (paho.Client, error) {
+	o, err := c.options(suffix)
+	if err != nil {
+		return nil, err
+	}
+	if onMessage != nil {
+		o.SetDefaultPublishHandler(onMessage).SetAutoAckDisabled(true)
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	o.SetOnConnectHandler(func(cl paho.Client) {
+		log.Info("MQTT connected", "broker", c.Broker, "client", c.ClientID+suffix)
+		if c.StatusTopic != "" {
+			cl.Publish(c.StatusTopic, 1, true, "online")
+		}
+		if onConnect != nil {
+			onConnect(cl)
+		}
+	})
+	cl := paho.NewClient(o)
+	cl.Connect() // with ConnectRetry, completes once connected
+	return cl, nil
+}

@@ -1,0 +1,177 @@
+package mqttio
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// Format is how a payload is decoded.
+type Format uint8
+
+const (
+	// JSON payloads must be objects; Record.Payload is a map[string]any.
+	JSON Format = iota
+	// Raw payloads are kept as bytes in Record.Payload.
+	Raw
+)
+
+// Decoding says how a message becomes a record.
+type Decoding struct {
+	Format Format
+	// TopicFields names topic levels: {1: "device"} makes level 1 of
+	// sensors/+/telemetry the field "device". See ParseTopicPattern.
+	TopicFields map[int]string
+	// KeyField is the field (from the payload or the topic) that becomes
+	// Record.Key; empty for none.
+	KeyField string
+	// TimeField is a payload field holding the event time, as milliseconds
+	// since the epoch or an RFC 3339 string; empty uses the receive time.
+	TimeField string
+	// ValueField is a numeric payload field that becomes Record.Value.
+	ValueField string
+	// MaxPayload is the largest payload accepted; default 256 KiB.
+	MaxPayload int
+}
+
+// ParseTopicPattern turns a pattern with named levels, such as
+// "sensors/{device}/telemetry", into the subscription filter
+// ("sensors/+/telemetry") and the names of its levels ({1: "device"}).
+func ParseTopicPattern(p string) (string, map[int]string, error) {
+	levels := strings.Split(p, "/")
+	fields := make(map[int]string)
+	for i, l := range levels {
+		switch {
+		case strings.HasPrefix(l, "{") && strings.HasSuffix(l, "}"):
+			name := l[1 : len(l)-1]
+			if name == "" {
+				return "", nil, fmt.Errorf("topic %q: level %d has an empty name", p, i)
+			}
+			fields[i] = name
+			levels[i] = "+"
+		case strings.ContainsAny(l, "{}"):
+			return "", nil, fmt.Errorf("topic %q: level %q mixes a name with text", p, l)
+		case l == "#" && i != len(levels)-1:
+			return "", nil, fmt.Errorf("topic %q: # must be the last level", p)
+		}
+	}
+	return strings.Join(levels, "/"), fields, nil
+}
+
+// DecodeError says why a message could not become a record; such messages
+// go to the dead letters.
+type DecodeError struct{ Reason string }
+
+func (e *DecodeError) Error() string { return e.Reason }
+
+func decodeErr(format string, args ...any) error {
+	return &DecodeError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// decode turns m into r.
+func (d *Decoding) decode(m Message, r *graph.Record) error {
+	max := d.MaxPayload
+	if max == 0 {
+		max = 256 << 10
+	}
+	if len(m.Payload) > max {
+		return decodeErr("payload of %d bytes exceeds the limit of %d", len(m.Payload), max)
+	}
+	*r = graph.Record{Time: m.Received.UnixMilli()}
+	if d.Format == Raw {
+		r.Payload = append([]byte(nil), m.Payload...)
+		if len(d.TopicFields) > 0 && d.KeyField != "" {
+			r.Key = topicField(m.Topic, d.TopicFields, d.KeyField)
+		}
+		return nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(m.Payload, &obj); err != nil {
+		return decodeErr("malformed JSON: %v", err)
+	}
+	if obj == nil {
+		return decodeErr("JSON payload is not an object")
+	}
+	for i, name := range d.TopicFields {
+		if level, ok := topicLevel(m.Topic, i); ok {
+			obj[name] = level
+		}
+	}
+	if d.KeyField != "" {
+		switch k := obj[d.KeyField].(type) {
+		case string:
+			r.Key = k
+		case float64:
+			r.Key = fmt.Sprint(k)
+		case nil:
+			return decodeErr("key field %q is missing", d.KeyField)
+		default:
+			return decodeErr("key field %q is a %T, want a string or number", d.KeyField, k)
+		}
+	}
+	if d.ValueField != "" {
+		v, ok := obj[d.ValueField].(float64)
+		if !ok {
+			return decodeErr("value field %q is %s, want a number", d.ValueField, describe(obj[d.ValueField]))
+		}
+		r.Value = v
+	}
+	if d.TimeField != "" {
+		switch t := obj[d.TimeField].(type) {
+		case float64:
+			r.Time = int64(t)
+		case string:
+			ts, err := time.Parse(time.RFC3339Nano, t)
+			if err != nil {
+				return decodeErr("time field %q: %v", d.TimeField, err)
+			}
+			r.Time = ts.UnixMilli()
+		default:
+			return decodeErr("time field %q is %s, want milliseconds or an RFC 3339 string", d.TimeField, describe(obj[d.TimeField]))
+		}
+	}
+	r.Payload = obj
+	return nil
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "missing"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func topicLevel(topic string, i int) (string, bool) {
+	for n := 0; ; n++ {
+		level, rest, more := strings.Cut(topic, "/")
+		if n == i {
+			return level, true
+		}
+		if !more {
+			return "", false
+		}
+		topic = rest
+	}
+}
+
+func topicField(topic string, fields map[int]string, name string) string {
+	for i, n := range fields {
+		if n == name {
+			level, _ := topicLevel(topic, i)
+			return level
+		}
+	}
+	return ""
+}

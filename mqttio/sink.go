@@ -1,0 +1,218 @@
+package mqttio
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// SinkConfig configures a two-phase-commit MQTT sink.
+type SinkConfig struct {
+	Client ClientConfig
+	// Topic is where records go; "{key}" in it is replaced by the record's
+	// key.
+	Topic  string
+	Retain bool
+	// Metrics, if set, receives the sink's counters.
+	Metrics *SinkMetrics
+}
+
+// SinkMetrics are a sink's counters.
+type SinkMetrics struct {
+	Staged    atomic.Int64 // records staged for a checkpoint
+	Published atomic.Int64 // messages acknowledged by the broker
+}
+
+// Output is the JSON of every message the sink publishes. ID is
+// "<checkpoint>-<subtask>-<sequence>": the same output always has the same
+// id, so a consumer that drops repeated ids sees each record exactly once.
+type Output struct {
+	ID      string  `json:"id"`
+	Key     string  `json:"key,omitempty"`
+	Time    int64   `json:"time,omitempty"`
+	Value   float64 `json:"value"`
+	Payload any     `json:"payload,omitempty"`
+}
+
+// NewSink returns the constructor of a sink node's subtasks.
+func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
+	if cfg.Metrics == nil {
+		cfg.Metrics = new(SinkMetrics)
+	}
+	if cfg.Client.Logger == nil {
+		cfg.Client.Logger = slog.Default()
+	}
+	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask} }
+}
+
+// staged is one checkpoint's output of a subtask.
+type staged struct {
+	Checkpoint uint64    `json:"c"`
+	Messages   []message `json:"m"`
+	queued     bool      // handed to the publisher
+}
+
+type message struct {
+	Topic string `json:"t"`
+	Body  []byte `json:"b"` // the Output JSON after its id
+}
+
+// sink stages records per checkpoint in its state and publishes a
+// checkpoint's records once it completes.
+type sink struct {
+	graph.BaseOperator
+	cfg     SinkConfig
+	subtask int
+	client  paho.Client
+
+	current []message // since the last barrier
+
+	mu      sync.Mutex
+	pending []*staged // snapshotted, not yet all acknowledged by the broker
+
+	queue chan *staged
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func (s *sink) Open(*graph.Context) error {
+	var err error
+	s.client, err = s.cfg.Client.connect("-sink-"+strconv.Itoa(s.subtask), nil, nil)
+	if err != nil {
+		return err
+	}
+	s.queue = make(chan *staged, 1024)
+	s.stop = make(chan struct{})
+	s.wg.Add(1)
+	go s.publish()
+	return nil
+}
+
+func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
+	body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: r.Payload})
+	if err != nil {
+		return fmt.Errorf("encoding output: %w", err)
+	}
+	s.current = append(s.current, message{Topic: strings.ReplaceAll(s.cfg.Topic, "{key}", r.Key), Body: body[len(`{"id":""`):]})
+	s.cfg.Metrics.Staged.Add(1)
+	return nil
+}
+
+// SnapshotState stages the records since the last barrier under checkpoint
+// id; the state holds every staged batch not yet acknowledged by the broker.
+func (s *sink) SnapshotState(id uint64) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.current) > 0 {
+		s.pending = append(s.pending, &staged{Checkpoint: id, Messages: s.current})
+		s.current = nil
+	}
+	if len(s.pending) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(s.pending)
+}
+
+// RestoreState takes back batches of the restored checkpoint, which is
+// complete: they are published (again).
+func (s *sink) RestoreState(data []byte) error {
+	var batches []*staged
+	if err := json.Unmarshal(data, &batches); err != nil {
+		return fmt.Errorf("sink state: %w", err)
+	}
+	s.mu.Lock()
+	s.pending = batches
+	s.mu.Unlock()
+	var last uint64
+	for _, b := range batches {
+		last = max(last, b.Checkpoint)
+	}
+	return s.CheckpointComplete(last)
+}
+
+// CheckpointComplete publishes every batch staged up to id (invariant I7).
+func (s *sink) CheckpointComplete(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.pending {
+		if b.Checkpoint <= id && !b.queued {
+			b.queued = true
+			select {
+			case s.queue <- b:
+			default:
+				return errors.New("sink publish queue is full: the broker is not keeping up")
+			}
+		}
+	}
+	return nil
+}
+
+// CheckpointAborted keeps the batch: a later checkpoint's completion
+// covers it.
+func (s *sink) CheckpointAborted(uint64) {}
+
+// publish sends queued batches at QoS 1 and forgets a batch once the broker
+// acknowledged all of it.
+func (s *sink) publish() {
+	defer s.wg.Done()
+	for {
+		select {
+		case b := <-s.queue:
+			for i, m := range b.Messages {
+				payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, s.subtask, i)
+				payload = append(payload, m.Body...)
+				for {
+					tok := s.client.Publish(m.Topic, 1, s.cfg.Retain, payload)
+					select {
+					case <-tok.Done():
+					case <-s.stop:
+						return
+					}
+					if tok.Error() == nil {
+						break
+					}
+					s.cfg.Client.Logger.Warn("MQTT publish failed; retrying", "topic", m.Topic, "err", tok.Error())
+					select {
+					case <-time.After(500 * time.Millisecond):
+					case <-s.stop:
+						return
+					}
+				}
+				s.cfg.Metrics.Published.Add(1)
+			}
+			s.mu.Lock()
+			for i, p := range s.pending {
+				if p == b {
+					s.pending = append(s.pending[:i], s.pending[i+1:]...)
+					break
+				}
+			}
+			s.mu.Unlock()
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// Close stops publishing; what was not acknowledged stays in the last
+// checkpoint's state and is published after a restore.
+func (s *sink) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		s.wg.Wait()
+	}
+	if s.client != nil {
+		s.client.Disconnect(250)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package mqttio
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// SourceConfig configures an MQTT source.
+type SourceConfig struct {
+	// Name identifies the source; its subtasks' logs are Name/0, Name/1...
+	Name   string
+	Client ClientConfig
+	// Topics are subscription filters; with a parallelism above 1 they are
+	// shared subscriptions ($share/<client id>/<filter>), so the broker
+	// spreads messages over the subtasks.
+	Topics   []string
+	Decoding Decoding
+	// AtMostOnce subscribes with QoS 0 and keeps no log: fast, and a crash
+	// loses what was received but not yet reflected in a checkpoint.
+	AtMostOnce bool
+	// Logs holds the durable ingest logs; required unless AtMostOnce.
+	Logs *LogDB
+	// GroupSize and GroupDelay bound a group commit: it is written when it
+	// holds GroupSize messages or its first message waited GroupDelay;
+	// defaults 1000 and 2 ms. The delay keeps acknowledgements flowing when
+	// the broker's in-flight window (20 in a default mosquitto) is smaller
+	// than a group.
+	GroupSize  int
+	GroupDelay time.Duration
+	// MaxLag is how many logged messages may wait to be processed before
+	// the source stops acknowledging, so that the broker holds back;
+	// default 100000.
+	MaxLag uint64
+	// Metrics, if set, receives the source's counters.
+	Metrics *SourceMetrics
+}
+
+// SourceMetrics are a source's counters, safe for concurrent use.
+type SourceMetrics struct {
+	Received    atomic.Int64 // messages from the broker
+	Logged      atomic.Int64 // appended to the ingest log
+	Redelivered atomic.Int64 // redeliveries already logged, acknowledged again
+	DeadLetters atomic.Int64 // messages that could not be decoded
+	Lag         atomic.Int64 // logged but not yet read, summed over subtasks' last reads
+}
+
+func (c *SourceConfig) setDefaults() {
+	if c.GroupSize <= 0 {
+		c.GroupSize = 1000
+	}
+	if c.GroupDelay <= 0 {
+		c.GroupDelay = 2 * time.Millisecond
+	}
+	if c.MaxLag == 0 {
+		c.MaxLag = 100_000
+	}
+	if c.Metrics == nil {
+		c.Metrics = new(SourceMetrics)
+	}
+	if c.Client.Logger == nil {
+		c.Client.Logger = slog.Default()
+	}
+}
+
+// NewSource returns the constructor of a source node's subtasks.
+func NewSource(cfg SourceConfig) func(subtask int) graph.Source {
+	cfg.setDefaults()
+	return func(subtask int) graph.Source { return &source{cfg: cfg, subtask: subtask} }
+}
+
+// source is one subtask: an ingester goroutine appends what the broker
+// sends to the log and acknowledges it; Read reads the log.
+type source struct {
+	cfg      SourceConfig
+	subtask  int
+	parallel int
+	log      *Log
+	client   paho.Client
+	offset   uint64 // next offset to read
+
+	in       chan paho.Message
+	consumed chan struct{} // Read made room under MaxLag
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	logged   map[uint16]uint64 // recent messages, to recognise redeliveries
+	readAt   atomic.Uint64     // offset the reader has reached, for MaxLag
+	lastLag  int64
+
+	fast chan Message  // AtMostOnce: messages straight to Read
+	wake chan struct{} // AtMostOnce: a message arrived
+}
+
+func (s *source) name() string { return s.cfg.Name + "/" + strconv.Itoa(s.subtask) }
+
+func (s *source) Open(ctx *graph.Context, offset uint64) error {
+	s.parallel = ctx.Info().Parallelism
+	s.stop = make(chan struct{})
+	if s.cfg.AtMostOnce {
+		s.fast = make(chan Message, s.cfg.GroupSize)
+		s.wake = make(chan struct{}, 1)
+		return s.connect(0)
+	}
+	if s.cfg.Logs == nil {
+		return errors.New("a durable MQTT source needs an ingest log")
+	}
+	var err error
+	if s.log, err = s.cfg.Logs.Log(s.name()); err != nil {
+		return err
+	}
+	if offset == 0 {
+		// A fresh start still owes the messages already acknowledged to
+		// the broker: everything in the log.
+		offset = s.log.First()
+	}
+	if offset < s.log.First() {
+		return fmt.Errorf("checkpoint offset %d of %s is below the log's first retained offset %d: the log was truncated or replaced", offset, s.name(), s.log.First())
+	}
+	s.offset = offset
+	s.readAt.Store(offset)
+	if s.logged, err = s.log.Logged(4096); err != nil {
+		return err
+	}
+	s.in = make(chan paho.Message, s.cfg.GroupSize)
+	s.consumed = make(chan struct{}, 1)
+	s.wg.Add(1)
+	go s.ingest()
+	return s.connect(1)
+}
+
+// connect subscribes on every (re)connection.
+func (s *source) connect(qos byte) error {
+	suffix := "-" + strconv.Itoa(s.subtask)
+	filters := make(map[string]byte)
+	for _, t := range s.cfg.Topics {
+		if s.parallel > 1 {
+			t = "$share/" + s.cfg.Client.ClientID + "/" + t
+		}
+		filters[t] = qos
+	}
+	var err error
+	s.client, err = s.cfg.Client.connect(suffix, func(c paho.Client) {
+		tok := c.SubscribeMultiple(filters, nil) // messages go to onMessage
+		go func() {
+			if tok.Wait(); tok.Error() != nil {
+				s.cfg.Client.Logger.Error("MQTT subscribe failed", "source", s.name(), "err", tok.Error())
+			}
+		}()
+	}, s.onMessage)
+	return err
+}
+
+// onMessage runs on paho's goroutine; blocking here is backpressure.
+func (s *source) onMessage(_ paho.Client, m paho.Message) {
+	s.cfg.Metrics.Received.Add(1)
+	if s.fast != nil {
+		m.Ack() // QoS 0 needs none; harmless
+		select {
+		case s.fast <- Message{Topic: m.Topic(), Payload: m.Payload(), Received: time.Now()}:
+		case <-s.stop:
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	select {
+	case s.in <- m:
+	case <-s.stop:
+	}
+}
+
+// ingest appends messages to the log in group commits and acknowledges them
+// in receipt order once the group is durable (invariant I8).
+func (s *source) ingest() {
+	defer s.wg.Done()
+	var pending []paho.Message
+	var msgs []Message
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	backoff := s.cfg.GroupDelay
+	flush := func() {
+		msgs = msgs[:0]
+		for _, m := range pending {
+			msgs = append(msgs, Message{Topic: m.Topic(), Payload: m.Payload(), Received: time.Now(),
+				PacketID: m.MessageID(), Sum: PayloadSum(m.Topic(), m.Payload())})
+		}
+		if _, err := s.log.Append(msgs); err != nil {
+			// Nothing is acknowledged; the broker holds back and
+			// redelivers after a crash. Retry with backoff.
+			s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging", "source", s.name(), "messages", len(pending), "err", err)
+			backoff = min(2*backoff, time.Second)
+			timer.Reset(backoff)
+			return
+		}
+		backoff = s.cfg.GroupDelay
+		for _, m := range pending {
+			s.logged[m.MessageID()] = PayloadSum(m.Topic(), m.Payload())
+			m.Ack()
+		}
+		s.cfg.Metrics.Logged.Add(int64(len(pending)))
+		pending = pending[:0]
+	}
+	for {
+		in := s.in
+		if len(pending) >= s.cfg.GroupSize || s.log.Next()-s.readAt.Load() > s.cfg.MaxLag {
+			in = nil // full group awaiting a retry, or too far ahead of the reader
+		}
+		select {
+		case m := <-in:
+			if m.Duplicate() && s.logged[m.MessageID()] == PayloadSum(m.Topic(), m.Payload()) {
+				s.cfg.Metrics.Redelivered.Add(1)
+				m.Ack() // logged before a crash; its PUBACK was lost
+				continue
+			}
+			pending = append(pending, m)
+			if len(pending) == 1 {
+				timer.Reset(s.cfg.GroupDelay)
+			}
+			if len(pending) >= s.cfg.GroupSize {
+				timer.Stop()
+				flush()
+			}
+		case <-timer.C:
+			if len(pending) > 0 {
+				flush()
+			}
+		case <-s.consumed:
+		case <-s.stop:
+			return // unacknowledged messages are redelivered by the broker
+		}
+	}
+}
+
+func (s *source) Read(buf []graph.Record) (int, error) {
+	if s.fast != nil {
+		return s.readFast(buf)
+	}
+	n := 0
+	next, err := s.log.Read(s.offset, len(buf), func(off uint64, m Message) error {
+		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
+			s.cfg.Metrics.DeadLetters.Add(1)
+			return s.cfg.Logs.deadLetter(s.name(), off, m, err.Error())
+		}
+		n++
+		return nil
+	})
+	s.offset = next
+	s.readAt.Store(next)
+	lag := int64(s.log.Next() - next)
+	s.cfg.Metrics.Lag.Add(lag - s.lastLag)
+	s.lastLag = lag
+	select {
+	case s.consumed <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (s *source) readFast(buf []graph.Record) (int, error) {
+	n := 0
+	for n < len(buf) {
+		select {
+		case m := <-s.fast:
+			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
+				s.cfg.Metrics.DeadLetters.Add(1)
+				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
+				continue
+			}
+			n++
+			s.offset++
+		default:
+			return n, nil
+		}
+	}
+	return n, nil
+}
+
+func (s *source) Offset() uint64 { return s.offset }
+
+func (s *source) Ready() <-chan struct{} {
+	if s.fast != nil {
+		return s.wake
+	}
+	return s.log.Grew()
+}
+
+// CommitOffset truncates the log below a completed checkpoint's offset.
+func (s *source) CommitOffset(offset uint64) error {
+	if s.log == nil {
+		return nil
+	}
+	return s.log.Truncate(offset)
+}
+
+func (s *source) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+	}
+	if s.client != nil {
+		s.client.Disconnect(250)
+	}
+	s.wg.Wait()
+	s.cfg.Metrics.Lag.Add(-s.lastLag)
+	return nil
+}
+
+// DeadLetter is a message that could not be decoded, kept with the reason.
+type DeadLetter struct {
+	Source  string `json:"source"`
+	Offset  uint64 `json:"offset"`
+	Topic   string `json:"topic"`
+	Payload []byte `json:"payload"`
+	Reason  string `json:"reason"`
+}
+
+var bucketDeadLetters = []byte("dead-letters")
+
+// deadLetter stores m under its source and offset, so a replay stores it
+// once.
+func (d *LogDB) deadLetter(source string, off uint64, m Message, reason string) error {
+	v, err := json.Marshal(DeadLetter{Source: source, Offset: off, Topic: m.Topic, Payload: m.Payload, Reason: reason})
+	if err != nil {
+		return err
+	}
+	return d.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketDeadLetters)
+		if err != nil {
+			return err
+		}
+		return b.Put(binary.BigEndian.AppendUint64([]byte(source+"\x00"), off), v)
+	})
+}
+
+// DeadLetters returns up to limit dead letters, oldest source and offset
+// first.
+func (d *LogDB) DeadLetters(limit int) ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := d.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketDeadLetters)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			var dl DeadLetter
+			if err := json.Unmarshal(v, &dl); err != nil {
+				return err
+			}
+			out = append(out, dl)
+		}
+		return nil
+	})
+	return out, err
+}

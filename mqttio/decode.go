@@ -1,6 +1,7 @@
 package mqttio
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -87,6 +88,9 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 			r.Key = topicField(m.Topic, d.TopicFields, d.KeyField)
 		}
 		return nil
+	}
+	if trimmed := bytes.TrimLeft(m.Payload, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return decodeErr("JSON payload is not an object")
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(m.Payload, &obj); err != nil {

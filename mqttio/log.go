@@ -107,13 +107,21 @@ func (l *Log) Append(msgs []Message) (uint64, error) {
 	l.mu.Lock()
 	first := l.next
 	l.mu.Unlock()
-	var buf []byte
+	// bbolt keeps keys and values by reference until the commit: encode
+	// them all into one buffer that outlives the transaction.
+	size := 0
+	for _, m := range msgs {
+		size += 8 + 20 + len(m.Topic) + len(m.Payload)
+	}
+	buf := make([]byte, 0, size)
 	err := l.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(l.bucket)
 		b.FillPercent = 1 // offsets only grow: pack pages full
 		for i, m := range msgs {
-			buf = encodeMessage(buf[:0], m)
-			if err := b.Put(binary.BigEndian.AppendUint64(nil, first+uint64(i)), buf); err != nil {
+			start := len(buf)
+			buf = binary.BigEndian.AppendUint64(buf, first+uint64(i))
+			buf = encodeMessage(buf, m)
+			if err := b.Put(buf[start:start+8], buf[start+8:]); err != nil {
 				return err
 			}
 		}

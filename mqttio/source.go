@@ -1,6 +1,7 @@
 package mqttio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -249,14 +250,21 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		return s.readFast(buf)
 	}
 	n := 0
+	var dead []DeadLetter
 	next, err := s.log.Read(s.offset, len(buf), func(off uint64, m Message) error {
 		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
-			s.cfg.Metrics.DeadLetters.Add(1)
-			return s.cfg.Logs.deadLetter(s.name(), off, m, err.Error())
+			dead = append(dead, DeadLetter{Source: s.name(), Offset: off, Topic: m.Topic, Payload: bytes.Clone(m.Payload), Reason: err.Error()})
+			return nil
 		}
 		n++
 		return nil
 	})
+	if err == nil && len(dead) > 0 {
+		// Written after the log's read transaction: bbolt deadlocks on a
+		// write inside a read.
+		s.cfg.Metrics.DeadLetters.Add(int64(len(dead)))
+		err = s.cfg.Logs.deadLetters(dead)
+	}
 	s.offset = next
 	s.readAt.Store(next)
 	lag := int64(s.log.Next() - next)
@@ -328,19 +336,24 @@ type DeadLetter struct {
 
 var bucketDeadLetters = []byte("dead-letters")
 
-// deadLetter stores m under its source and offset, so a replay stores it
-// once.
-func (d *LogDB) deadLetter(source string, off uint64, m Message, reason string) error {
-	v, err := json.Marshal(DeadLetter{Source: source, Offset: off, Topic: m.Topic, Payload: m.Payload, Reason: reason})
-	if err != nil {
-		return err
-	}
+// deadLetters stores dead letters under their source and offset, so a
+// replay stores each once.
+func (d *LogDB) deadLetters(dls []DeadLetter) error {
 	return d.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketDeadLetters)
 		if err != nil {
 			return err
 		}
-		return b.Put(binary.BigEndian.AppendUint64([]byte(source+"\x00"), off), v)
+		for _, dl := range dls {
+			v, err := json.Marshal(dl)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(binary.BigEndian.AppendUint64([]byte(dl.Source+"\x00"), dl.Offset), v); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -1,0 +1,283 @@
+package mqttio
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/runtime"
+)
+
+func TestLogAppendReadTruncateReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ingest.db")
+	db, err := OpenLogDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := db.Log("src/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []Message
+	for i := range 10 {
+		msgs = append(msgs, Message{Topic: "t", Payload: []byte(fmt.Sprint(i)), PacketID: uint16(i + 1), Received: time.Unix(0, int64(i))})
+	}
+	first, err := l.Append(msgs[:6])
+	if err != nil || first != 1 {
+		t.Fatalf("Append = %d, %v; want offset 1", first, err)
+	}
+	if first, _ := l.Append(msgs[6:]); first != 7 {
+		t.Fatalf("second Append at %d, want 7", first)
+	}
+	read := func(from uint64) string {
+		var got []string
+		next, err := l.Read(from, 100, func(off uint64, m Message) error {
+			got = append(got, fmt.Sprintf("%d:%s", off, m.Payload))
+			return nil
+		})
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("%s next=%d", strings.Join(got, " "), next)
+	}
+	if got := read(8); got != "8:7 9:8 10:9 next=11" {
+		t.Fatalf("read from 8: %s", got)
+	}
+	if err := l.Truncate(5); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(3); !strings.Contains(got, "below the ingest log's first retained offset") {
+		t.Fatalf("read below the truncation: %s", got)
+	}
+	db.Close()
+	db, err = OpenLogDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, _ = db.Log("src/0")
+	if l.First() != 5 || l.Next() != 11 {
+		t.Fatalf("after reopen the log holds [%d, %d), want [5, 11)", l.First(), l.Next())
+	}
+	logged, err := l.Logged(3)
+	if err != nil || len(logged) != 3 || logged[10] == 0 && logged[8] != 0 {
+		t.Fatalf("Logged(3) = %v, %v", logged, err)
+	}
+}
+
+func TestParseTopicPattern(t *testing.T) {
+	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
+	if err != nil || filter != "sensors/+/telemetry" || fields[1] != "device" {
+		t.Fatalf("got %q %v %v", filter, fields, err)
+	}
+	for _, bad := range []string{"a/{}/b", "a/x{y}/b", "a/#/b"} {
+		if _, _, err := ParseTopicPattern(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// client connects a plain paho client and waits for the connection.
+func client(t testing.TB, url, id string, clean bool) paho.Client {
+	t.Helper()
+	o := paho.NewClientOptions().AddBroker(url).SetClientID(id).SetCleanSession(clean).
+		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(200 * time.Millisecond).SetOrderMatters(true)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connecting %s: %v", id, tok.Error())
+	}
+	return c
+}
+
+// presubscribe creates a persistent session for id with filter, as an
+// earlier run would have, so the broker queues messages for it.
+func presubscribe(t testing.TB, url, id, filter string) {
+	c := client(t, url, id, false)
+	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	c.Disconnect(100)
+}
+
+// outputs collects a sink's messages and checks them: for a running count
+// per key, the deduplicated values of key k must be exactly 1..want[k].
+type outputs struct {
+	mu    sync.Mutex
+	ids   map[string]bool
+	dups  int
+	seen  map[string]map[float64]string // key → count → id
+	twice []string                      // a count seen under two ids: a duplicate output
+	want  map[string]int
+	done  chan struct{}
+}
+
+func collect(t testing.TB, url, id string, want map[string]int) *outputs {
+	o := &outputs{ids: map[string]bool{}, seen: map[string]map[float64]string{}, want: want, done: make(chan struct{})}
+	c := client(t, url, id, false)
+	t.Cleanup(func() { c.Disconnect(100) })
+	tok := c.Subscribe("out/#", 1, func(_ paho.Client, m paho.Message) {
+		var out Output
+		if err := json.Unmarshal(m.Payload(), &out); err != nil {
+			t.Errorf("bad output %q: %v", m.Payload(), err)
+			return
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.ids[out.ID] {
+			o.dups++
+			return
+		}
+		o.ids[out.ID] = true
+		if o.seen[out.Key] == nil {
+			o.seen[out.Key] = map[float64]string{}
+		}
+		if prev, ok := o.seen[out.Key][out.Value]; ok {
+			o.twice = append(o.twice, fmt.Sprintf("%s=%v as %s and %s", out.Key, out.Value, prev, out.ID))
+		}
+		o.seen[out.Key][out.Value] = out.ID
+		if o.complete() {
+			select {
+			case <-o.done:
+			default:
+				close(o.done)
+			}
+		}
+	})
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe out/#: %v", tok.Error())
+	}
+	return o
+}
+
+func (o *outputs) complete() bool {
+	for k, n := range o.want {
+		if len(o.seen[k]) < n {
+			return false
+		}
+	}
+	return true
+}
+
+// check verifies the outputs once complete.
+func (o *outputs) check(t testing.TB) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.twice) > 0 {
+		t.Fatalf("%d outputs repeated under new ids (records counted twice), e.g. %s", len(o.twice), o.twice[0])
+	}
+	for k, n := range o.want {
+		for c := 1; c <= n; c++ {
+			if _, ok := o.seen[k][float64(c)]; !ok {
+				t.Fatalf("key %s: count %d never published", k, c)
+			}
+		}
+		if len(o.seen[k]) != n {
+			t.Fatalf("key %s: %d distinct counts, want %d", k, len(o.seen[k]), n)
+		}
+	}
+}
+
+// countPipeline is an MQTT source on sensors/{device}/telemetry, a keyed
+// count, and an MQTT sink to out/{key}.
+func countPipeline(t testing.TB, url, id string, logs *LogDB, srcMetrics *SourceMetrics) *graph.Topology {
+	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b graph.Builder
+	src := b.Source("mqtt", 1, NewSource(SourceConfig{
+		Name: "mqtt", Client: ClientConfig{Broker: url, ClientID: id}, Topics: []string{filter},
+		Decoding: Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"},
+		Logs:     logs, Metrics: srcMetrics,
+	}))
+	cnt := b.Operator("count", 2, graph.Count(), []graph.Input{graph.In(src, graph.Hash(nil))})
+	b.Operator("out", 1, NewSink(SinkConfig{Client: ClientConfig{Broker: url, ClientID: id}, Topic: "out/{key}"}),
+		[]graph.Input{graph.In(cnt, graph.Rebalance())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+// publish sends n readings over devices at QoS 1 and returns the count per
+// device.
+func publish(t testing.TB, url string, n, devices int) map[string]int {
+	c := client(t, url, fmt.Sprintf("publisher-%d", time.Now().UnixNano()), true)
+	defer c.Disconnect(100)
+	want := map[string]int{}
+	var toks []paho.Token
+	for i := range n {
+		dev := fmt.Sprintf("d%02d", i*7%devices)
+		want[dev]++
+		toks = append(toks, c.Publish("sensors/"+dev+"/telemetry", 1, false, fmt.Sprintf(`{"temp":%d.5,"seq":%d}`, i%40, i)))
+	}
+	for _, tok := range toks {
+		if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+	}
+	return want
+}
+
+func TestSourceToSinkThroughBroker(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, b testBroker) {
+		id := "cairn-test"
+		presubscribe(t, b.url, id+"-0", "sensors/+/telemetry")
+		logs, err := OpenLogDB(filepath.Join(t.TempDir(), "ingest.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logs.Close()
+		want := publish(t, b.url, 3000, 20)
+		// Malformed input goes to the dead letters and stops nothing.
+		bad := client(t, b.url, "bad-publisher", true)
+		for _, p := range []string{`{not json`, `{"temp":"hot"}`, `[1,2]`, `{"temp":1` + strings.Repeat(" ", 300<<10) + `}`} {
+			bad.Publish("sensors/dx/telemetry", 1, false, p).Wait()
+		}
+		bad.Disconnect(100)
+		out := collect(t, b.url, "consumer", want)
+
+		metrics := new(SourceMetrics)
+		cfg := checkpoint.DefaultConfig()
+		cfg.Interval = 20 * time.Millisecond
+		job, err := runtime.New(countPipeline(t, b.url, id, logs, metrics), runtime.Options{Checkpoints: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- job.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-ran; err != nil {
+				t.Fatal(err)
+			}
+		}()
+		waitFor(t, out.done, 30*time.Second, "every count at the sink")
+		out.check(t)
+		if got := metrics.DeadLetters.Load(); got != 4 {
+			t.Fatalf("%d dead letters counted, want 4", got)
+		}
+		dls, err := logs.DeadLetters(10)
+		if err != nil || len(dls) != 4 {
+			t.Fatalf("DeadLetters = %d, %v; want 4", len(dls), err)
+		}
+		reasons := fmt.Sprint(dls[0].Reason, "|", dls[1].Reason, "|", dls[2].Reason, "|", dls[3].Reason)
+		for _, want := range []string{"malformed JSON", `value field "temp" is a string, want a number`, "not an object", "exceeds the limit"} {
+			if !strings.Contains(reasons, want) {
+				t.Errorf("dead letter reasons %q lack %q", reasons, want)
+			}
+		}
+	})
+}

@@ -33,6 +33,9 @@ func PayloadSum(topic string, payload []byte) uint64 {
 	return h.Sum64()
 }
 
+// bucketLogMeta holds, per log, the offset it was last truncated to.
+var bucketLogMeta = []byte("log-meta")
+
 // LogDB is the file of the ingest logs of all sources of an agent: one bbolt
 // file, one bucket per source subtask, keys are 8-byte big-endian offsets.
 // Open it once per process.
@@ -63,28 +66,33 @@ func (d *LogDB) Log(name string) (*Log, error) {
 	if l := d.logs[name]; l != nil {
 		return l, nil
 	}
-	l := &Log{db: d.db, bucket: []byte(name), grew: make(chan struct{}, 1)}
+	l := &Log{db: d.db, bucket: []byte(name), grew: make(chan struct{}, 1), first: 1, next: 1}
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(l.bucket)
 		if err != nil {
 			return err
 		}
+		meta, err := tx.CreateBucketIfNotExists(bucketLogMeta)
+		if err != nil {
+			return err
+		}
+		// Offsets start at 1 (0 means "from the start"). A log truncated
+		// to nothing remembers where it was in the meta bucket.
+		if v := meta.Get(l.bucket); len(v) == 8 {
+			l.first = max(l.first, binary.BigEndian.Uint64(v))
+		}
 		c := b.Cursor()
 		if k, _ := c.First(); k != nil {
-			l.first = binary.BigEndian.Uint64(k)
+			l.first = max(l.first, binary.BigEndian.Uint64(k))
 		}
+		l.next = l.first
 		if k, _ := c.Last(); k != nil {
-			l.next = binary.BigEndian.Uint64(k) + 1
-		} else {
-			l.next = l.first
+			l.next = max(l.next, binary.BigEndian.Uint64(k)+1)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingest log %s: %w", name, err)
-	}
-	if l.next == 0 {
-		l.next, l.first = 1, 1 // offsets start at 1; 0 means "from the start"
 	}
 	d.logs[name] = l
 	return l, nil
@@ -194,10 +202,22 @@ func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) 
 	return next, err
 }
 
-// Truncate deletes the messages below offset.
+// RedeliveryWindow is how many of the newest messages Truncate always keeps:
+// after a restart, Logged reads them to recognise the broker's redeliveries
+// of messages whose PUBACK was lost. It must exceed the broker's in-flight
+// window per client (20 in a default mosquitto).
+const RedeliveryWindow = 10_000
+
+// Truncate deletes the messages below offset, but keeps the newest
+// RedeliveryWindow.
 func (l *Log) Truncate(offset uint64) error {
 	l.mu.Lock()
 	first := l.first
+	if l.next > RedeliveryWindow {
+		offset = min(offset, l.next-RedeliveryWindow)
+	} else {
+		offset = min(offset, 1)
+	}
 	l.mu.Unlock()
 	if offset <= first {
 		return nil
@@ -210,7 +230,7 @@ func (l *Log) Truncate(offset uint64) error {
 				return err
 			}
 		}
-		return nil
+		return tx.Bucket(bucketLogMeta).Put(l.bucket, end)
 	})
 	if err != nil {
 		return fmt.Errorf("truncating ingest log %s below %d: %w", l.bucket, offset, err)

@@ -29,7 +29,8 @@ func TestLogAppendReadTruncateReopen(t *testing.T) {
 	}
 	var msgs []Message
 	for i := range 10 {
-		msgs = append(msgs, Message{Topic: "t", Payload: []byte(fmt.Sprint(i)), PacketID: uint16(i + 1), Received: time.Unix(0, int64(i))})
+		p := []byte(fmt.Sprint(i))
+		msgs = append(msgs, Message{Topic: "t", Payload: p, PacketID: uint16(i + 1), Sum: PayloadSum("t", p), Received: time.Unix(0, int64(i))})
 	}
 	first, err := l.Append(msgs[:6])
 	if err != nil || first != 1 {
@@ -52,12 +53,27 @@ func TestLogAppendReadTruncateReopen(t *testing.T) {
 	if got := read(8); got != "8:7 9:8 10:9 next=11" {
 		t.Fatalf("read from 8: %s", got)
 	}
-	if err := l.Truncate(5); err != nil {
+	// Truncation keeps the redelivery window: here, everything.
+	if err := l.Truncate(5); err != nil || l.First() != 1 {
+		t.Fatalf("Truncate(5) = %v; first %d, want 1", err, l.First())
+	}
+	var many []Message
+	for range RedeliveryWindow {
+		many = append(many, Message{Topic: "t"})
+	}
+	if _, err := l.Append(many); err != nil {
 		t.Fatal(err)
+	}
+	if err := l.Truncate(5); err != nil || l.First() != 5 {
+		t.Fatalf("Truncate(5) = %v; first %d, want 5", err, l.First())
 	}
 	if got := read(3); !strings.Contains(got, "below the ingest log's first retained offset") {
 		t.Fatalf("read below the truncation: %s", got)
 	}
+	if err := l.Truncate(1 << 40); err != nil { // as far as allowed: the log must still know where it is
+		t.Fatal(err)
+	}
+	end := l.Next()
 	db.Close()
 	db, err = OpenLogDB(path)
 	if err != nil {
@@ -65,12 +81,15 @@ func TestLogAppendReadTruncateReopen(t *testing.T) {
 	}
 	defer db.Close()
 	l, _ = db.Log("src/0")
-	if l.First() != 5 || l.Next() != 11 {
-		t.Fatalf("after reopen the log holds [%d, %d), want [5, 11)", l.First(), l.Next())
+	if l.First() != end-RedeliveryWindow || l.Next() != end {
+		t.Fatalf("after truncating and reopening the log holds [%d, %d), want [%d, %d)", l.First(), l.Next(), end-RedeliveryWindow, end)
 	}
-	logged, err := l.Logged(3)
-	if err != nil || len(logged) != 3 || logged[10] == 0 && logged[8] != 0 {
-		t.Fatalf("Logged(3) = %v, %v", logged, err)
+	if first, err := l.Append(msgs[:3]); err != nil || first != end {
+		t.Fatalf("Append after reopen at %d (%v), want %d", first, err, end)
+	}
+	logged, err := l.Logged(2)
+	if err != nil || len(logged) != 2 || logged[2] != msgs[1].Sum || logged[3] != msgs[2].Sum {
+		t.Fatalf("Logged(2) = %v, %v; want packet ids 2 and 3", logged, err)
 	}
 }
 

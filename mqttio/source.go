@@ -130,7 +130,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	}
 	s.offset = offset
 	s.readAt.Store(offset)
-	if s.logged, err = s.log.Logged(4096); err != nil {
+	if s.logged, err = s.log.Logged(RedeliveryWindow); err != nil {
 		return err
 	}
 	s.in = make(chan paho.Message, s.cfg.GroupSize)
@@ -216,7 +216,7 @@ func (s *source) ingest() {
 	}
 	for {
 		in := s.in
-		if len(pending) >= s.cfg.GroupSize || s.log.Next()-s.readAt.Load() > s.cfg.MaxLag {
+		if next, read := s.log.Next(), s.readAt.Load(); len(pending) >= s.cfg.GroupSize || next > read && next-read > s.cfg.MaxLag {
 			in = nil // full group awaiting a retry, or too far ahead of the reader
 		}
 		select {
@@ -267,7 +267,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 	}
 	s.offset = next
 	s.readAt.Store(next)
-	lag := int64(s.log.Next() - next)
+	lag := int64(s.log.Next()) - int64(next)
 	s.cfg.Metrics.Lag.Add(lag - s.lastLag)
 	s.lastLag = lag
 	select {

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/eclipse/paho.mqtt.golang v1.5.1
+	github.com/goccy/go-json v0.12.0
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	go.etcd.io/bbolt v1.5.0
 )

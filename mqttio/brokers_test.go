@@ -143,7 +143,7 @@ func forEachBroker(t *testing.T, f func(t *testing.T, b testBroker)) {
 
 // waitFor fails the test if ch does not close within d; it stands for an
 // event with a deadline, never for a sleep.
-func waitFor(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
+func waitFor[T any](t testing.TB, ch <-chan T, d time.Duration, what string) {
 	t.Helper()
 	select {
 	case <-ch:

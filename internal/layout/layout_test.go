@@ -25,7 +25,7 @@ var rules = map[string]rule{
 	"checkpoint":    {allowed: []string{"graph"}, noIO: true},
 	"runtime":       {allowed: []string{"graph", "checkpoint"}},
 	"localrecovery": {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
-	"mqttio":        {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server"}},
+	"mqttio":        {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server", "github.com/goccy/go-json"}},
 	"agent":         {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
 	"agent/api":     {},
 	"tui":           {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},

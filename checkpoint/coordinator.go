@@ -131,10 +131,9 @@ type Coordinator struct {
 	tasks []TaskID
 	now   time.Duration
 
-	lastID        uint64
-	pending       []*pendingCheckpoint // by increasing id
-	finalizing    uint64               // id whose completion record is being written
-	lastCompleted uint64
+	lastID     uint64
+	pending    []*pendingCheckpoint // by increasing id
+	finalizing uint64               // id whose completion record is being written
 
 	triggeredOnce bool
 	lastTrigger   time.Duration
@@ -251,7 +250,6 @@ func (c *Coordinator) Finalized(id uint64, err error) {
 	}
 	p := c.find(id)
 	c.remove(id)
-	c.lastCompleted = id
 	c.failures = 0
 	c.lastEnd = c.now
 	c.ready.Completed = append(c.ready.Completed, c.manifest(p))
@@ -376,7 +374,3 @@ func (c *Coordinator) Acked(id uint64) []TaskID {
 	}
 	return out
 }
-
-// LastCompleted is the id of the newest checkpoint this coordinator
-// completed, 0 if none.
-func (c *Coordinator) LastCompleted() uint64 { return c.lastCompleted }

@@ -265,9 +265,6 @@ func (h *Handler) Ready() []Action {
 // Blocked reports whether channel c is blocked.
 func (h *Handler) Blocked(c int) bool { return h.blocked[c] }
 
-// Mode is the handler's mode.
-func (h *Handler) Mode() Mode { return h.mode }
-
 // Alignment describes the alignment in progress, for status displays.
 type Alignment struct {
 	// ID is the checkpoint being aligned; 0 when none is.

@@ -75,25 +75,3 @@ func (m *Manifest) Subtask(task TaskID) *Ack {
 	}
 	return &m.Subtasks[i]
 }
-
-// Summary is a checkpoint's figures at a glance: the largest of each duration
-// among its subtasks, and its total size.
-type Summary struct {
-	StartDelay, Alignment, Sync, Async time.Duration
-	BufferedRecords                    int64
-	StateSize                          int64
-}
-
-// Summary computes m's Summary.
-func (m *Manifest) Summary() Summary {
-	var s Summary
-	for _, a := range m.Subtasks {
-		s.StartDelay = max(s.StartDelay, a.Stats.StartDelay)
-		s.Alignment = max(s.Alignment, a.Stats.Alignment)
-		s.Sync = max(s.Sync, a.Stats.Sync)
-		s.Async = max(s.Async, a.Stats.Async)
-		s.BufferedRecords += a.Stats.BufferedRecords
-		s.StateSize += a.Stats.StateSize
-	}
-	return s
-}

@@ -168,13 +168,3 @@ func (s *MemStore) Completed() ([]*Manifest, error) {
 	defer s.mu.Unlock()
 	return slices.Clone(s.completed), nil
 }
-
-// Corrupt flips a bit of the stored data behind h, so tests can check that
-// restores verify before use.
-func (s *MemStore) Corrupt(h StateHandle) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d := s.state[h.Key]; len(d) > 0 {
-		d[len(d)/2] ^= 0x10
-	}
-}

@@ -60,9 +60,6 @@ type FrozenState struct {
 // name for an incremental snapshot on top of it.
 func (f *FrozenState) Version() Version { return f.version }
 
-// Incremental reports whether the snapshot holds only changes.
-func (f *FrozenState) Incremental() bool { return f.incremental }
-
 // Encode serializes the snapshot. Its output is deterministic: equal states
 // encode to equal bytes.
 func (f *FrozenState) Encode() []byte {

@@ -145,9 +145,6 @@ func initBuckets(tx *bolt.Tx) error {
 // Close closes the file.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Path is the store's file.
-func (s *Store) Path() string { return s.path }
-
 func (s *Store) failpoint(name string) {
 	if s.opts.Failpoint != nil {
 		s.opts.Failpoint(name)

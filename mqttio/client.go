@@ -33,11 +33,6 @@ type ClientConfig struct {
 	Logger      *slog.Logger
 }
 
-// String describes the client without its secrets.
-func (c ClientConfig) String() string {
-	return fmt.Sprintf("%s as %q (user %q)", c.Broker, c.ClientID, c.Username)
-}
-
 // options builds paho options for a client with id suffix suffix.
 func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 	if c.Broker == "" {

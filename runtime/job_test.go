@@ -258,3 +258,46 @@ func TestJobKeyedStateWithoutKeyFails(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrNoKey", err)
 	}
 }
+
+// TestJobFilterAndBroadcast checks the filter operator and the broadcast
+// and rebalance partitioners: every sink subtask of a broadcast edge sees
+// every kept record.
+func TestJobFilterAndBroadcast(t *testing.T) {
+	recs := keyedRecords(1000, 10)
+	var mu sync.Mutex
+	seen := map[int]int{} // sink subtask → records
+	var b graph.Builder
+	s := b.Source("src", 2, graph.SliceSource(recs))
+	even := b.Operator("even", 2, graph.Filter(func(r *graph.Record) bool { return r.Time%2 == 0 }),
+		[]graph.Input{graph.In(s, graph.Rebalance())})
+	b.Operator("sink", 3, func(i int) graph.Operator {
+		return opFunc(func(*graph.Record) { mu.Lock(); seen[i]++; mu.Unlock() })
+	}, []graph.Input{graph.In(even, graph.Broadcast())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if seen[i] != 500 {
+			t.Fatalf("sink subtask %d saw %d records, want all 500 even ones", i, seen[i])
+		}
+	}
+}
+
+// opFunc is an operator made of a function.
+type opFunc func(*graph.Record)
+
+func (f opFunc) Open(*graph.Context) error                  { return nil }
+func (f opFunc) ProcessRecord(_ int, r *graph.Record) error { f(r); return nil }
+func (f opFunc) OnTimer(int64) error                        { return nil }
+func (f opFunc) OnWatermark(int64) error                    { return nil }
+func (f opFunc) SnapshotState(uint64) ([]byte, error)       { return nil, nil }
+func (f opFunc) RestoreState([]byte) error                  { return nil }
+func (f opFunc) Close() error                               { return nil }

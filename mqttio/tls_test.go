@@ -1,0 +1,170 @@
+package mqttio
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/runtime"
+)
+
+// testPKI is a CA with a server certificate for 127.0.0.1 and a client
+// certificate, written as PEM files.
+type testPKI struct {
+	dir               string
+	pool              *x509.CertPool
+	server            tls.Certificate
+	caFile, cert, key string
+}
+
+func newPKI(t *testing.T) testPKI {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cairn test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	issue := func(serial int64, server bool) (tls.Certificate, []byte, []byte) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "cairn test"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		if server {
+			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, _ := x509.MarshalECPrivateKey(key)
+		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, certPEM, keyPEM
+	}
+	p := testPKI{dir: dir, pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.server, _, _ = issue(2, true)
+	_, certPEM, keyPEM := issue(3, false)
+	p.caFile, p.cert, p.key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	for f, data := range map[string][]byte{p.caFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), p.cert: certPEM, p.key: keyPEM} {
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// TestMutualTLS runs a source and a sink against a broker that demands a
+// client certificate signed by its CA.
+func TestMutualTLS(t *testing.T) {
+	pki := newPKI(t)
+	srv := mqtt.New(&mqtt.Options{InlineClient: true})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := listeners.NewTCP(listeners.Config{ID: "tls", Address: "127.0.0.1:0", TLSConfig: &tls.Config{
+		Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	url := "ssl://" + l.Address()
+
+	cc := ClientConfig{Broker: url, ClientID: "tls-agent", CAFile: pki.caFile, CertFile: pki.cert, KeyFile: pki.key, StatusTopic: "agents/tls-agent/status"}
+	online := make(chan struct{})
+	var onlineOnce sync.Once
+	if err := srv.Subscribe("agents/+/status", 1, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
+		if string(pk.Payload) == "online" {
+			onlineOnce.Do(func() { close(online) })
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	var got atomic.Int64
+	done := make(chan struct{})
+	var b graph.Builder
+	src := b.Source("mqtt", 1, NewSource(SourceConfig{Name: "mqtt", Client: cc, Topics: []string{"in/#"}, AtMostOnce: true,
+		Decoding: Decoding{Format: Raw}}))
+	b.Operator("count", 1, func(int) graph.Operator {
+		return opCounter(func() {
+			if got.Add(1) == 50 {
+				close(done)
+			}
+		})
+	}, []graph.Input{graph.In(src, graph.Forward())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: checkpoint.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- job.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	waitFor(t, online, 10*time.Second, `the agent's "online" status over TLS`)
+	// At-most-once: only what is published after the subscription counts.
+	// Publish until 50 arrived, from the broker's inline client.
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+			if i > 500 {
+				t.Fatalf("only %d messages arrived over TLS", got.Load())
+			}
+			for range 10 {
+				srv.Publish("in/x", []byte("hello"), false, 0)
+			}
+		}
+	}
+}
+
+type opCounter func()
+
+func (f opCounter) Open(*graph.Context) error              { return nil }
+func (f opCounter) ProcessRecord(int, *graph.Record) error { f(); return nil }
+func (f opCounter) OnTimer(int64) error                    { return nil }
+func (f opCounter) OnWatermark(int64) error                { return nil }
+func (f opCounter) SnapshotState(uint64) ([]byte, error)   { return nil, nil }
+func (f opCounter) RestoreState([]byte) error              { return nil }
+func (f opCounter) Close() error                           { return nil }

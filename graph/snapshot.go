@@ -148,26 +148,29 @@ func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, e
 	}
 	s.Operator = slices.Clone(d.bytes())
 	s.Watermark = d.varint()
+	// Every loop stops at the first error: a count read before it is
+	// bounded by the bytes left, but nested loops over bad counts would not
+	// be.
 	groups := d.count()
-	for range groups {
+	for i := 0; i < groups && d.err == nil; i++ {
 		g := KeyGroupSnapshot{KeyGroup: int(d.uvarint())}
 		tables := d.count()
-		for range tables {
+		for j := 0; j < tables && d.err == nil; j++ {
 			t := TableSnapshot{Name: d.string()}
 			n := d.count()
 			t.Keys, t.Values = make([]string, 0, n), make([][]byte, 0, n)
-			for range n {
+			for k := 0; k < n && d.err == nil; k++ {
 				t.Keys = append(t.Keys, d.string())
 				t.Values = append(t.Values, d.bytes())
 			}
 			deleted := d.count()
-			for range deleted {
+			for k := 0; k < deleted && d.err == nil; k++ {
 				t.Deleted = append(t.Deleted, d.string())
 			}
 			g.Tables = append(g.Tables, t)
 		}
 		timers := d.count()
-		for range timers {
+		for k := 0; k < timers && d.err == nil; k++ {
 			g.Timers = append(g.Timers, Timer{Key: d.string(), Time: d.varint()})
 		}
 		if d.err == nil && keep.Contains(g.KeyGroup) {

@@ -1,7 +1,6 @@
 package mqttio
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -117,17 +116,7 @@ func BenchmarkMQTTThroughput(b *testing.B) {
 	}
 	cfg := checkpoint.DefaultConfig()
 	cfg.Interval = 100 * time.Millisecond
-	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- job.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-ran
-	}()
+	defer runInBackground(b, topo, runtime.Options{Checkpoints: cfg})()
 
 	var bareTime, cairnTime time.Duration
 	b.ResetTimer()

@@ -206,6 +206,29 @@ func (o *outputs) check(t testing.TB) {
 	}
 }
 
+// runInBackground runs topo until the returned function is called, which
+// stops it and fails the test if the job failed. Calling it again does
+// nothing, so it can be both deferred and called.
+func runInBackground(t testing.TB, topo *graph.Topology, opts runtime.Options) func() {
+	t.Helper()
+	job, err := runtime.New(topo, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- job.Run(ctx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-ran; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
 // countPipeline is an MQTT source on sensors/{device}/telemetry, a keyed
 // count, and an MQTT sink to out/{key}.
 func countPipeline(t testing.TB, url, id string, logs *LogDB, srcMetrics *SourceMetrics) *graph.Topology {
@@ -270,20 +293,10 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		metrics := new(SourceMetrics)
 		cfg := checkpoint.DefaultConfig()
 		cfg.Interval = 20 * time.Millisecond
-		job, err := runtime.New(countPipeline(t, b.url, id, logs, metrics), runtime.Options{Checkpoints: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- job.Run(ctx) }()
-		defer func() {
-			cancel()
-			if err := <-ran; err != nil {
-				t.Fatal(err)
-			}
-		}()
+		stop := runInBackground(t, countPipeline(t, b.url, id, logs, metrics), runtime.Options{Checkpoints: cfg})
+		defer stop()
 		waitFor(t, out.done, 30*time.Second, "every count at the sink")
+		stop()
 		out.check(t)
 		if got := metrics.DeadLetters.Load(); got != 4 {
 			t.Fatalf("%d dead letters counted, want 4", got)

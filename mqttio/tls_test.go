@@ -1,7 +1,6 @@
 package mqttio
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -113,34 +112,19 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	var got atomic.Int64
-	done := make(chan struct{})
+	done := make(chan struct{}, 1)
 	var b graph.Builder
 	src := b.Source("mqtt", 1, NewSource(SourceConfig{Name: "mqtt", Client: cc, Topics: []string{"in/#"}, AtMostOnce: true,
 		Decoding: Decoding{Format: Raw}}))
-	b.Operator("count", 1, func(int) graph.Operator {
-		return opCounter(func() {
-			if got.Add(1) == 50 {
-				close(done)
-			}
-		})
-	}, []graph.Input{graph.In(src, graph.Forward())})
+	target := new(atomic.Int64)
+	target.Store(50)
+	b.Operator("count", 1, func(int) graph.Operator { return counter{n: &got, target: target, done: done} },
+		[]graph.Input{graph.In(src, graph.Forward())})
 	topo, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := runtime.New(topo, runtime.Options{Checkpoints: checkpoint.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- job.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Fatal(err)
-		}
-	}()
+	defer runInBackground(t, topo, runtime.Options{Checkpoints: checkpoint.DefaultConfig()})()
 	waitFor(t, online, 10*time.Second, `the agent's "online" status over TLS`)
 	// At-most-once: only what is published after the subscription counts.
 	// Publish until 50 arrived, from the broker's inline client.
@@ -158,13 +142,3 @@ func TestMutualTLS(t *testing.T) {
 		}
 	}
 }
-
-type opCounter func()
-
-func (f opCounter) Open(*graph.Context) error              { return nil }
-func (f opCounter) ProcessRecord(int, *graph.Record) error { f(); return nil }
-func (f opCounter) OnTimer(int64) error                    { return nil }
-func (f opCounter) OnWatermark(int64) error                { return nil }
-func (f opCounter) SnapshotState(uint64) ([]byte, error)   { return nil, nil }
-func (f opCounter) RestoreState([]byte) error              { return nil }
-func (f opCounter) Close() error                           { return nil }

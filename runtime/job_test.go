@@ -228,15 +228,7 @@ func TestJobFailsWithCause(t *testing.T) {
 	var b graph.Builder
 	s := b.Source("src", 1, graph.SliceSource(keyedRecords(1000, 10)))
 	b.Operator("fragile", 1, func(int) graph.Operator { return &failingOp{after: 10} }, []graph.Input{graph.In(s, graph.Forward())})
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = job.Run(context.Background())
+	err := runToEnd(t, &b)
 	if err == nil || !strings.Contains(err.Error(), "fragile/0: boom") {
 		t.Fatalf("Run = %v, want the failing subtask named", err)
 	}
@@ -246,15 +238,7 @@ func TestJobKeyedStateWithoutKeyFails(t *testing.T) {
 	var b graph.Builder
 	s := b.Source("src", 1, graph.SliceSource([]graph.Record{{Value: 1}}))
 	b.Operator("count", 1, graph.Count(), []graph.Input{graph.In(s, graph.Forward())})
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Run(context.Background()); !errors.Is(err, graph.ErrNoKey) {
+	if err := runToEnd(t, &b); !errors.Is(err, graph.ErrNoKey) {
 		t.Fatalf("Run = %v, want ErrNoKey", err)
 	}
 }
@@ -271,17 +255,9 @@ func TestJobFilterAndBroadcast(t *testing.T) {
 	even := b.Operator("even", 2, graph.Filter(func(r *graph.Record) bool { return r.Time%2 == 0 }),
 		[]graph.Input{graph.In(s, graph.Rebalance())})
 	b.Operator("sink", 3, func(i int) graph.Operator {
-		return opFunc(func(*graph.Record) { mu.Lock(); seen[i]++; mu.Unlock() })
+		return opFunc{f: func(*graph.Record) { mu.Lock(); seen[i]++; mu.Unlock() }}
 	}, []graph.Input{graph.In(even, graph.Broadcast())})
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Run(context.Background()); err != nil {
+	if err := runToEnd(t, &b); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -292,12 +268,24 @@ func TestJobFilterAndBroadcast(t *testing.T) {
 }
 
 // opFunc is an operator made of a function.
-type opFunc func(*graph.Record)
+type opFunc struct {
+	graph.BaseOperator
+	f func(*graph.Record)
+}
 
-func (f opFunc) Open(*graph.Context) error                  { return nil }
-func (f opFunc) ProcessRecord(_ int, r *graph.Record) error { f(r); return nil }
-func (f opFunc) OnTimer(int64) error                        { return nil }
-func (f opFunc) OnWatermark(int64) error                    { return nil }
-func (f opFunc) SnapshotState(uint64) ([]byte, error)       { return nil, nil }
-func (f opFunc) RestoreState([]byte) error                  { return nil }
-func (f opFunc) Close() error                               { return nil }
+func (o opFunc) ProcessRecord(_ int, r *graph.Record) error { o.f(r); return nil }
+
+// runToEnd builds b's topology and runs it with default checkpointing until
+// its input ends.
+func runToEnd(t *testing.T, b *graph.Builder) error {
+	t.Helper()
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job.Run(context.Background())
+}

@@ -64,9 +64,9 @@ type chains struct {
 	taken       map[uint64]*chain
 }
 
-// next returns the base version and handles for the snapshot of checkpoint
-// id about to be taken, and whether it is incremental; whole snapshots fold
-// a chain that reached its maximum length.
+// next returns the base version and handles for the snapshot about to be
+// taken, and whether it is incremental; a whole snapshot folds a chain
+// that reached its maximum length.
 func (c *chains) next() (graph.Version, []checkpoint.StateHandle, bool) {
 	if !c.incremental || len(c.base.handles) == 0 || len(c.base.handles) >= c.maxLen {
 		return c.base.version, nil, false

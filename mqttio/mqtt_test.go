@@ -232,12 +232,17 @@ func runInBackground(t testing.TB, topo *graph.Topology, opts runtime.Options) f
 // countPipeline is an MQTT source on sensors/{device}/telemetry, a keyed
 // count, and an MQTT sink to out/{key}.
 func countPipeline(t testing.TB, url, id string, logs *LogDB, srcMetrics *SourceMetrics) *graph.Topology {
+	return countPipelineN(t, url, id, 1, logs, srcMetrics)
+}
+
+// countPipelineN is countPipeline with a source of parallelism par.
+func countPipelineN(t testing.TB, url, id string, par int, logs *LogDB, srcMetrics *SourceMetrics) *graph.Topology {
 	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b graph.Builder
-	src := b.Source("mqtt", 1, NewSource(SourceConfig{
+	src := b.Source("mqtt", par, NewSource(SourceConfig{
 		Name: "mqtt", Client: ClientConfig{Broker: url, ClientID: id}, Topics: []string{filter},
 		Decoding: Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"},
 		Logs:     logs, Metrics: srcMetrics,
@@ -310,6 +315,36 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 			if !strings.Contains(reasons, want) {
 				t.Errorf("dead letter reasons %q lack %q", reasons, want)
 			}
+		}
+	})
+}
+
+// TestParallelSourceSharesTheSubscription runs two source subtasks, which
+// share one subscription: the broker spreads the messages, and each is
+// counted once.
+func TestParallelSourceSharesTheSubscription(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, b testBroker) {
+		id := "cairn-shared"
+		for i := range 2 {
+			presubscribe(t, b.url, fmt.Sprintf("%s-%d", id, i), "$share/"+id+"/sensors/+/telemetry")
+		}
+		logs, err := OpenLogDB(filepath.Join(t.TempDir(), "ingest.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logs.Close()
+		want := publish(t, b.url, 2000, 10)
+		out := collect(t, b.url, "shared-consumer", want)
+		metrics := new(SourceMetrics)
+		cfg := checkpoint.DefaultConfig()
+		cfg.Interval = 20 * time.Millisecond
+		stop := runInBackground(t, countPipelineN(t, b.url, id, 2, logs, metrics), runtime.Options{Checkpoints: cfg})
+		defer stop()
+		waitFor(t, out.done, 30*time.Second, "every count at the sink")
+		stop()
+		out.check(t)
+		if got := metrics.Logged.Load(); got != 2000 {
+			t.Fatalf("the two subtasks logged %d messages, want 2000", got)
 		}
 	})
 }

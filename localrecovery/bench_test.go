@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,7 +346,7 @@ func runFirstRecord(dir string) error {
 	if err != nil {
 		return err
 	}
-	topo, err := millionKeyTopology(1<<62, firstRecord{})
+	topo, err := millionKeyTopology(math.MaxInt, firstRecord{})
 	if err != nil {
 		return err
 	}

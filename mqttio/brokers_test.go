@@ -141,13 +141,16 @@ func forEachBroker(t *testing.T, f func(t *testing.T, b testBroker)) {
 	t.Run("mosquitto", func(t *testing.T) { f(t, mosquittoBroker(t)) })
 }
 
-// waitFor fails the test if ch does not close within d; it stands for an
-// event with a deadline, never for a sleep.
-func waitFor[T any](t testing.TB, ch <-chan T, d time.Duration, what string) {
+// waitFor returns what ch delivers, failing the test if nothing comes
+// within d; it stands for an event with a deadline, never for a sleep.
+func waitFor[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 	t.Helper()
 	select {
-	case <-ch:
+	case v := <-ch:
+		return v
 	case <-time.After(d):
 		t.Fatalf("timed out after %v waiting for %s", d, what)
 	}
+	var zero T
+	return zero
 }

@@ -237,6 +237,7 @@ func countPipeline(t testing.TB, url, id string, logs *LogDB, srcMetrics *Source
 
 // countPipelineN is countPipeline with a source of parallelism par.
 func countPipelineN(t testing.TB, url, id string, par int, logs *LogDB, srcMetrics *SourceMetrics) *graph.Topology {
+	t.Helper()
 	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func countPipelineN(t testing.TB, url, id string, par int, logs *LogDB, srcMetri
 	src := b.Source("mqtt", par, NewSource(SourceConfig{
 		Name: "mqtt", Client: ClientConfig{Broker: url, ClientID: id}, Topics: []string{filter},
 		Decoding: Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"},
-		Logs:     logs, Metrics: srcMetrics,
+		Logs:     logs, Metrics: srcMetrics, DeadLetterTopic: "dead/" + id,
 	}))
 	cnt := b.Operator("count", 2, graph.Count(), []graph.Input{graph.In(src, graph.Hash(nil))})
 	b.Operator("out", 1, NewSink(SinkConfig{Client: ClientConfig{Broker: url, ClientID: id}, Topic: "out/{key}"}),
@@ -294,6 +295,17 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		}
 		bad.Disconnect(100)
 		out := collect(t, b.url, "consumer", want)
+		deadSeen := make(chan DeadLetter, 10)
+		dlc := client(t, b.url, "dead-letter-consumer", true)
+		defer dlc.Disconnect(100)
+		if tok := dlc.Subscribe("dead/"+id, 1, func(_ paho.Client, m paho.Message) {
+			var dl DeadLetter
+			if json.Unmarshal(m.Payload(), &dl) == nil {
+				deadSeen <- dl
+			}
+		}); tok.Wait() && tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
 
 		metrics := new(SourceMetrics)
 		cfg := checkpoint.DefaultConfig()
@@ -309,6 +321,12 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		dls, err := logs.DeadLetters(10)
 		if err != nil || len(dls) != 4 {
 			t.Fatalf("DeadLetters = %d, %v; want 4", len(dls), err)
+		}
+		for range 4 {
+			dl := waitFor(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic")
+			if dl.Reason == "" || dl.Topic != "sensors/dx/telemetry" {
+				t.Fatalf("dead letter on the topic: %+v", dl)
+			}
 		}
 		reasons := fmt.Sprint(dls[0].Reason, "|", dls[1].Reason, "|", dls[2].Reason, "|", dls[3].Reason)
 		for _, want := range []string{"malformed JSON", `value field "temp" is a string, want a number`, "not an object", "exceeds the limit"} {

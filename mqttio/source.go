@@ -28,6 +28,9 @@ type SourceConfig struct {
 	// spreads messages over the subtasks.
 	Topics   []string
 	Decoding Decoding
+	// DeadLetterTopic, if set, also receives every dead letter as JSON
+	// (QoS 1, at least once: a replay may send one again).
+	DeadLetterTopic string
 	// AtMostOnce subscribes with QoS 0 and keeps no log: fast, and a crash
 	// loses what was received but not yet reflected in a checkpoint.
 	AtMostOnce bool
@@ -264,6 +267,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		// write inside a read.
 		s.cfg.Metrics.DeadLetters.Add(int64(len(dead)))
 		err = s.cfg.Logs.deadLetters(dead)
+		s.publishDeadLetters(dead)
 	}
 	s.offset = next
 	s.readAt.Store(next)
@@ -277,6 +281,19 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 	return n, err
 }
 
+// publishDeadLetters sends dead letters to DeadLetterTopic without waiting:
+// they are stored already.
+func (s *source) publishDeadLetters(dead []DeadLetter) {
+	if s.cfg.DeadLetterTopic == "" {
+		return
+	}
+	for _, dl := range dead {
+		if payload, err := json.Marshal(dl); err == nil {
+			s.client.Publish(s.cfg.DeadLetterTopic, 1, false, payload)
+		}
+	}
+}
+
 func (s *source) readFast(buf []graph.Record) (int, error) {
 	n := 0
 	for n < len(buf) {
@@ -285,6 +302,7 @@ func (s *source) readFast(buf []graph.Record) (int, error) {
 			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 				s.cfg.Metrics.DeadLetters.Add(1)
 				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
+				s.publishDeadLetters([]DeadLetter{{Source: s.name(), Topic: m.Topic, Payload: m.Payload, Reason: err.Error()}})
 				continue
 			}
 			n++

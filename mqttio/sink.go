@@ -2,7 +2,6 @@ package mqttio
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -59,7 +58,6 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 type staged struct {
 	Checkpoint uint64    `json:"c"`
 	Messages   []message `json:"m"`
-	queued     bool      // handed to the publisher
 }
 
 type message struct {
@@ -77,12 +75,13 @@ type sink struct {
 
 	current []message // since the last barrier
 
-	mu      sync.Mutex
-	pending []*staged // snapshotted, not yet all acknowledged by the broker
+	mu        sync.Mutex
+	pending   []*staged // snapshotted, oldest first, not yet all acknowledged by the broker
+	committed uint64    // batches up to this checkpoint may be published
 
-	queue chan *staged
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	wake chan struct{} // committed moved
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
 
 func (s *sink) Open(*graph.Context) error {
@@ -91,7 +90,7 @@ func (s *sink) Open(*graph.Context) error {
 	if err != nil {
 		return err
 	}
-	s.queue = make(chan *staged, 1024)
+	s.wake = make(chan struct{}, 1)
 	s.stop = make(chan struct{})
 	s.wg.Add(1)
 	go s.publish()
@@ -140,19 +139,26 @@ func (s *sink) RestoreState(data []byte) error {
 	return s.CheckpointComplete(last)
 }
 
-// CheckpointComplete publishes every batch staged up to id (invariant I7).
+// CheckpointComplete lets the publisher send every batch staged up to id
+// (invariant I7). It never blocks: while the broker is away, committed
+// batches wait in pending, and in the checkpoints' state.
 func (s *sink) CheckpointComplete(id uint64) error {
 	s.mu.Lock()
+	s.committed = max(s.committed, id)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// next returns the oldest committed batch, or nil.
+func (s *sink) next() *staged {
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, b := range s.pending {
-		if b.Checkpoint <= id && !b.queued {
-			b.queued = true
-			select {
-			case s.queue <- b:
-			default:
-				return errors.New("sink publish queue is full: the broker is not keeping up")
-			}
-		}
+	if len(s.pending) > 0 && s.pending[0].Checkpoint <= s.committed {
+		return s.pending[0]
 	}
 	return nil
 }
@@ -161,45 +167,54 @@ func (s *sink) CheckpointComplete(id uint64) error {
 // covers it.
 func (s *sink) CheckpointAborted(uint64) {}
 
-// publish sends queued batches at QoS 1 and forgets a batch once the broker
-// acknowledged all of it.
+// publish sends committed batches, oldest first, at QoS 1 and forgets a
+// batch once the broker acknowledged all of it.
 func (s *sink) publish() {
 	defer s.wg.Done()
 	for {
+		b := s.next()
+		if b == nil {
+			select {
+			case <-s.wake:
+				continue
+			case <-s.stop:
+				return
+			}
+		}
+		for i, m := range b.Messages {
+			payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, s.subtask, i)
+			payload = append(payload, m.Body...)
+			if !s.publishOne(m.Topic, payload) {
+				return
+			}
+			s.cfg.Metrics.Published.Add(1)
+		}
+		s.mu.Lock()
+		if len(s.pending) > 0 && s.pending[0] == b {
+			s.pending = s.pending[1:]
+		}
+		s.mu.Unlock()
+	}
+}
+
+// publishOne publishes until the broker acknowledges; false means the sink
+// is closing.
+func (s *sink) publishOne(topic string, payload []byte) bool {
+	for {
+		tok := s.client.Publish(topic, 1, s.cfg.Retain, payload)
 		select {
-		case b := <-s.queue:
-			for i, m := range b.Messages {
-				payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, s.subtask, i)
-				payload = append(payload, m.Body...)
-				for {
-					tok := s.client.Publish(m.Topic, 1, s.cfg.Retain, payload)
-					select {
-					case <-tok.Done():
-					case <-s.stop:
-						return
-					}
-					if tok.Error() == nil {
-						break
-					}
-					s.cfg.Client.Logger.Warn("MQTT publish failed; retrying", "topic", m.Topic, "err", tok.Error())
-					select {
-					case <-time.After(500 * time.Millisecond):
-					case <-s.stop:
-						return
-					}
-				}
-				s.cfg.Metrics.Published.Add(1)
-			}
-			s.mu.Lock()
-			for i, p := range s.pending {
-				if p == b {
-					s.pending = append(s.pending[:i], s.pending[i+1:]...)
-					break
-				}
-			}
-			s.mu.Unlock()
+		case <-tok.Done():
 		case <-s.stop:
-			return
+			return false
+		}
+		if tok.Error() == nil {
+			return true
+		}
+		s.cfg.Client.Logger.Warn("MQTT publish failed; retrying", "topic", topic, "err", tok.Error())
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-s.stop:
+			return false
 		}
 	}
 }

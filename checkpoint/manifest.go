@@ -48,6 +48,9 @@ type Ack struct {
 	// Source is set by source subtasks: Offset is where to resume reading.
 	Source bool   `json:"source,omitempty"`
 	Offset uint64 `json:"offset,omitempty"`
+	// MaxParallelism is the operator's number of key groups: keyed state
+	// restores only under the same number.
+	MaxParallelism int `json:"max_parallelism,omitempty"`
 	// Watermark is the subtask's watermark at the snapshot.
 	Watermark int64        `json:"watermark"`
 	Stats     SubtaskStats `json:"stats"`

@@ -73,10 +73,16 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: path, opts: opts}
 	db, err := openChecked(path)
-	if err != nil {
-		if db, err = s.salvage(err); err != nil {
+	var damage *damageError
+	switch {
+	case errors.As(err, &damage):
+		if db, err = s.salvage(damage.cause); err != nil {
 			return nil, err
 		}
+	case err != nil:
+		// Locked by a running agent, unreadable, a newer format: not
+		// damage, and nothing to salvage.
+		return nil, fmt.Errorf("checkpoint store %s: %w", path, err)
 	}
 	s.db = db
 	if err := guard(func() error { return s.retain(true) }); err != nil {
@@ -86,18 +92,31 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// damageError says the file itself is damaged, as opposed to locked or
+// unreadable: the only case in which Open salvages.
+type damageError struct{ cause error }
+
+func (e *damageError) Error() string { return e.cause.Error() }
+
 // openChecked opens the bbolt file at path after checkFile, turning bbolt's
 // panics and memory faults on a damaged file into errors. (bbolt's own
 // Tx.Check runs on a goroutine of its own, where a fault could not be
-// caught; every read of the store is guarded and verified instead.)
+// caught; every read of the store is guarded and verified instead.) Damage
+// is reported as a *damageError.
 func openChecked(path string) (db *bolt.DB, err error) {
 	if _, err := checkFile(path); err != nil && err != errMissing {
-		return nil, err
+		if os.IsPermission(err) {
+			return nil, err
+		}
+		return nil, &damageError{err}
 	}
 	err = guard(func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 		if err != nil {
+			if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+				return &damageError{err}
+			}
 			return err
 		}
 		return db.Update(initBuckets)
@@ -110,12 +129,12 @@ func openChecked(path string) (db *bolt.DB, err error) {
 }
 
 // guard runs f, turning a panic or a memory fault (a read past the end of a
-// truncated file) into an error.
+// truncated file) into a *damageError.
 func guard(f func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("damaged file: %v", r)
+			err = &damageError{fmt.Errorf("damaged file: %v", r)}
 		}
 	}()
 	return f()

@@ -342,3 +342,20 @@ func TestWriteFaultFailsWritesUntilCleared(t *testing.T) {
 	full = false
 	complete(t, s, 2, 10)
 }
+
+// TestLockedStoreIsNotDamaged opens a store that a running agent holds: the
+// second open must fail, not set the live file aside.
+func TestLockedStoreIsNotDamaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	s := open(t, path, Options{})
+	complete(t, s, 1, 10)
+	if _, err := Open(path, Options{}); err == nil {
+		t.Fatal("a second Open of a store in use succeeded")
+	}
+	if _, err := os.Stat(path + ".damaged-1"); !os.IsNotExist(err) {
+		t.Fatal("a store in use was set aside as damaged")
+	}
+	if got := ids(t, s); got != "1" {
+		t.Fatalf("the store in use lost its checkpoints: %q", got)
+	}
+}

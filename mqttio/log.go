@@ -104,6 +104,7 @@ type Log struct {
 	db     *bolt.DB
 	bucket []byte
 
+	appendMu    sync.Mutex // one Append at a time: offsets are reserved for the whole transaction
 	mu          sync.Mutex
 	first, next uint64 // retained offsets are [first, next)
 	grew        chan struct{}
@@ -112,6 +113,8 @@ type Log struct {
 // Append stores msgs durably, in one fsynced transaction, and returns the
 // offset of the first.
 func (l *Log) Append(msgs []Message) (uint64, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
 	l.mu.Lock()
 	first := l.next
 	l.mu.Unlock()
@@ -219,24 +222,56 @@ func (l *Log) Truncate(offset uint64) error {
 		offset = min(offset, 1)
 	}
 	l.mu.Unlock()
-	if offset <= first {
+	// In transactions of at most truncateBatch deletions: a long backlog
+	// must not be held in one transaction's memory on a small device.
+	for from := first; from < offset; {
+		to := min(offset, from+truncateBatch)
+		err := l.db.Update(func(tx *bolt.Tx) error {
+			c := tx.Bucket(l.bucket).Cursor()
+			end := binary.BigEndian.AppendUint64(nil, to)
+			for k, _ := c.First(); k != nil && bytes.Compare(k, end) < 0; k, _ = c.First() {
+				if err := c.Delete(); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketLogMeta).Put(l.bucket, end)
+		})
+		if err != nil {
+			return fmt.Errorf("truncating ingest log %s below %d: %w", l.bucket, offset, err)
+		}
+		l.mu.Lock()
+		l.first = max(l.first, to)
+		l.mu.Unlock()
+		from = to
+	}
+	return nil
+}
+
+const truncateBatch = 10_000
+
+// SkipTo makes an empty log continue at offset: a checkpoint taken
+// elsewhere (a replaced device) resumes a log numbered from there. It fails
+// if the log holds messages.
+func (l *Log) SkipTo(offset uint64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	empty, next := l.first == l.next, l.next
+	l.mu.Unlock()
+	if offset <= next {
 		return nil
 	}
+	if !empty {
+		return fmt.Errorf("ingest log %s ends at offset %d, before the checkpoint's %d: acknowledged messages are missing", l.bucket, next, offset)
+	}
 	err := l.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(l.bucket).Cursor()
-		end := binary.BigEndian.AppendUint64(nil, offset)
-		for k, _ := c.First(); k != nil && bytes.Compare(k, end) < 0; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketLogMeta).Put(l.bucket, end)
+		return tx.Bucket(bucketLogMeta).Put(l.bucket, binary.BigEndian.AppendUint64(nil, offset))
 	})
 	if err != nil {
-		return fmt.Errorf("truncating ingest log %s below %d: %w", l.bucket, offset, err)
+		return err
 	}
 	l.mu.Lock()
-	l.first = max(l.first, offset)
+	l.first, l.next = offset, offset
 	l.mu.Unlock()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -365,4 +366,55 @@ func TestParallelSourceSharesTheSubscription(t *testing.T) {
 			t.Fatalf("the two subtasks logged %d messages, want 2000", got)
 		}
 	})
+}
+
+// TestSourceOffsets checks the log positions a source keeps: a checkpoint
+// from elsewhere continues an empty log at its offset, an offset past a
+// log's end is refused, and truncation keeps the input of the retained
+// checkpoints.
+func TestSourceOffsets(t *testing.T) {
+	db, err := OpenLogDB(filepath.Join(t.TempDir(), "ingest.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, _ := db.Log("fresh/0")
+	if err := l.SkipTo(5000); err != nil || l.First() != 5000 || l.Next() != 5000 {
+		t.Fatalf("SkipTo on an empty log: %v, [%d, %d)", err, l.First(), l.Next())
+	}
+	if first, _ := l.Append([]Message{{Topic: "t"}}); first != 5000 {
+		t.Fatalf("first message after SkipTo at %d, want 5000", first)
+	}
+	if err := l.SkipTo(9000); err == nil || !strings.Contains(err.Error(), "acknowledged messages are missing") {
+		t.Fatalf("SkipTo past a non-empty log's end = %v", err)
+	}
+
+	src := &source{cfg: SourceConfig{RetainCheckpoints: 2}}
+	src.log, _ = db.Log("retain/0")
+	many := make([]Message, RedeliveryWindow+100)
+	if _, err := src.log.Append(many); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []uint64{20, 40, 60} {
+		if err := src.CommitOffset(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := src.log.First(); got != 40 {
+		t.Fatalf("after commits at 20, 40, 60 with 2 retained, the log starts at %d, want 40", got)
+	}
+}
+
+func TestSinkDropsWhatItCannotEncode(t *testing.T) {
+	metrics := new(SinkMetrics)
+	s := NewSink(SinkConfig{Topic: "out", Metrics: metrics})(0)
+	if err := s.ProcessRecord(0, &graph.Record{Key: "k", Value: math.NaN()}); err != nil {
+		t.Fatalf("a NaN failed the sink: %v", err)
+	}
+	if err := s.ProcessRecord(0, &graph.Record{Key: "k", Value: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if metrics.Unencodable.Load() != 1 || metrics.Staged.Load() != 1 {
+		t.Fatalf("unencodable %d, staged %d; want 1 and 1", metrics.Unencodable.Load(), metrics.Staged.Load())
+	}
 }

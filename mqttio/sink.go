@@ -28,8 +28,9 @@ type SinkConfig struct {
 
 // SinkMetrics are a sink's counters.
 type SinkMetrics struct {
-	Staged    atomic.Int64 // records staged for a checkpoint
-	Published atomic.Int64 // messages acknowledged by the broker
+	Staged      atomic.Int64 // records staged for a checkpoint
+	Published   atomic.Int64 // messages acknowledged by the broker
+	Unencodable atomic.Int64 // records dropped: not encodable as JSON (NaN, ±Inf)
 }
 
 // Output is the JSON of every message the sink publishes. ID is
@@ -100,7 +101,11 @@ func (s *sink) Open(*graph.Context) error {
 func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 	body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: r.Payload})
 	if err != nil {
-		return fmt.Errorf("encoding output: %w", err)
+		// Failing the job would fail it again on every replay of this
+		// record: drop it, and say so.
+		s.cfg.Metrics.Unencodable.Add(1)
+		s.cfg.Client.Logger.Warn("sink dropped a record it cannot encode as JSON", "key", r.Key, "err", err)
+		return nil
 	}
 	s.current = append(s.current, message{Topic: strings.ReplaceAll(s.cfg.Topic, "{key}", r.Key), Body: body[len(`{"id":""`):]})
 	s.cfg.Metrics.Staged.Add(1)

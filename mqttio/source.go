@@ -49,6 +49,10 @@ type SourceConfig struct {
 	MaxLag uint64
 	// Metrics, if set, receives the source's counters.
 	Metrics *SourceMetrics
+	// RetainCheckpoints is how many completed checkpoints' worth of input
+	// the log keeps, so that a restore can fall back to an older checkpoint;
+	// keep it equal to the checkpoint store's retention (default 3).
+	RetainCheckpoints int
 }
 
 // SourceMetrics are a source's counters, safe for concurrent use.
@@ -69,6 +73,9 @@ func (c *SourceConfig) setDefaults() {
 	}
 	if c.MaxLag == 0 {
 		c.MaxLag = 100_000
+	}
+	if c.RetainCheckpoints <= 0 {
+		c.RetainCheckpoints = 3
 	}
 	if c.Metrics == nil {
 		c.Metrics = new(SourceMetrics)
@@ -101,6 +108,7 @@ type source struct {
 	logged   map[uint16]uint64 // recent messages, to recognise redeliveries
 	readAt   atomic.Uint64     // offset the reader has reached, for MaxLag
 	lastLag  int64
+	commits  []uint64 // offsets of the newest completed checkpoints, oldest first
 
 	fast chan Message  // AtMostOnce: messages straight to Read
 	wake chan struct{} // AtMostOnce: a message arrived
@@ -130,6 +138,9 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	}
 	if offset < s.log.First() {
 		return fmt.Errorf("checkpoint offset %d of %s is below the log's first retained offset %d: the log was truncated or replaced", offset, s.name(), s.log.First())
+	}
+	if err := s.log.SkipTo(offset); err != nil {
+		return err
 	}
 	s.offset = offset
 	s.readAt.Store(offset)
@@ -186,62 +197,96 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 	}
 }
 
+// inbound is a received message waiting for its group commit.
+type inbound struct {
+	m      paho.Message
+	sum    uint64
+	logged bool // a redelivery of a message already logged: acknowledge only
+}
+
 // ingest appends messages to the log in group commits and acknowledges them
-// in receipt order once the group is durable (invariant I8).
+// in receipt order once the group is durable (invariant I8). It never stops
+// reading from paho, whose handler must not block: it holds back by not
+// acknowledging, so the broker's in-flight window bounds what waits here.
 func (s *source) ingest() {
 	defer s.wg.Done()
-	var pending []paho.Message
+	var pending []inbound
 	var msgs []Message
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	backoff := s.cfg.GroupDelay
+	lagging := func() bool {
+		next, read := s.log.Next(), s.readAt.Load()
+		return next > read && next-read > s.cfg.MaxLag
+	}
 	flush := func() {
 		msgs = msgs[:0]
-		for _, m := range pending {
-			msgs = append(msgs, Message{Topic: m.Topic(), Payload: m.Payload(), Received: time.Now(),
-				PacketID: m.MessageID(), Sum: PayloadSum(m.Topic(), m.Payload())})
+		now := time.Now()
+		for _, in := range pending {
+			if !in.logged {
+				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID(), Sum: in.sum})
+			}
 		}
-		if _, err := s.log.Append(msgs); err != nil {
-			// Nothing is acknowledged; the broker holds back and
-			// redelivers after a crash. Retry with backoff.
-			s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging", "source", s.name(), "messages", len(pending), "err", err)
-			backoff = min(2*backoff, time.Second)
-			timer.Reset(backoff)
-			return
+		if len(msgs) > 0 {
+			if _, err := s.log.Append(msgs); err != nil {
+				// Nothing is acknowledged; the broker holds back and
+				// redelivers after a crash. Retry with backoff.
+				s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging", "source", s.name(), "messages", len(msgs), "err", err)
+				backoff = min(2*backoff, time.Second)
+				timer.Reset(backoff)
+				return
+			}
 		}
 		backoff = s.cfg.GroupDelay
-		for _, m := range pending {
-			s.logged[m.MessageID()] = PayloadSum(m.Topic(), m.Payload())
-			m.Ack()
+		for _, in := range pending {
+			s.logged[in.m.MessageID()] = in.sum
+			in.m.Ack()
 		}
-		s.cfg.Metrics.Logged.Add(int64(len(pending)))
+		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
 		pending = pending[:0]
 	}
-	for {
-		in := s.in
-		if next, read := s.log.Next(), s.readAt.Load(); len(pending) >= s.cfg.GroupSize || next > read && next-read > s.cfg.MaxLag {
-			in = nil // full group awaiting a retry, or too far ahead of the reader
+	// redelivered reports whether m, which the broker marked as a
+	// redelivery, is already logged or waiting to be.
+	redelivered := func(m paho.Message, sum uint64) bool {
+		if !m.Duplicate() {
+			return false
 		}
-		select {
-		case m := <-in:
-			if m.Duplicate() && s.logged[m.MessageID()] == PayloadSum(m.Topic(), m.Payload()) {
-				s.cfg.Metrics.Redelivered.Add(1)
-				m.Ack() // logged before a crash; its PUBACK was lost
-				continue
+		if s.logged[m.MessageID()] == sum {
+			return true
+		}
+		for _, in := range pending {
+			if in.m.MessageID() == m.MessageID() && in.sum == sum {
+				return true
 			}
-			pending = append(pending, m)
+		}
+		return false
+	}
+	for {
+		select {
+		case m := <-s.in:
+			in := inbound{m: m, sum: PayloadSum(m.Topic(), m.Payload())}
+			if redelivered(m, in.sum) {
+				// Its PUBACK was lost; acknowledge again, in order.
+				s.cfg.Metrics.Redelivered.Add(1)
+				in.logged = true
+			}
+			pending = append(pending, in)
 			if len(pending) == 1 {
 				timer.Reset(s.cfg.GroupDelay)
 			}
-			if len(pending) >= s.cfg.GroupSize {
+			if len(pending) >= s.cfg.GroupSize && !lagging() {
 				timer.Stop()
 				flush()
 			}
 		case <-timer.C:
-			if len(pending) > 0 {
+			if len(pending) > 0 && !lagging() {
 				flush()
 			}
 		case <-s.consumed:
+			if len(pending) > 0 && !lagging() {
+				timer.Stop()
+				flush()
+			}
 		case <-s.stop:
 			return // unacknowledged messages are redelivered by the broker
 		}
@@ -323,12 +368,18 @@ func (s *source) Ready() <-chan struct{} {
 	return s.log.Grew()
 }
 
-// CommitOffset truncates the log below a completed checkpoint's offset.
+// CommitOffset truncates the log below the offset of the oldest of the
+// RetainCheckpoints newest completed checkpoints: a restore that falls back
+// to an older retained checkpoint still finds its input.
 func (s *source) CommitOffset(offset uint64) error {
 	if s.log == nil {
 		return nil
 	}
-	return s.log.Truncate(offset)
+	s.commits = append(s.commits, offset)
+	if len(s.commits) > s.cfg.RetainCheckpoints {
+		s.commits = s.commits[len(s.commits)-s.cfg.RetainCheckpoints:]
+	}
+	return s.log.Truncate(s.commits[0])
 }
 
 func (s *source) Close() error {

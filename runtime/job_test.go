@@ -289,3 +289,88 @@ func runToEnd(t *testing.T, b *graph.Builder) error {
 	}
 	return job.Run(context.Background())
 }
+
+// checkpointAtGate runs topology newTopo until its gated sources wait, takes
+// a checkpoint, and returns it with its store.
+func checkpointAtGate(t *testing.T, newTopo func(src func(int) graph.Source) *graph.Topology) (*checkpoint.Manifest, *checkpoint.MemStore) {
+	t.Helper()
+	recs := keyedRecords(2_000, 20)
+	atGate := make(chan int, 2)
+	src := func(int) graph.Source {
+		return &gatedSource{records: recs, gate: 1_000, open: make(chan struct{}), atGate: atGate}
+	}
+	store := checkpoint.NewMemStore(3)
+	cfg := checkpoint.DefaultConfig()
+	cfg.Interval = 0
+	completed := make(chan *checkpoint.Manifest, 1)
+	job, err := New(newTopo(src), Options{Checkpoints: cfg, Store: store, OnComplete: func(m *checkpoint.Manifest) { completed <- m }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- job.Run(ctx) }()
+	<-atGate
+	<-atGate
+	if _, err := job.TriggerCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := <-completed
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	return m, store
+}
+
+func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
+	topo := func(maxPar int) func(func(int) graph.Source) *graph.Topology {
+		return func(src func(int) graph.Source) *graph.Topology {
+			var b graph.Builder
+			s := b.Source("src", 2, src)
+			b.Operator("count", 2, graph.Count(), []graph.Input{graph.In(s, graph.Hash(nil))}, graph.WithMaxParallelism(maxPar))
+			tp, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tp
+		}
+	}
+	m, store := checkpointAtGate(t, topo(128))
+	job, err := New(topo(64)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: []*checkpoint.Manifest{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "max parallelism changed from 128 to 64") {
+		t.Fatalf("Run = %v, want a refusal naming the change", err)
+	}
+}
+
+// stateful keeps non-keyed operator state.
+type stateful struct{ graph.BaseOperator }
+
+func (stateful) ProcessRecord(int, *graph.Record) error { return nil }
+func (stateful) SnapshotState(uint64) ([]byte, error)   { return []byte("pending output"), nil }
+
+func TestRestoreRefusesRescalingOperatorState(t *testing.T) {
+	topo := func(par int) func(func(int) graph.Source) *graph.Topology {
+		return func(src func(int) graph.Source) *graph.Topology {
+			var b graph.Builder
+			s := b.Source("src", 2, src)
+			b.Operator("sink", par, func(int) graph.Operator { return stateful{} }, []graph.Input{graph.In(s, graph.Rebalance())})
+			tp, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tp
+		}
+	}
+	m, store := checkpointAtGate(t, topo(3))
+	job, err := New(topo(2)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: []*checkpoint.Manifest{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "operator state (not keyed) cannot be redistributed") {
+		t.Fatalf("Run = %v, want a refusal", err)
+	}
+}

@@ -217,6 +217,12 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 			old = append(old, a)
 		}
 	}
+	for _, a := range old {
+		if a.MaxParallelism != 0 && a.MaxParallelism != t.node.MaxParallelism {
+			return nil, nil, fmt.Errorf("%s: max parallelism changed from %d to %d; keyed state cannot be mapped to the new key groups",
+				t.node.ID, a.MaxParallelism, t.node.MaxParallelism)
+		}
+	}
 	mine := graph.KeyGroupRangeFor(t.id.Subtask, t.node.Parallelism, t.node.MaxParallelism)
 	var snaps []*graph.SubtaskSnapshot
 	var own *restored
@@ -241,6 +247,10 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 		snap, err := graph.MergeChain(links)
 		if err != nil {
 			return nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
+		}
+		if len(old) != t.node.Parallelism && len(snap.Operator) > 0 {
+			return nil, nil, fmt.Errorf("%s: parallelism changed from %d to %d, and its operator state (not keyed) cannot be redistributed",
+				t.node.ID, len(old), t.node.Parallelism)
 		}
 		snaps = append(snaps, snap)
 		if isOwn {

@@ -352,9 +352,10 @@ func (t *task) act() error {
 func (t *task) snapshot(a checkpoint.Action) error {
 	start := t.env.now()
 	req := snapshotRequest{id: a.ID, ack: checkpoint.Ack{
-		Task:      t.id,
-		ID:        a.ID,
-		Watermark: t.state.Watermark(),
+		Task:           t.id,
+		ID:             a.ID,
+		MaxParallelism: t.node.MaxParallelism,
+		Watermark:      t.state.Watermark(),
 		Stats: checkpoint.SubtaskStats{
 			StartDelay:      a.StartDelay,
 			Alignment:       a.Alignment,

@@ -5,8 +5,8 @@
 // broker (invariant I8): PUBACKs go out, in receipt order, only after the
 // group commit holding the message is fsynced. The log gives each message an
 // offset, so MQTT input becomes replayable: checkpoints record offsets,
-// recovery rewinds to them, and the log is truncated only below the newest
-// completed checkpoint. A QoS 0 mode skips the log and is at-most-once.
+// recovery rewinds to them, and the log is truncated only below the oldest
+// retained completed checkpoint. A QoS 0 mode skips the log and is at-most-once.
 //
 // Sink publishes with two-phase commit: records are staged in the sink's
 // checkpointed state when the barrier passes and published at QoS 1 only

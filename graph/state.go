@@ -49,7 +49,9 @@ func (BytesCodec) Decode(src []byte) ([]byte, error)  { return slices.Clone(src)
 // ValueState is one value per key, scoped to the current key of its Context.
 // Snapshots of it are copy-on-write: taking one costs O(key groups), and the
 // first write to a shard (a sixteenth of a key group) after a snapshot copies
-// that shard.
+// that shard. The copy is shallow: a value that refers to memory (a slice, a
+// map, a pointer) must not be changed after Set, since a snapshot being
+// written may hold it; Set a changed copy instead.
 type ValueState[T any] struct {
 	ctx   *Context
 	table *stateTable[T]

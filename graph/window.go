@@ -1,0 +1,343 @@
+package graph
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// WindowKind is how event time is cut into windows.
+type WindowKind uint8
+
+const (
+	// Tumbling windows are fixed, back to back: [0, size), [size, 2 size)...
+	Tumbling WindowKind = iota
+	// Sliding windows are fixed and overlap: one starts every slide.
+	Sliding
+	// Session windows close after a gap without records for the key.
+	Session
+)
+
+// Aggregate is what a window computes over its records' values.
+type Aggregate uint8
+
+const (
+	AggCount Aggregate = iota
+	AggSum
+	AggMin
+	AggMax
+	AggAvg
+	AggFirst // the value with the smallest event time
+	AggLast  // the value with the largest event time
+)
+
+var aggregateNames = []string{"count", "sum", "min", "max", "avg", "first", "last"}
+
+func (a Aggregate) String() string {
+	if int(a) < len(aggregateNames) {
+		return aggregateNames[a]
+	}
+	return "aggregate?"
+}
+
+// ParseAggregate parses an Aggregate's String form.
+func ParseAggregate(s string) (Aggregate, error) {
+	if i := slices.Index(aggregateNames, s); i >= 0 {
+		return Aggregate(i), nil
+	}
+	return 0, fmt.Errorf("unknown aggregate %q (want one of %v)", s, aggregateNames)
+}
+
+// WindowSpec configures an event-time window operator.
+type WindowSpec struct {
+	Kind WindowKind
+	// Size is the window length, or the gap that closes a session.
+	Size time.Duration
+	// Slide is how often a sliding window starts.
+	Slide time.Duration
+	// AllowedLateness keeps a window after the watermark passed its end, so
+	// that late records still update it; each one re-emits the result.
+	AllowedLateness time.Duration
+	Aggregate       Aggregate
+	// OnLate, if set, is called with every record that arrives after its
+	// windows were discarded; such records are dropped.
+	OnLate func(r *Record)
+}
+
+// Validate reports the first setting that cannot work.
+func (w WindowSpec) Validate() error {
+	switch {
+	case w.Size <= 0:
+		return errors.New("window size must be positive")
+	case w.Kind == Sliding && (w.Slide <= 0 || w.Slide > w.Size):
+		return errors.New("a sliding window's slide must be positive and at most its size")
+	case w.AllowedLateness < 0:
+		return errors.New("allowed lateness must not be negative")
+	case w.Aggregate > AggLast:
+		return errors.New("unknown aggregate")
+	}
+	return nil
+}
+
+// WindowResult is the Payload of a window's output record; the record's Key
+// is the window's key, Value the aggregate and Time the window's last
+// millisecond.
+type WindowResult struct {
+	Start, End int64 // [Start, End) in milliseconds
+	Count      int64
+}
+
+// Window returns a keyed operator that aggregates each key's values over
+// event-time windows, emitting a result when the watermark passes a
+// window's end. Its windows and timers are keyed state, so a restore
+// neither loses nor re-fires a window (invariant I10). Its input must be
+// hash-partitioned and carry event times.
+func Window(spec WindowSpec) func(int) Operator {
+	return func(int) Operator { return &windowOp{spec: spec} }
+}
+
+// windowAcc is one open window of one key.
+type windowAcc struct {
+	start, end          int64
+	count               int64
+	sum, min, max       float64
+	first, last         float64
+	firstTime, lastTime int64
+	fired               bool
+}
+
+func (a *windowAcc) add(r *Record) {
+	if a.count == 0 || r.Time < a.firstTime {
+		a.first, a.firstTime = r.Value, r.Time
+	}
+	if a.count == 0 || r.Time >= a.lastTime {
+		a.last, a.lastTime = r.Value, r.Time
+	}
+	if a.count == 0 {
+		a.min, a.max = r.Value, r.Value
+	}
+	a.count++
+	a.sum += r.Value
+	a.min = min(a.min, r.Value)
+	a.max = max(a.max, r.Value)
+}
+
+func (a *windowAcc) merge(b *windowAcc) {
+	if b.firstTime < a.firstTime {
+		a.first, a.firstTime = b.first, b.firstTime
+	}
+	if b.lastTime >= a.lastTime {
+		a.last, a.lastTime = b.last, b.lastTime
+	}
+	a.count += b.count
+	a.sum += b.sum
+	a.min, a.max = min(a.min, b.min), max(a.max, b.max)
+	a.start, a.end = min(a.start, b.start), max(a.end, b.end)
+}
+
+func (a *windowAcc) result(agg Aggregate) float64 {
+	switch agg {
+	case AggCount:
+		return float64(a.count)
+	case AggSum:
+		return a.sum
+	case AggMin:
+		return a.min
+	case AggMax:
+		return a.max
+	case AggAvg:
+		return a.sum / float64(a.count)
+	case AggFirst:
+		return a.first
+	}
+	return a.last
+}
+
+// windowsCodec encodes a key's open windows.
+type windowsCodec struct{}
+
+func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for _, w := range ws {
+		for _, v := range []int64{w.start, w.end, w.count, w.firstTime, w.lastTime} {
+			dst = binary.AppendVarint(dst, v)
+		}
+		for _, v := range []float64{w.sum, w.min, w.max, w.first, w.last} {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+		}
+		if w.fired {
+			dst = append(dst, 1)
+		} else {
+			dst = append(dst, 0)
+		}
+	}
+	return dst
+}
+
+func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
+	d := decoder{buf: src}
+	n := d.count()
+	ws := make([]windowAcc, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var w windowAcc
+		for _, p := range []*int64{&w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {
+			*p = d.varint()
+		}
+		for _, p := range []*float64{&w.sum, &w.min, &w.max, &w.first, &w.last} {
+			if b := d.take(8); b != nil {
+				*p = math.Float64frombits(binary.LittleEndian.Uint64(b))
+			}
+		}
+		if b := d.take(1); b != nil {
+			w.fired = b[0] == 1
+		}
+		ws = append(ws, w)
+	}
+	if d.err == nil && len(d.buf) > 0 {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("window state: %w", d.err)
+	}
+	return ws, nil
+}
+
+type windowOp struct {
+	BaseOperator
+	spec    WindowSpec
+	ctx     *Context
+	windows *ValueState[[]windowAcc]
+	out     Record
+}
+
+func (o *windowOp) Open(ctx *Context) (err error) {
+	if err := o.spec.Validate(); err != nil {
+		return err
+	}
+	o.ctx = ctx
+	o.windows, err = NewValueState[[]windowAcc](ctx, "windows", windowsCodec{})
+	return err
+}
+
+// assign returns the windows [start, end) that a record at t belongs to.
+func (o *windowOp) assign(t int64) [][2]int64 {
+	size := o.spec.Size.Milliseconds()
+	switch o.spec.Kind {
+	case Session:
+		return [][2]int64{{t, t + size}}
+	case Sliding:
+		slide := o.spec.Slide.Milliseconds()
+		var out [][2]int64
+		for start := floorDiv(t, slide) * slide; start > t-size; start -= slide {
+			out = append(out, [2]int64{start, start + size})
+		}
+		return out
+	}
+	start := floorDiv(t, size) * size
+	return [][2]int64{{start, start + size}}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func (o *windowOp) ProcessRecord(_ int, r *Record) error {
+	lateness := o.spec.AllowedLateness.Milliseconds()
+	wm := o.ctx.Watermark()
+	ws, _ := o.windows.Get()
+	ws = slices.Clone(ws) // stored values are immutable: a snapshot may hold them
+	changed := false
+	for _, span := range o.assign(r.Time) {
+		if span[1]-1+lateness <= wm && wm != MinWatermark {
+			continue // discarded already: late beyond lateness
+		}
+		i := slices.IndexFunc(ws, func(w windowAcc) bool { return w.start == span[0] && w.end == span[1] })
+		if i < 0 {
+			ws = append(ws, windowAcc{start: span[0], end: span[1]})
+			i = len(ws) - 1
+		}
+		ws[i].add(r)
+		changed = true
+	}
+	if !changed {
+		if o.spec.OnLate != nil {
+			o.spec.OnLate(r)
+		}
+		return nil
+	}
+	if o.spec.Kind == Session {
+		ws = mergeSessions(ws)
+	}
+	for i := range ws {
+		w := &ws[i]
+		switch {
+		case w.fired || w.end-1 <= wm && wm != MinWatermark:
+			// A late record within the lateness: emit the update now, and
+			// discard the window when the lateness has passed.
+			o.emit(w)
+			o.ctx.RegisterEventTimer(w.end - 1 + lateness)
+		default:
+			o.ctx.RegisterEventTimer(w.end - 1)
+		}
+	}
+	o.windows.Set(ws)
+	return nil
+}
+
+// mergeSessions merges overlapping session windows of one key.
+func mergeSessions(ws []windowAcc) []windowAcc {
+	slices.SortFunc(ws, func(a, b windowAcc) int { return int(a.start - b.start) })
+	out := ws[:1]
+	for _, w := range ws[1:] {
+		last := &out[len(out)-1]
+		if w.start < last.end {
+			fired := last.fired && w.fired
+			last.merge(&w)
+			last.fired = fired
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func (o *windowOp) emit(w *windowAcc) {
+	w.fired = true
+	o.out = Record{Key: o.ctx.CurrentKey(), Time: w.end - 1, Value: w.result(o.spec.Aggregate),
+		Payload: WindowResult{Start: w.start, End: w.end, Count: w.count}}
+	o.ctx.Emit(&o.out)
+}
+
+// OnTimer fires the key's windows ending at ts and discards those whose
+// lateness has passed.
+func (o *windowOp) OnTimer(ts int64) error {
+	lateness := o.spec.AllowedLateness.Milliseconds()
+	ws, _ := o.windows.Get()
+	kept := make([]windowAcc, 0, len(ws))
+	for i := range ws {
+		w := ws[i]
+		if w.end-1 == ts && !w.fired {
+			o.emit(&w)
+			if lateness > 0 {
+				o.ctx.RegisterEventTimer(w.end - 1 + lateness)
+			}
+		}
+		if w.end-1+lateness <= ts {
+			continue // discard
+		}
+		kept = append(kept, w)
+	}
+	if len(kept) == 0 {
+		o.windows.Delete()
+	} else {
+		o.windows.Set(kept)
+	}
+	return nil
+}

@@ -1,0 +1,358 @@
+// Package config reads cairn's pipeline files: YAML parsed through yaml.v3
+// nodes, so that every problem is reported with its file, line and column,
+// all of them at once. Strings may refer to the environment as ${VAR}.
+// Unknown fields and wrong types are errors.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/expr-lang/expr"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// Config is a whole pipeline file.
+type Config struct {
+	Pos
+	Agent       Agent              `yaml:"agent"`
+	Brokers     map[string]*Broker `yaml:"brokers"`
+	Checkpoints Checkpoints        `yaml:"checkpoints"`
+	Sources     []*Source          `yaml:"sources"`
+	Operators   []*Operator        `yaml:"operators"`
+	Sinks       []*Sink            `yaml:"sinks"`
+}
+
+// Agent is the daemon's own settings.
+type Agent struct {
+	Pos
+	// DataDir holds the checkpoint store, the ingest log and the control
+	// socket; default "data", in the working directory.
+	DataDir  string `yaml:"data_dir"`
+	LogLevel string `yaml:"log_level"`
+	// Metrics is a loopback address for Prometheus metrics; empty: off.
+	Metrics string `yaml:"metrics"`
+}
+
+// Broker is an MQTT broker: a real one (URL) or an embedded one.
+type Broker struct {
+	Pos
+	Embedded     bool          `yaml:"embedded"`
+	Listen       string        `yaml:"listen"` // embedded: address, default 127.0.0.1:18830
+	URL          string        `yaml:"url"`
+	ClientID     string        `yaml:"client_id"`
+	Username     string        `yaml:"username"`
+	Password     string        `yaml:"password"`
+	PasswordFile string        `yaml:"password_file"`
+	CAFile       string        `yaml:"ca_file"`
+	CertFile     string        `yaml:"cert_file"`
+	KeyFile      string        `yaml:"key_file"`
+	KeepAlive    time.Duration `yaml:"keepalive"`
+	StatusTopic  string        `yaml:"status_topic"`
+}
+
+// Checkpoints is the checkpointing configuration.
+type Checkpoints struct {
+	Pos
+	Interval          time.Duration `yaml:"interval"`
+	Mode              string        `yaml:"mode"`
+	Timeout           time.Duration `yaml:"timeout"`
+	MinPause          time.Duration `yaml:"min_pause"`
+	MaxConcurrent     int           `yaml:"max_concurrent"`
+	TolerableFailures *int          `yaml:"tolerable_failures"`
+	Retained          int           `yaml:"retained"`
+	Incremental       bool          `yaml:"incremental"`
+	MaxChain          int           `yaml:"max_chain"`
+}
+
+// Source is an input: an MQTT subscription or the built-in simulator.
+type Source struct {
+	Pos
+	ID          string `yaml:"id,required"`
+	Parallelism int    `yaml:"parallelism"`
+	// MQTT
+	Broker          string        `yaml:"broker"`
+	Topics          []string      `yaml:"topics"`
+	Format          string        `yaml:"format"` // json (default) or raw
+	Key             string        `yaml:"key"`
+	Value           string        `yaml:"value"`
+	Time            string        `yaml:"time"`
+	OutOfOrderness  time.Duration `yaml:"out_of_orderness"`
+	AtMostOnce      bool          `yaml:"at_most_once"`
+	DeadLetterTopic string        `yaml:"dead_letter_topic"`
+	// Simulator, instead of MQTT: a sensor fleet.
+	Simulator *Simulator `yaml:"simulator"`
+}
+
+// Simulator is a built-in fleet of sensors for demos and tests.
+type Simulator struct {
+	Pos
+	Devices int     `yaml:"devices"`
+	Rate    int     `yaml:"rate"` // readings per second, all devices together
+	Skew    float64 `yaml:"skew"` // 0: even; towards 1: a few devices send most
+	Seed    int64   `yaml:"seed"`
+}
+
+// Operator is a step of the graph, reading named inputs.
+type Operator struct {
+	Pos
+	ID          string   `yaml:"id,required"`
+	Type        string   `yaml:"type,required"`
+	Inputs      []string `yaml:"inputs,required"`
+	KeyBy       string   `yaml:"key_by"` // hash-partition the inputs by this field ("key": the record's key)
+	Parallelism int      `yaml:"parallelism"`
+	Expr        string   `yaml:"expr"`      // filter, map
+	Window      *Window  `yaml:"window"`    // window
+	Aggregate   string   `yaml:"aggregate"` // window
+}
+
+// Window is a window operator's windows.
+type Window struct {
+	Pos
+	Kind            string        `yaml:"kind,required"` // tumbling, sliding, session
+	Size            time.Duration `yaml:"size"`
+	Slide           time.Duration `yaml:"slide"`
+	Gap             time.Duration `yaml:"gap"`
+	AllowedLateness time.Duration `yaml:"allowed_lateness"`
+}
+
+// Sink is an output.
+type Sink struct {
+	Pos
+	ID     string `yaml:"id,required"`
+	Input  string `yaml:"input,required"`
+	Broker string `yaml:"broker,required"`
+	Topic  string `yaml:"topic,required"`
+	Retain bool   `yaml:"retain"`
+}
+
+// OperatorTypes are the operator types a config may name.
+var OperatorTypes = []string{"filter", "map", "union", "count", "sum", "window"}
+
+// Load reads and validates the file at path. The error, if any, is Errors.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, errs := Parse(path, data, osLookup)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a config, with lookup as the environment.
+func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, Errors) {
+	c := &Config{}
+	errs := parse(file, data, c, lookup)
+	if c.Pos == (Pos{}) {
+		return c, errs // not YAML, or not a mapping: nothing to validate
+	}
+	v := validator{file: file, errs: errs, c: c}
+	v.validate()
+	return c, v.errs
+}
+
+type validator struct {
+	file string
+	errs Errors
+	c    *Config
+}
+
+func (v *validator) errorf(p Pos, format string, args ...any) {
+	v.errs = append(v.errs, Error{File: v.file, Pos: p, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) validate() {
+	c := v.c
+	c.applyDefaults()
+	if _, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
+		v.errorf(c.Checkpoints.Pos, "%v", err)
+	}
+	if c.Checkpoints.Timeout <= 0 || c.Checkpoints.MaxConcurrent < 1 || c.Checkpoints.Retained < 1 {
+		v.errorf(c.Checkpoints.Pos, "timeout, max_concurrent and retained must be positive")
+	}
+	for name, b := range c.Brokers {
+		switch {
+		case b.Embedded && b.URL != "":
+			v.errorf(b.Pos, "broker %q: embedded or url, not both", name)
+		case !b.Embedded && b.URL == "":
+			v.errorf(b.Pos, "broker %q: needs url (or embedded: true)", name)
+		case b.Password != "" && b.PasswordFile != "":
+			v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
+		}
+	}
+	defined := make(map[string]bool) // streams readable so far
+	ids := make(map[string]bool)
+	id := func(p Pos, s string) {
+		if s == "" {
+			return // reported as a missing field
+		}
+		if err := graph.ValidateID(s); err != nil {
+			v.errorf(p, "%v", err)
+		}
+		if ids[s] {
+			v.errorf(p, "id %q is used twice", s)
+		}
+		ids[s] = true
+	}
+	broker := func(p Pos, name string) {
+		if _, ok := c.Brokers[name]; !ok {
+			v.errorf(p, "no broker named %q under brokers", name)
+		}
+	}
+	for _, s := range c.Sources {
+		id(s.Pos, s.ID)
+		defined[s.ID] = true
+		if s.Simulator != nil {
+			if s.Broker != "" || len(s.Topics) > 0 {
+				v.errorf(s.Pos, "source %q: a simulator has no broker or topics", s.ID)
+			}
+			if s.Simulator.Devices < 1 || s.Simulator.Rate < 1 || s.Simulator.Skew < 0 || s.Simulator.Skew >= 1 {
+				v.errorf(s.Simulator.Pos, "simulator needs devices ≥ 1, rate ≥ 1 and 0 ≤ skew < 1")
+			}
+			continue
+		}
+		broker(s.Pos, s.Broker)
+		if len(s.Topics) == 0 {
+			v.errorf(s.Pos, "source %q: no topics", s.ID)
+		}
+		for _, t := range s.Topics {
+			if _, _, err := mqttio.ParseTopicPattern(t); err != nil {
+				v.errorf(s.Pos, "%v", err)
+			}
+		}
+		if s.Format != "json" && s.Format != "raw" {
+			v.errorf(s.Pos, "source %q: format %q is neither json nor raw", s.ID, s.Format)
+		}
+	}
+	for _, o := range c.Operators {
+		id(o.Pos, o.ID)
+		for _, in := range o.Inputs {
+			if !defined[in] {
+				v.errorf(o.Pos, "operator %q: input %q is not a source or an operator defined above", o.ID, in)
+			}
+		}
+		switch o.Type {
+		case "filter", "map":
+			if o.Expr == "" {
+				v.errorf(o.Pos, "operator %q: %s needs expr", o.ID, o.Type)
+			} else if _, err := expr.Compile(o.Expr, expr.AllowUndefinedVariables()); err != nil {
+				msg, _, _ := strings.Cut(err.Error(), "\n")
+				v.errorf(o.Pos, "operator %q: expr %q does not compile: %s", o.ID, o.Expr, msg)
+			}
+		case "union":
+			if len(o.Inputs) < 2 {
+				v.errorf(o.Pos, "operator %q: a union needs two inputs or more", o.ID)
+			}
+		case "count", "sum":
+			if o.KeyBy == "" {
+				v.errorf(o.Pos, "operator %q: %s is keyed: set key_by", o.ID, o.Type)
+			}
+		case "window":
+			v.window(o)
+		default:
+			v.errorf(o.Pos, "operator %q: unknown type %q (known: %s)", o.ID, o.Type, strings.Join(OperatorTypes, ", "))
+		}
+		defined[o.ID] = true
+	}
+	for _, s := range c.Sinks {
+		id(s.Pos, s.ID)
+		broker(s.Pos, s.Broker)
+		if !defined[s.Input] {
+			v.errorf(s.Pos, "sink %q: input %q is not a source or an operator", s.ID, s.Input)
+		}
+	}
+	if len(c.Sources) == 0 {
+		v.errorf(c.Pos, "no sources")
+	}
+}
+
+func (v *validator) window(o *Operator) {
+	if o.KeyBy == "" {
+		v.errorf(o.Pos, "operator %q: windows are keyed: set key_by", o.ID)
+	}
+	if _, err := graph.ParseAggregate(o.Aggregate); err != nil {
+		v.errorf(o.Pos, "operator %q: %v", o.ID, err)
+	}
+	if o.Window == nil {
+		v.errorf(o.Pos, "operator %q: a window operator needs window", o.ID)
+		return
+	}
+	if _, err := o.Window.Spec(graph.AggCount); err != nil {
+		v.errorf(o.Window.Pos, "%v", err)
+	}
+}
+
+// Spec turns the window settings into a graph.WindowSpec.
+func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) {
+	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg}
+	switch w.Kind {
+	case "tumbling":
+		spec.Kind = graph.Tumbling
+	case "sliding":
+		spec.Kind = graph.Sliding
+	case "session":
+		spec.Kind, spec.Size = graph.Session, w.Gap
+	default:
+		return spec, fmt.Errorf("window kind %q is not tumbling, sliding or session", w.Kind)
+	}
+	return spec, spec.Validate()
+}
+
+// applyDefaults fills in what the file left out.
+func (c *Config) applyDefaults() {
+	if c.Agent.DataDir == "" {
+		c.Agent.DataDir = "data"
+	}
+	if c.Agent.LogLevel == "" {
+		c.Agent.LogLevel = "info"
+	}
+	cp := &c.Checkpoints
+	def := checkpoint.DefaultConfig()
+	if cp.Interval == 0 {
+		cp.Interval = def.Interval
+	}
+	if cp.Mode == "" {
+		cp.Mode = def.Mode.String()
+	}
+	if cp.Timeout == 0 {
+		cp.Timeout = def.Timeout
+	}
+	if cp.MaxConcurrent == 0 {
+		cp.MaxConcurrent = def.MaxConcurrent
+	}
+	if cp.TolerableFailures == nil {
+		cp.TolerableFailures = new(int)
+	}
+	if cp.Retained == 0 {
+		cp.Retained = 3
+	}
+	if cp.MaxChain == 0 {
+		cp.MaxChain = 10
+	}
+	for _, s := range c.Sources {
+		if s.Parallelism == 0 {
+			s.Parallelism = 1
+		}
+		if s.Format == "" {
+			s.Format = "json"
+		}
+	}
+	for _, o := range c.Operators {
+		if o.Parallelism == 0 {
+			o.Parallelism = 1
+		}
+	}
+	for _, b := range c.Brokers {
+		if b.Embedded && b.Listen == "" {
+			b.Listen = mqttio.DefaultBrokerAddr
+		}
+	}
+}

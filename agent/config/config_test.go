@@ -1,0 +1,160 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+const good = `
+agent:
+  data_dir: /var/lib/cairn
+brokers:
+  plant:
+    url: ssl://broker.example:8883
+    client_id: gw-17
+    username: ${MQTT_USER}
+    password_file: /etc/cairn/mqtt.pass
+  local:
+    embedded: true
+checkpoints:
+  interval: 1s
+  mode: exactly-once
+  incremental: true
+sources:
+  - id: telemetry
+    broker: plant
+    topics:
+      - sensors/{device}/telemetry
+    key: device
+    value: temp
+    time: ts
+    out_of_orderness: 2s
+  - id: fleet
+    simulator: {devices: 300, rate: 2000, skew: 0.8}
+operators:
+  - id: hot
+    type: filter
+    inputs: [telemetry]
+    expr: value > 30
+  - id: avg
+    type: window
+    inputs: [hot, fleet]
+    key_by: key
+    window: {kind: tumbling, size: 10s, allowed_lateness: 2s}
+    aggregate: avg
+sinks:
+  - id: out
+    input: avg
+    broker: local
+    topic: cairn/avg/{key}
+`
+
+func TestParseGoodConfig(t *testing.T) {
+	c, errs := Parse("good.yaml", []byte(good), env(map[string]string{"MQTT_USER": "gateway"}))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if c.Brokers["plant"].Username != "gateway" {
+		t.Fatalf("${MQTT_USER} not substituted: %q", c.Brokers["plant"].Username)
+	}
+	if c.Checkpoints.Interval != time.Second || c.Checkpoints.Retained != 3 || *c.Checkpoints.TolerableFailures != 0 {
+		t.Fatalf("checkpoints: %+v", c.Checkpoints)
+	}
+	if c.Brokers["local"].Listen != "127.0.0.1:18830" || c.Sources[0].Parallelism != 1 || c.Sources[0].Format != "json" {
+		t.Fatal("defaults not applied")
+	}
+	if w := c.Operators[1]; w.Window.Size != 10*time.Second || w.Pos.Line != 32 {
+		t.Fatalf("window operator %+v at %v", w.Window, w.Pos)
+	}
+}
+
+// TestEveryErrorHasAPosition feeds a file with many mistakes and expects
+// each reported with its line and column, all at once.
+func TestEveryErrorHasAPosition(t *testing.T) {
+	bad := `brokers:
+  plant:
+    url: tcp://b:1883
+    keepalive: often
+checkpoints:
+  mode: twice
+  colour: blue
+sources:
+  - id: in
+    broker: nowhere
+    topics: ["a/{}/b"]
+    user: ${NOPE}
+  - broker: plant
+    topics: [x]
+operators:
+  - id: f
+    type: filter
+    inputs: [missing]
+    expr: "value >"
+  - id: w
+    type: spin
+    inputs: [in]
+  - id: in
+    type: union
+    inputs: [in]
+sinks:
+  - id: s
+    input: w
+    broker: plant
+`
+	_, errs := Parse("bad.yaml", []byte(bad), env(nil))
+	got := errs.Error()
+	for _, want := range []string{
+		`bad.yaml:4:16: want a duration such as 500ms or 10s, not "often"`,
+		`bad.yaml:7:3: unknown field "colour"`,
+		`bad.yaml:12:5: unknown field "user"`,
+		`bad.yaml:13:5: missing required field "id"`,
+		`bad.yaml:27:5: missing required field "topic"`,
+		`unknown checkpointing mode "twice"`,
+		`bad.yaml:9:5: no broker named "nowhere" under brokers`,
+		`level 1 has an empty name`,
+		`operator "f": input "missing" is not a source or an operator defined above`,
+		`bad.yaml:16:5: operator "f": expr "value >" does not compile: unexpected token EOF (1:7)`,
+		`operator "w": unknown type "spin"`,
+		`bad.yaml:23:5: id "in" is used twice`,
+		`a union needs two inputs or more`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q", want)
+		}
+	}
+	if strings.Contains(got, `id ""`) {
+		t.Error("a missing id is reported twice")
+	}
+	if t.Failed() {
+		t.Logf("all errors:\n%s", got)
+	}
+}
+
+func TestMissingEnvironmentVariable(t *testing.T) {
+	_, errs := Parse("env.yaml", []byte("sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\nagent:\n  data_dir: ${DATA}/x\n"), env(nil))
+	if len(errs) != 1 || errs[0].Error() != "env.yaml:5:13: environment variable DATA is not set" {
+		t.Fatalf("got %v", errs)
+	}
+}
+
+func TestNotYAML(t *testing.T) {
+	_, errs := Parse("x.yaml", []byte("a: [\n"), env(nil))
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "x.yaml:") || !strings.Contains(errs[0].Msg, "not valid YAML") {
+		t.Fatalf("got %v", errs)
+	}
+}
+
+// FuzzParse: no config, however broken, makes the loader panic.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("sources: [{id: a, simulator: {devices: 1}}]\noperators: [{id: b, type: window, inputs: [a], window: {kind: x}}]"))
+	f.Add([]byte("&a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u"}))
+	})
+}

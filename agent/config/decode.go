@@ -1,0 +1,248 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Pos is a position in a config file. A struct with a Pos field gets the
+// position of its YAML mapping there.
+type Pos struct {
+	Line, Col int
+}
+
+// Error is one problem in a config file, at a position.
+type Error struct {
+	File string
+	Pos
+	Msg string
+}
+
+func (e Error) Error() string { return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg) }
+
+// Errors are every problem found in a file, in file order.
+type Errors []Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// decoder fills Go structs from YAML nodes, collecting every error with its
+// position instead of stopping at the first. Struct fields are named by
+// their `yaml` tag; a tag option ",required" makes a field mandatory.
+type decoder struct {
+	file   string
+	errs   Errors
+	lookup func(string) (string, bool) // environment for ${VAR}
+}
+
+func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
+	d.errs = append(d.errs, Error{File: d.file, Pos: Pos{n.Line, n.Column}, Msg: fmt.Sprintf(format, args...)})
+}
+
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	posType      = reflect.TypeOf(Pos{})
+	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
+
+// scalar returns n's value after ${VAR} substitution.
+func (d *decoder) scalar(n *yaml.Node) string {
+	return envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		v, ok := d.lookup(name)
+		if !ok {
+			d.errorf(n, "environment variable %s is not set", name)
+		}
+		return v
+	})
+}
+
+func isNull(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+// decode fills v (addressable) from n.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if isNull(n) {
+		return // leave the zero value
+	}
+	switch {
+	case v.Type() == durationType:
+		s := d.scalar(n)
+		dur, err := time.ParseDuration(s)
+		if n.Kind != yaml.ScalarNode || err != nil || dur < 0 {
+			d.errorf(n, "want a duration such as 500ms or 10s, not %s", kindName(n))
+			return
+		}
+		v.SetInt(int64(dur))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.decode(n, v.Elem())
+	case reflect.Struct:
+		d.decodeStruct(n, v)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(n, "want a list, not %s", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+		for _, item := range n.Content {
+			if isNull(item) {
+				d.errorf(item, "empty list entry")
+				continue
+			}
+			elem := reflect.New(v.Type().Elem()).Elem()
+			d.decode(item, elem)
+			s = reflect.Append(s, elem)
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.errorf(n, "want a mapping, not %s", kindName(n))
+			return
+		}
+		m := reflect.MakeMap(v.Type())
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if isNull(val) {
+				d.errorf(k, "%q is empty", k.Value)
+				continue
+			}
+			elem := reflect.New(v.Type().Elem()).Elem()
+			d.decode(val, elem)
+			m.SetMapIndex(reflect.ValueOf(k.Value), elem)
+		}
+		v.Set(m)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.errorf(n, "want a string, not %s", kindName(n))
+			return
+		}
+		v.SetString(d.scalar(n))
+	case reflect.Bool:
+		b, err := strconv.ParseBool(d.scalar(n))
+		if n.Kind != yaml.ScalarNode || err != nil {
+			d.errorf(n, "want true or false, not %s", kindName(n))
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		i, err := strconv.ParseInt(d.scalar(n), 10, 64)
+		if n.Kind != yaml.ScalarNode || err != nil {
+			d.errorf(n, "want a whole number, not %s", kindName(n))
+			return
+		}
+		v.SetInt(i)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(d.scalar(n), 64)
+		if n.Kind != yaml.ScalarNode || err != nil {
+			d.errorf(n, "want a number, not %s", kindName(n))
+			return
+		}
+		v.SetFloat(f)
+	default:
+		panic(fmt.Sprintf("config: cannot decode into %s", v.Type()))
+	}
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, "want a mapping, not %s", kindName(n))
+		return
+	}
+	t := v.Type()
+	fields := make(map[string]int)
+	required := make(map[string]bool)
+	var known []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Type == posType {
+			v.Field(i).Set(reflect.ValueOf(Pos{n.Line, n.Column}))
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = i
+		known = append(known, name)
+		if opts == "required" {
+			required[name] = true
+		}
+	}
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		idx, ok := fields[k.Value]
+		if !ok {
+			d.errorf(k, "unknown field %q (known: %s)", k.Value, strings.Join(known, ", "))
+			continue
+		}
+		if seen[k.Value] {
+			d.errorf(k, "field %q given twice", k.Value)
+		}
+		seen[k.Value] = true
+		d.decode(val, v.Field(idx))
+	}
+	for _, name := range known {
+		if required[name] && !seen[name] {
+			d.errorf(n, "missing required field %q", name)
+		}
+	}
+}
+
+// parse decodes the YAML in data into v, reporting every problem.
+func parse(file string, data []byte, v any, lookup func(string) (string, bool)) Errors {
+	d := &decoder{file: file, lookup: lookup}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		line := 0
+		if _, err2 := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); err2 != nil {
+			line = 1
+		}
+		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if len(root.Content) == 0 {
+		return Errors{{File: file, Pos: Pos{1, 1}, Msg: "the file is empty"}}
+	}
+	d.decode(root.Content[0], reflect.ValueOf(v).Elem())
+	return d.errs
+}
+
+// osLookup reads the environment.
+func osLookup(name string) (string, bool) { return os.LookupEnv(name) }

@@ -4,41 +4,54 @@ import "io"
 
 // Map returns an operator that rewrites each record with fn and emits it.
 func Map(fn func(r *Record)) func(int) Operator {
+	return MapErr(func(r *Record) error { fn(r); return nil })
+}
+
+// MapErr is Map with a function that can fail the job.
+func MapErr(fn func(r *Record) error) func(int) Operator {
 	return func(int) Operator { return &mapOp{fn: fn} }
 }
 
 type mapOp struct {
 	BaseOperator
 	ctx *Context
-	fn  func(*Record)
+	fn  func(*Record) error
 	rec Record
 }
 
 func (m *mapOp) Open(ctx *Context) error { m.ctx = ctx; return nil }
 func (m *mapOp) ProcessRecord(_ int, r *Record) error {
 	m.rec = *r
-	m.fn(&m.rec)
+	if err := m.fn(&m.rec); err != nil {
+		return err
+	}
 	m.ctx.Emit(&m.rec)
 	return nil
 }
 
 // Filter returns an operator that emits the records for which keep is true.
 func Filter(keep func(r *Record) bool) func(int) Operator {
+	return FilterErr(func(r *Record) (bool, error) { return keep(r), nil })
+}
+
+// FilterErr is Filter with a predicate that can fail the job.
+func FilterErr(keep func(r *Record) (bool, error)) func(int) Operator {
 	return func(int) Operator { return &filterOp{keep: keep} }
 }
 
 type filterOp struct {
 	BaseOperator
 	ctx  *Context
-	keep func(*Record) bool
+	keep func(*Record) (bool, error)
 }
 
 func (f *filterOp) Open(ctx *Context) error { f.ctx = ctx; return nil }
 func (f *filterOp) ProcessRecord(_ int, r *Record) error {
-	if f.keep(r) {
+	keep, err := f.keep(r)
+	if keep {
 		f.ctx.Emit(r)
 	}
-	return nil
+	return err
 }
 
 // Union returns an operator that emits the records of all its inputs.

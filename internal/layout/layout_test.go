@@ -22,6 +22,7 @@ type rule struct {
 // rules is DESIGN.md section 3's table, plus runtime (see its package doc).
 var rules = map[string]rule{
 	"graph":         {},
+	"graph/exprop":  {allowed: []string{"graph", "github.com/expr-lang/expr"}},
 	"checkpoint":    {allowed: []string{"graph"}, noIO: true},
 	"runtime":       {allowed: []string{"graph", "checkpoint"}},
 	"localrecovery": {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},

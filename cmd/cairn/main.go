@@ -3,14 +3,28 @@
 //
 // Usage:
 //
+//	cairn run -c FILE [--data-dir DIR]
+//	cairn validate -c FILE
+//	cairn checkpoints (-c FILE | --data-dir DIR)
 //	cairn version
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cairn-edge/cairn/agent"
+	"github.com/cairn-edge/cairn/agent/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; it
@@ -24,13 +38,18 @@ func main() {
 const usage = `cairn — an edge stream agent with exactly-once checkpoints
 
 Usage:
-  cairn version    print the version and exit
-  cairn help       print this help
+  cairn run -c FILE [--data-dir DIR]     run a pipeline in the foreground
+  cairn validate -c FILE                 check a pipeline file
+  cairn checkpoints (-c FILE | --data-dir DIR)
+                                         list a stopped agent's checkpoints
+  cairn version                          print the version
+  cairn help                             print this help
 
+Exit status: 0 on success, 1 when the command failed, 2 on a usage error
+or an invalid pipeline file (validate prints FILE:LINE:COL: message lines).
 `
 
-// run executes the command line args and returns the exit status: 0 on
-// success, 2 on a usage error.
+// run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -43,9 +62,109 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "run":
+		return cmdRun(args[1:], stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "checkpoints":
+		return cmdCheckpoints(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// flags parses the common flags of a subcommand.
+func flags(name string, args []string, stderr io.Writer) (file, dataDir string, ok bool) {
+	fs := flag.NewFlagSet("cairn "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&file, "c", "", "pipeline file")
+	fs.StringVar(&dataDir, "data-dir", "", "data directory (default: the file's agent.data_dir)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		if err == nil {
+			fmt.Fprintf(stderr, "cairn %s: unexpected argument %q\n", name, fs.Arg(0))
+		}
+		return "", "", false
+	}
+	return file, dataDir, true
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	file, dataDir, ok := flags("run", args, stderr)
+	if !ok || file == "" {
+		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR]")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log})
+	var cerrs config.Errors
+	switch {
+	case errors.As(err, &cerrs):
+		fmt.Fprintln(stderr, cerrs.Error())
+		return 2
+	case err != nil:
+		log.Error("cairn stopped", "err", err)
+		return 1
+	}
+	log.Info("cairn stopped")
+	return 0
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	file, _, ok := flags("validate", args, stderr)
+	if !ok || file == "" {
+		fmt.Fprintln(stderr, "usage: cairn validate -c FILE")
+		return 2
+	}
+	_, err := config.Load(file)
+	var cerrs config.Errors
+	switch {
+	case errors.As(err, &cerrs):
+		fmt.Fprintln(stderr, cerrs.Error())
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, "cairn validate:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid\n", file)
+	return 0
+}
+
+func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
+	file, dataDir, ok := flags("checkpoints", args, stderr)
+	if !ok || file == "" && dataDir == "" {
+		fmt.Fprintln(stderr, "usage: cairn checkpoints (-c FILE | --data-dir DIR)")
+		return 2
+	}
+	if dataDir == "" {
+		cfg, err := config.Load(file)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		dataDir = cfg.Agent.DataDir
+	}
+	ms, err := agent.Checkpoints(dataDir)
+	if err != nil {
+		fmt.Fprintln(stderr, "cairn checkpoints:", err)
+		return 1
+	}
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tMODE\tSUBTASKS\tSIZE\tDURATION\tINCREMENTAL")
+	for _, m := range ms {
+		var size int64
+		incremental := "no"
+		for _, a := range m.Subtasks {
+			size += a.State.Size
+			if len(a.Base) > 0 {
+				incremental = "yes"
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%d B\t%v\t%s\n", m.ID, m.Mode, len(m.Subtasks), size, m.Duration.Round(time.Millisecond), incremental)
+	}
+	w.Flush()
+	return 0
 }
 
 func buildVersion() string {

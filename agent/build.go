@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/graph/exprop"
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// deps are what building a graph needs beyond the config.
+type deps struct {
+	logs     *mqttio.LogDB
+	clientID string            // base of every MQTT client id
+	brokers  map[string]string // name → URL of the embedded brokers started
+}
+
+// clientConfig resolves a broker of the config into MQTT client settings.
+func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.ClientConfig, error) {
+	b := c.Brokers[name]
+	cc := mqttio.ClientConfig{
+		Broker: b.URL, ClientID: d.clientID + "-" + suffix,
+		Username: b.Username, Password: b.Password,
+		CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile,
+		KeepAlive: b.KeepAlive, StatusTopic: b.StatusTopic,
+	}
+	if b.ClientID != "" {
+		cc.ClientID = b.ClientID + "-" + suffix
+	}
+	if b.Embedded {
+		cc.Broker = d.brokers[name]
+	}
+	if b.PasswordFile != "" {
+		pw, err := os.ReadFile(b.PasswordFile)
+		if err != nil {
+			return cc, fmt.Errorf("broker %q: reading password_file: %w", name, err)
+		}
+		cc.Password = strings.TrimRight(string(pw), "\r\n")
+	}
+	return cc, nil
+}
+
+// build turns a validated config into a topology.
+func build(c *config.Config, d *deps) (*graph.Topology, error) {
+	var b graph.Builder
+	streams := make(map[string]graph.Stream)
+	parallelism := make(map[string]int)
+	for _, s := range c.Sources {
+		var opts []graph.Option
+		if s.Time != "" || s.Simulator != nil {
+			opts = append(opts, graph.WithWatermarks(s.OutOfOrderness))
+		}
+		if s.Simulator != nil {
+			streams[s.ID] = b.Source(s.ID, s.Parallelism, newSimulator(*s.Simulator), opts...)
+			parallelism[s.ID] = s.Parallelism
+			continue
+		}
+		cc, err := d.clientConfig(c, s.Broker, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TopicFields: map[int]string{}}
+		if s.Format == "raw" {
+			dec.Format = mqttio.Raw
+		}
+		var filters []string
+		for _, t := range s.Topics {
+			filter, fields, err := mqttio.ParseTopicPattern(t)
+			if err != nil {
+				return nil, err
+			}
+			filters = append(filters, filter)
+			for i, f := range fields {
+				dec.TopicFields[i] = f
+			}
+		}
+		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
+			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
+			Logs: d.logs, DeadLetterTopic: s.DeadLetterTopic, RetainCheckpoints: c.Checkpoints.Retained,
+		}), opts...)
+		parallelism[s.ID] = s.Parallelism
+	}
+	for _, o := range c.Operators {
+		var inputs []graph.Input
+		for _, in := range o.Inputs {
+			inputs = append(inputs, graph.In(streams[in], partitioner(o, parallelism[in])))
+		}
+		newOp, err := operator(o)
+		if err != nil {
+			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
+		}
+		streams[o.ID] = b.Operator(o.ID, o.Parallelism, newOp, inputs)
+		parallelism[o.ID] = o.Parallelism
+	}
+	for _, s := range c.Sinks {
+		cc, err := d.clientConfig(c, s.Broker, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		b.Operator(s.ID, 1, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain}),
+			[]graph.Input{graph.In(streams[s.Input], graph.Rebalance())})
+	}
+	return b.Build()
+}
+
+// MissingKey is the key of records that lack the key_by field: they are
+// grouped together rather than failing the job.
+const MissingKey = "(missing)"
+
+// partitioner is how operator o reads an input of parallelism upstream.
+func partitioner(o *config.Operator, upstream int) graph.Partitioner {
+	switch {
+	case o.KeyBy == "key":
+		return graph.Hash(nil)
+	case o.KeyBy != "":
+		field := o.KeyBy
+		return graph.Hash(func(r *graph.Record) string {
+			if p, ok := r.Payload.(map[string]any); ok {
+				if v, ok := p[field]; ok {
+					return fmt.Sprint(v)
+				}
+			}
+			return MissingKey
+		})
+	case upstream == o.Parallelism:
+		return graph.Forward()
+	}
+	return graph.Rebalance()
+}
+
+func operator(o *config.Operator) (func(int) graph.Operator, error) {
+	switch o.Type {
+	case "filter":
+		return exprop.Filter(o.Expr)
+	case "map":
+		return exprop.Map(o.Expr)
+	case "union":
+		return graph.Union(), nil
+	case "count":
+		return graph.Count(), nil
+	case "sum":
+		return graph.Sum(), nil
+	case "window":
+		agg, err := graph.ParseAggregate(o.Aggregate)
+		if err != nil {
+			return nil, err
+		}
+		spec, err := o.Window.Spec(agg)
+		if err != nil {
+			return nil, err
+		}
+		return graph.Window(spec), nil
+	}
+	return nil, fmt.Errorf("unknown operator type %q", o.Type)
+}

@@ -27,7 +27,7 @@ var rules = map[string]rule{
 	"runtime":       {allowed: []string{"graph", "checkpoint"}},
 	"localrecovery": {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
 	"mqttio":        {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server", "github.com/goccy/go-json"}},
-	"agent":         {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
+	"agent":         {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "agent/config", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
 	"agent/config":  {allowed: []string{"graph", "checkpoint", "mqttio", "gopkg.in/yaml.v3", "github.com/expr-lang/expr"}},
 	"agent/api":     {},
 	"tui":           {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},

@@ -1,7 +1,10 @@
-// Package agent will be the daemon: YAML config to graph, the event loop that
-// drives the checkpoint coordinator with real time, the control API, reload,
-// signals, metrics (DESIGN.md section 5).
+// Package agent is the daemon: it reads a pipeline file (package
+// agent/config), starts the embedded brokers it asks for, opens the
+// checkpoint store and the ingest log in the data directory, builds the
+// graph, restores the newest intact checkpoint, and runs the pipeline until
+// it is told to stop, taking a final checkpoint then (DESIGN.md section 5).
 //
-// Not built yet; see the issue "The agent". Today package runtime runs a
-// graph built in Go.
+// Still to come (the agent issue stays open): the control API and `cairn
+// status`, live reload, metrics, and the dedupe, join and threshold
+// operators.
 package agent

@@ -82,17 +82,14 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
-	completed := make(chan uint64, 16)
+	done := new(completions)
 	job, err := runtime.New(topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures},
 		Store: store, Restore: restore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		OnComplete: func(m *checkpoint.Manifest) {
 			log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
-			select {
-			case completed <- m.ID:
-			default:
-			}
+			done.completed(m.ID)
 		},
 	})
 	if err != nil {
@@ -102,20 +99,31 @@ func Run(ctx context.Context, path string, opts Options) error {
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- job.Run(jobCtx) }()
-	log.Info("pipeline running", "config", path, "data_dir", dataDir, "mode", mode.String())
+	ctl := &control{job: job, pipeline: path, host: d.clientID, mode: mode.String(), restoring: len(restore) > 0,
+		sources: d.sources, completions: done, log: log}
+	ctlCtx, stopControl := context.WithCancel(context.Background())
+	defer stopControl()
+	served := make(chan error, 1)
+	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
+	log.Info("pipeline running", "config", path, "data_dir", dataDir, "mode", mode.String(), "control", SocketPath(dataDir))
 	select {
 	case err := <-ran:
 		return err
+	case err := <-served:
+		cancel()
+		<-ran
+		return err
 	case <-ctx.Done():
 	}
-	finalCheckpoint(job, completed, log)
+	ctl.stopping.Store(true)
+	finalCheckpoint(job, done, log)
 	cancel()
 	return <-ran
 }
 
 // finalCheckpoint takes a checkpoint before a stop and waits for it, at
 // most StopTimeout.
-func finalCheckpoint(job *runtime.Job, completed <-chan uint64, log *slog.Logger) {
+func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
 	id, err := job.TriggerCheckpoint(ctx)
@@ -123,18 +131,11 @@ func finalCheckpoint(job *runtime.Job, completed <-chan uint64, log *slog.Logger
 		log.Warn("no final checkpoint", "err", err)
 		return
 	}
-	for {
-		select {
-		case done := <-completed:
-			if done >= id {
-				log.Info("final checkpoint complete", "id", done)
-				return
-			}
-		case <-ctx.Done():
-			log.Warn("final checkpoint did not complete in time; the last completed one stands", "id", id, "waited", StopTimeout)
-			return
-		}
+	if err := done.wait(ctx, id); err != nil {
+		log.Warn("final checkpoint did not complete in time; the last completed one stands", "id", id, "waited", StopTimeout)
+		return
 	}
+	log.Info("final checkpoint complete", "id", id)
 }
 
 // Checkpoints lists the completed checkpoints in the store of a stopped

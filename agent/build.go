@@ -16,6 +16,7 @@ type deps struct {
 	logs     *mqttio.LogDB
 	clientID string            // base of every MQTT client id
 	brokers  map[string]string // name → URL of the embedded brokers started
+	sources  []*mqttio.SourceMetrics
 }
 
 // clientConfig resolves a broker of the config into MQTT client settings.
@@ -77,9 +78,12 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 				dec.TopicFields[i] = f
 			}
 		}
+		metrics := new(mqttio.SourceMetrics)
+		d.sources = append(d.sources, metrics)
 		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
 			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
 			Logs: d.logs, DeadLetterTopic: s.DeadLetterTopic, RetainCheckpoints: c.Checkpoints.Retained,
+			Metrics: metrics,
 		}), opts...)
 		parallelism[s.ID] = s.Parallelism
 	}

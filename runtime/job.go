@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -169,7 +171,8 @@ type Job struct {
 	requests  chan chan uint64
 	finalized chan finalizeResult
 
-	restoredFrom *checkpoint.Manifest
+	restoredFrom atomic.Pointer[checkpoint.Manifest]
+	view         coordinatorView
 
 	done     chan struct{}
 	stopOnce sync.Once
@@ -193,6 +196,7 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 		requests:  make(chan chan uint64),
 		finalized: make(chan finalizeResult, 1),
 		done:      make(chan struct{}),
+		start:     time.Now(),
 	}
 	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
 	j.plan = build(topo, taskConfig{mode: opts.Checkpoints.Mode, batchSize: opts.BatchSize,
@@ -256,7 +260,6 @@ func (j *Job) snapshot(t *task, req snapshotRequest) {
 // finished, ctx is done, or the job fails, and returns the first failure
 // (nil when the input ended or ctx was cancelled).
 func (j *Job) Run(ctx context.Context) error {
-	j.start = time.Now()
 	rs, err := j.load()
 	if err != nil {
 		return err
@@ -266,8 +269,8 @@ func (j *Job) Run(ctx context.Context) error {
 		return err
 	}
 	lastID, err := j.opts.Store.LastID()
-	if err == nil && j.restoredFrom != nil && j.restoredFrom.ID > lastID {
-		lastID = j.restoredFrom.ID // a checkpoint from another store
+	if m := j.restoredFrom.Load(); err == nil && m != nil && m.ID > lastID {
+		lastID = m.ID // a checkpoint from another store
 	}
 	if err != nil {
 		j.closeAll()
@@ -322,7 +325,7 @@ func (j *Job) load() ([]taskRestore, error) {
 	for _, m := range j.opts.Restore {
 		rs, err := j.plan.load(m, j.opts.Store)
 		if err == nil {
-			j.restoredFrom = m
+			j.restoredFrom.Store(m)
 			j.opts.Logger.Info("restoring checkpoint", "id", m.ID)
 			return rs, nil
 		}
@@ -337,7 +340,7 @@ func (j *Job) load() ([]taskRestore, error) {
 
 // RestoredFrom is the checkpoint Run restored, or nil. It is set once Run
 // has started the subtasks.
-func (j *Job) RestoredFrom() *checkpoint.Manifest { return j.restoredFrom }
+func (j *Job) RestoredFrom() *checkpoint.Manifest { return j.restoredFrom.Load() }
 
 // TriggerCheckpoint starts a checkpoint now and returns its id. It fails
 // when the job is not running or a subtask has finished.
@@ -560,6 +563,7 @@ func (j *Job) handleControl(t *task, q *controlQueue) error {
 func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 	tick := time.NewTicker(tickPeriod(j.opts.Checkpoints))
 	defer tick.Stop()
+	triggered := make(map[uint64]time.Duration)
 	for {
 		select {
 		case <-tick.C:
@@ -582,7 +586,17 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 		}
 		coord.Tick(j.now())
 		for coord.HasReady() {
-			j.apply(coord, coord.Ready())
+			rd := coord.Ready()
+			for _, tr := range rd.Triggers {
+				triggered[tr.Barrier.ID] = tr.Barrier.Triggered
+			}
+			j.apply(coord, rd)
+			j.view.publish(coord, triggered, rd)
+			for id := range triggered {
+				if !slices.Contains(coord.Pending(), id) {
+					delete(triggered, id)
+				}
+			}
 		}
 	}
 }

@@ -177,6 +177,16 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 	if m.ID != id {
 		t.Fatalf("completed checkpoint %d, triggered %d", m.ID, id)
 	}
+	st := job.Status()
+	var read int64
+	for _, ts := range st.Tasks {
+		if ts.ID.Operator == "src" {
+			read += ts.RecordsOut
+		}
+	}
+	if st.Completed != 1 || st.LastCompleted == nil || st.LastCompleted.ID != id || read != 10_000 || st.RestoredFrom != nil {
+		t.Fatalf("status after one checkpoint: %+v (sources read %d)", st, read)
+	}
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
@@ -207,6 +217,9 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalCounts(t, second.snapshot(), expectedCounts(recs))
+	if r := job.Status().RestoredFrom; r == nil || r.ID != id {
+		t.Fatalf("status says restored from %v, want checkpoint %d", r, id)
+	}
 	if next, _ := store.LastID(); next != id {
 		t.Fatalf("store's last id is %d, want %d", next, id)
 	}

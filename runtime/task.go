@@ -163,6 +163,11 @@ type task struct {
 	// offsets are a source's snapshotted offsets by checkpoint, until the
 	// checkpoint's outcome is known.
 	offsets map[uint64]uint64
+
+	// alignView is the handler's alignment as of the last control event,
+	// for Job.Status on other goroutines.
+	alignMu   sync.Mutex
+	alignView checkpoint.Alignment
 }
 
 // recordOverhead estimates a record's bytes besides its key.
@@ -330,6 +335,10 @@ func (t *task) finish() {
 
 // act carries out the handler's actions in order.
 func (t *task) act() error {
+	align := t.handler.Alignment()
+	t.alignMu.Lock()
+	t.alignView = align
+	t.alignMu.Unlock()
 	for _, a := range t.handler.Ready() {
 		switch a.Kind {
 		case checkpoint.Snapshot:

@@ -1,6 +1,11 @@
-// Package api will hold the wire types of the agent's control API, shared by
-// the agent and its clients (the CLI and the terminal UI). It imports only
-// the standard library.
+// Package api holds the wire types of the agent's control API: HTTP and JSON
+// over the unix socket <data_dir>/cairn.sock (mode 0600). It imports only
+// the standard library, so that clients (the CLI, the terminal UI) depend on
+// nothing else of the agent.
 //
-// Not built yet; see the issue "The agent".
+//	GET  /status       Status
+//	GET  /events       server-sent events, one Status per event, at most 10 a second
+//	POST /checkpoint   triggers a checkpoint, waits for it: CheckpointResponse
+//
+// Errors are an HTTP status with an Error body.
 package api

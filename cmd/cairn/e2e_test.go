@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-edge/cairn/agent/api"
 )
 
 // buildCairn builds the binary once per test run.
@@ -164,11 +167,37 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	if after <= before {
 		t.Fatalf("checkpoint id %d after the restore does not follow %d (ids must increase across restarts)", after, before)
 	}
+	data := filepath.Join(dir, "data")
+	if fi, err := os.Stat(filepath.Join(data, "cairn.sock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket: %v, mode %v; want 0600", err, fi.Mode().Perm())
+	}
+	out, err = exec.Command(bin, "status", "--json", "--data-dir", data).Output()
+	if err != nil {
+		t.Fatalf("cairn status --json: %v", err)
+	}
+	var st api.Status
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status is not JSON: %v\n%s", err, out)
+	}
+	if st.State != "running" || st.RestoredFrom == nil || fmt.Sprint(st.RestoredFrom.ID) != newest || st.RestoredFrom.Source != "local" || len(st.Operators) != 3 {
+		t.Fatalf("status after the restart:\n%s", out)
+	}
+	out, err = exec.Command(bin, "checkpoint", "--data-dir", data).Output()
+	var taken int
+	if _, serr := fmt.Sscan(string(out), &taken); err != nil || serr != nil || taken <= before {
+		t.Fatalf("cairn checkpoint printed %q (%v); want an id above %d", out, err, before)
+	}
+
 	second.cmd.Process.Signal(syscall.SIGTERM)
 	second.await(t, finalLine, 30*time.Second)
 	second.drain()
 	if err := second.cmd.Wait(); err != nil {
 		t.Fatalf("after SIGTERM the agent exited with %v, want 0", err)
+	}
+	err = exec.Command(bin, "status", "--data-dir", data).Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("status with no agent running: %v, want exit status 3", err)
 	}
 }
 

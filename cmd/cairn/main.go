@@ -5,17 +5,22 @@
 //
 //	cairn run -c FILE [--data-dir DIR]
 //	cairn validate -c FILE
+//	cairn status [--json] (-c FILE | --data-dir DIR)
+//	cairn checkpoint (-c FILE | --data-dir DIR)
 //	cairn checkpoints (-c FILE | --data-dir DIR)
 //	cairn version
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -24,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent"
+	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 )
 
@@ -40,13 +46,19 @@ const usage = `cairn — an edge stream agent with exactly-once checkpoints
 Usage:
   cairn run -c FILE [--data-dir DIR]     run a pipeline in the foreground
   cairn validate -c FILE                 check a pipeline file
+  cairn status [--json] (-c FILE | --data-dir DIR)
+                                         a running agent's state
+  cairn checkpoint (-c FILE | --data-dir DIR)
+                                         take a checkpoint now, print its id
   cairn checkpoints (-c FILE | --data-dir DIR)
                                          list a stopped agent's checkpoints
   cairn version                          print the version
   cairn help                             print this help
 
-Exit status: 0 on success, 1 when the command failed, 2 on a usage error
-or an invalid pipeline file (validate prints FILE:LINE:COL: message lines).
+Commands that talk to a running agent use <data_dir>/cairn.sock.
+Exit status: 0 on success, 1 when the command failed (3 when no agent is
+running), 2 on a usage error or an invalid pipeline file (validate prints
+FILE:LINE:COL: message lines).
 `
 
 // run executes the command line args and returns the exit status.
@@ -68,17 +80,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "checkpoints":
 		return cmdCheckpoints(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
+	case "checkpoint":
+		return cmdCheckpoint(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
 	return 2
 }
 
-// flags parses the common flags of a subcommand.
-func flags(name string, args []string, stderr io.Writer) (file, dataDir string, ok bool) {
+// flags parses the common flags of a subcommand, and its own.
+func flags(name string, args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (file, dataDir string, ok bool) {
 	fs := flag.NewFlagSet("cairn "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&file, "c", "", "pipeline file")
 	fs.StringVar(&dataDir, "data-dir", "", "data directory (default: the file's agent.data_dir)")
+	for _, m := range more {
+		m(fs)
+	}
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		if err == nil {
 			fmt.Fprintf(stderr, "cairn %s: unexpected argument %q\n", name, fs.Arg(0))
@@ -137,13 +156,9 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: cairn checkpoints (-c FILE | --data-dir DIR)")
 		return 2
 	}
-	if dataDir == "" {
-		cfg, err := config.Load(file)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
-		dataDir = cfg.Agent.DataDir
+	dataDir, code := resolveDataDir(file, dataDir, stderr)
+	if code != 0 {
+		return code
 	}
 	ms, err := agent.Checkpoints(dataDir)
 	if err != nil {
@@ -164,6 +179,109 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(w, "%d\t%s\t%d\t%d B\t%v\t%s\n", m.ID, m.Mode, len(m.Subtasks), size, m.Duration.Round(time.Millisecond), incremental)
 	}
 	w.Flush()
+	return 0
+}
+
+// resolveDataDir returns dataDir, or the data directory of the pipeline
+// file; a non-zero code is the exit status of a failure.
+func resolveDataDir(file, dataDir string, stderr io.Writer) (string, int) {
+	if dataDir != "" {
+		return dataDir, 0
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return "", 2
+	}
+	return cfg.Agent.DataDir, 0
+}
+
+// control calls the control API of the agent running on dataDir; a
+// non-zero code is the exit status of a failure.
+func control(dataDir, method, path string, out any, stderr io.Writer) int {
+	sock := agent.SocketPath(dataDir)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	req, _ := http.NewRequest(method, "http://cairn"+path, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "cairn: no agent is running on %s (%v)\n", dataDir, err)
+		return 3
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e api.Error
+		json.NewDecoder(resp.Body).Decode(&e)
+		fmt.Fprintf(stderr, "cairn: %s\n", e.Error)
+		return 1
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		fmt.Fprintf(stderr, "cairn: bad answer from the agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	var asJSON bool
+	file, dataDir, ok := flags("status", args, stderr, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print JSON") })
+	if !ok || file == "" && dataDir == "" {
+		fmt.Fprintln(stderr, "usage: cairn status [--json] (-c FILE | --data-dir DIR)")
+		return 2
+	}
+	dataDir, code := resolveDataDir(file, dataDir, stderr)
+	if code != 0 {
+		return code
+	}
+	var st api.Status
+	if code := control(dataDir, http.MethodGet, "/status", &st, stderr); code != 0 {
+		return code
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s  %s  %s  up %s\n", st.Pipeline, st.State, st.Mode, (time.Duration(st.UptimeSeconds) * time.Second).String())
+	last := "none"
+	if l := st.Checkpoints.LastCompleted; l != nil {
+		last = fmt.Sprintf("%d (%d ms, %d B)", l.ID, l.DurationMS, l.SizeBytes)
+	}
+	fmt.Fprintf(stdout, "checkpoints: %d completed, %d failed, %d in progress; last %s\n",
+		st.Checkpoints.Completed, st.Checkpoints.Failed, st.Checkpoints.InProgress, last)
+	if r := st.RestoredFrom; r != nil {
+		fmt.Fprintf(stdout, "restored from %s checkpoint %d\n", r.Source, r.ID)
+	}
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT")
+	for _, op := range st.Operators {
+		var in, out int64
+		for _, s := range op.Subtasks {
+			in, out = in+s.RecordsIn, out+s.RecordsOut
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out)
+	}
+	w.Flush()
+	return 0
+}
+
+func cmdCheckpoint(args []string, stdout, stderr io.Writer) int {
+	file, dataDir, ok := flags("checkpoint", args, stderr)
+	if !ok || file == "" && dataDir == "" {
+		fmt.Fprintln(stderr, "usage: cairn checkpoint (-c FILE | --data-dir DIR)")
+		return 2
+	}
+	dataDir, code := resolveDataDir(file, dataDir, stderr)
+	if code != 0 {
+		return code
+	}
+	var resp api.CheckpointResponse
+	if code := control(dataDir, http.MethodPost, "/checkpoint", &resp, stderr); code != 0 {
+		return code
+	}
+	fmt.Fprintln(stdout, resp.ID)
 	return 0
 }
 

@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/runtime"
+)
+
+// SocketPath is the control socket under a data directory.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, "cairn.sock") }
+
+// completions lets callers wait for a checkpoint to complete.
+type completions struct {
+	mu      sync.Mutex
+	last    uint64
+	waiters []chan struct{}
+}
+
+func (c *completions) completed(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = max(c.last, id)
+	for _, w := range c.waiters {
+		close(w)
+	}
+	c.waiters = nil
+}
+
+// wait returns when checkpoint id (or a later one) completed.
+func (c *completions) wait(ctx context.Context, id uint64) error {
+	for {
+		c.mu.Lock()
+		if c.last >= id {
+			c.mu.Unlock()
+			return nil
+		}
+		w := make(chan struct{})
+		c.waiters = append(c.waiters, w)
+		c.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// control serves the control API for one running pipeline.
+type control struct {
+	job         *runtime.Job
+	pipeline    string
+	host        string
+	mode        string
+	restoring   bool // Options.Restore had candidates
+	stopping    atomic.Bool
+	sources     []*mqttio.SourceMetrics
+	completions *completions
+	log         *slog.Logger
+}
+
+// serve listens on the unix socket until ctx is done.
+func (c *control) serve(ctx context.Context, path string) error {
+	os.Remove(path) // a stale socket of a killed agent
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, c.status()) })
+	mux.HandleFunc("POST /checkpoint", c.checkpoint)
+	mux.HandleFunc("GET /events", c.events)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	err = srv.Serve(l)
+	os.Remove(path)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
+	id, err := c.job.TriggerCheckpoint(r.Context())
+	if err != nil {
+		reply(w, http.StatusConflict, api.Error{Error: err.Error()})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
+	defer cancel()
+	if err := c.completions.wait(ctx, id); err != nil {
+		reply(w, http.StatusGatewayTimeout, api.Error{Error: fmt.Sprintf("checkpoint %d did not complete: %v", id, err)})
+		return
+	}
+	reply(w, http.StatusOK, api.CheckpointResponse{ID: id})
+}
+
+// events streams the status as server-sent events, ten a second at most.
+func (c *control) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		reply(w, http.StatusInternalServerError, api.Error{Error: "streaming unsupported"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		data, _ := json.Marshal(c.status())
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
+			return
+		}
+		flusher.Flush()
+		select {
+		case <-tick.C:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// status builds the API's Status from the job's.
+func (c *control) status() api.Status {
+	st := c.job.Status()
+	out := api.Status{
+		Agent: c.host, Pipeline: c.pipeline, Mode: c.mode, State: "running",
+		UptimeSeconds: st.Uptime.Seconds(),
+		Checkpoints:   api.Checkpoints{Completed: st.Completed, Failed: st.Failed, InProgress: len(st.Pending)},
+	}
+	switch {
+	case c.stopping.Load():
+		out.State = "stopping"
+	case c.restoring && st.RestoredFrom == nil:
+		out.State = "restoring"
+	}
+	if m := st.LastCompleted; m != nil {
+		out.Checkpoints.LastCompleted = &api.CheckpointInfo{ID: m.ID, DurationMS: m.Duration.Milliseconds(), SizeBytes: size(m)}
+	}
+	if m := st.RestoredFrom; m != nil {
+		out.RestoredFrom = &api.Restored{ID: m.ID, Source: "local"}
+	}
+	for _, p := range st.Pending {
+		out.InFlight = append(out.InFlight, api.InFlight{ID: p.ID, ElapsedMS: (st.Uptime - p.Triggered).Milliseconds(), Acked: len(p.Acked), Total: len(st.Tasks)})
+	}
+	byOp := make(map[string]int)
+	for _, t := range st.Tasks {
+		i, ok := byOp[t.ID.Operator]
+		if !ok {
+			i = len(out.Operators)
+			byOp[t.ID.Operator] = i
+			out.Operators = append(out.Operators, api.Operator{ID: t.ID.Operator})
+		}
+		op := &out.Operators[i]
+		op.Parallelism++
+		sub := api.Subtask{Index: t.ID.Subtask, RecordsIn: t.RecordsIn, RecordsOut: t.RecordsOut, BackpressureMS: t.Backpressure.Milliseconds()}
+		if a := t.Alignment; a.ID != 0 {
+			al := &api.Alignment{CheckpointID: a.ID, StartedMS: a.Started.Milliseconds()}
+			for ch, at := range a.Arrived {
+				al.Channels = append(al.Channels, api.Channel{Arrived: at >= 0, AtMS: max(0, at.Milliseconds()), Ended: a.Ended[ch]})
+			}
+			sub.Alignment = al
+		}
+		op.Subtasks = append(op.Subtasks, sub)
+	}
+	for _, m := range c.sources {
+		out.DeadLetters += m.DeadLetters.Load()
+	}
+	return out
+}
+
+// size is the bytes a checkpoint stored.
+func size(m *checkpoint.Manifest) int64 {
+	var n int64
+	for _, a := range m.Subtasks {
+		n += a.State.Size
+	}
+	return n
+}

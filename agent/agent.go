@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/config"
@@ -15,8 +16,8 @@ import (
 	"github.com/cairn-edge/cairn/runtime"
 )
 
-// StopTimeout bounds the final checkpoint of a stop; then the agent stops
-// without it (the last completed checkpoint stands).
+// StopTimeout bounds the final checkpoint of a stop or a reload; then the
+// agent goes on without it (the last completed checkpoint stands).
 const StopTimeout = 10 * time.Second
 
 // Options are how the agent is run.
@@ -24,6 +25,9 @@ type Options struct {
 	// DataDir overrides the config's agent.data_dir.
 	DataDir string
 	Logger  *slog.Logger
+	// Reload, if set, receives when the pipeline file should be read again
+	// (SIGHUP). Changes to the file are watched in any case.
+	Reload <-chan struct{}
 }
 
 // StorePath is the checkpoint store under a data directory.
@@ -31,7 +35,10 @@ func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoin
 
 // Run runs the pipeline of the config file at path until ctx is done, then
 // takes a final checkpoint and stops. It restores the newest intact
-// checkpoint in the data directory first.
+// checkpoint in the data directory first. When the file changes (or Reload
+// fires) it validates it: a valid change is applied by a final checkpoint
+// and a restart of the new graph from it, operators keeping their state by
+// id; an invalid one is reported and the running pipeline goes on.
 func Run(ctx context.Context, path string, opts Options) error {
 	log := opts.Logger
 	if log == nil {
@@ -73,13 +80,39 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer d.logs.Close()
-	topo, err := build(cfg, d)
+
+	changes, stopWatch, err := watch(path, log)
 	if err != nil {
 		return err
 	}
+	defer stopWatch()
+	ctl := &control{pipeline: path, host: d.clientID, log: log}
+	ctlCtx, stopControl := context.WithCancel(context.Background())
+	defer stopControl()
+	served := make(chan error, 1)
+	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
+
+	for {
+		next, err := runIncarnation(ctx, cfg, d, store, ctl, changes, opts.Reload, served, log)
+		if err != nil || next == nil {
+			return err
+		}
+		cfg = next
+	}
+}
+
+// runIncarnation runs one graph until the agent stops (nil config) or a
+// valid new config replaces it.
+func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, ctl *control,
+	changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (*config.Config, error) {
+	d.sources = nil
+	topo, err := build(cfg, d)
+	if err != nil {
+		return nil, err
+	}
 	restore, err := store.Completed()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
@@ -93,32 +126,104 @@ func Run(ctx context.Context, path string, opts Options) error {
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if len(restore) > 0 {
+		reportDropped(restore[0], cfg, log)
 	}
 	jobCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- job.Run(jobCtx) }()
-	ctl := &control{job: job, pipeline: path, host: d.clientID, mode: mode.String(), restoring: len(restore) > 0,
-		sources: d.sources, completions: done, log: log}
-	ctlCtx, stopControl := context.WithCancel(context.Background())
-	defer stopControl()
-	served := make(chan error, 1)
-	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
-	log.Info("pipeline running", "config", path, "data_dir", dataDir, "mode", mode.String(), "control", SocketPath(dataDir))
-	select {
-	case err := <-ran:
-		return err
-	case err := <-served:
+	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, completions: done})
+	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
+	stop := func() error {
+		finalCheckpoint(job, done, log)
 		cancel()
-		<-ran
-		return err
-	case <-ctx.Done():
+		return <-ran
 	}
-	ctl.stopping.Store(true)
-	finalCheckpoint(job, done, log)
-	cancel()
-	return <-ran
+	for {
+		select {
+		case err := <-ran:
+			return nil, err
+		case err := <-served:
+			cancel()
+			<-ran
+			return nil, err
+		case <-ctx.Done():
+			ctl.stopping.Store(true)
+			return nil, stop()
+		case <-changes:
+		case <-reload:
+		}
+		next, err := config.Load(ctl.pipeline)
+		if err != nil {
+			log.Error("pipeline file changed but is invalid; the running pipeline goes on", "errors", err.Error())
+			ctl.setConfigError(err)
+			continue
+		}
+		if why := unappliable(cfg, next); why != "" {
+			err := fmt.Errorf("%s changed: restart cairn to apply", why)
+			log.Error("pipeline file changed in a way that cannot be applied live; the running pipeline goes on", "err", err)
+			ctl.setConfigError(err)
+			continue
+		}
+		ctl.setConfigError(nil)
+		log.Info("pipeline file changed; stopping with a checkpoint to restart the new graph")
+		if err := stop(); err != nil {
+			return nil, err
+		}
+		return next, nil
+	}
+}
+
+// unappliable names what changed that a reload cannot apply: the agent
+// section and the brokers belong to the process.
+func unappliable(old, next *config.Config) string {
+	strip := func(c *config.Config) (config.Agent, map[string]config.Broker) {
+		a := c.Agent
+		a.Pos = config.Pos{}
+		bs := make(map[string]config.Broker)
+		for k, b := range c.Brokers {
+			bb := *b
+			bb.Pos = config.Pos{}
+			bs[k] = bb
+		}
+		return a, bs
+	}
+	oa, ob := strip(old)
+	na, nb := strip(next)
+	switch {
+	case oa != na:
+		return "agent"
+	case !reflect.DeepEqual(ob, nb):
+		return "brokers"
+	case old.Checkpoints.Retained != next.Checkpoints.Retained:
+		return "checkpoints.retained"
+	}
+	return ""
+}
+
+// reportDropped logs operators whose state the restored checkpoint holds
+// but the new graph no longer has.
+func reportDropped(m *checkpoint.Manifest, cfg *config.Config, log *slog.Logger) {
+	ids := make(map[string]bool)
+	for _, s := range cfg.Sources {
+		ids[s.ID] = true
+	}
+	for _, o := range cfg.Operators {
+		ids[o.ID] = true
+	}
+	for _, s := range cfg.Sinks {
+		ids[s.ID] = true
+	}
+	seen := make(map[string]bool)
+	for _, a := range m.Subtasks {
+		if op := a.Task.Operator; !ids[op] && !seen[op] {
+			seen[op] = true
+			log.Warn("the restored checkpoint has state of an operator the pipeline no longer has; it is dropped", "operator", op, "checkpoint", m.ID)
+		}
+	}
 }
 
 // finalCheckpoint takes a checkpoint before a stop and waits for it, at

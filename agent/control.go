@@ -59,17 +59,36 @@ func (c *completions) wait(ctx context.Context, id uint64) error {
 	}
 }
 
-// control serves the control API for one running pipeline.
-type control struct {
+// incarnation is one run of a graph: the agent starts a new one on reload.
+type incarnation struct {
 	job         *runtime.Job
-	pipeline    string
-	host        string
 	mode        string
 	restoring   bool // Options.Restore had candidates
-	stopping    atomic.Bool
 	sources     []*mqttio.SourceMetrics
 	completions *completions
-	log         *slog.Logger
+}
+
+// control serves the control API of the agent, across reloads.
+type control struct {
+	pipeline string
+	host     string
+	log      *slog.Logger
+	stopping atomic.Bool
+	current  atomic.Pointer[incarnation]
+
+	mu          sync.Mutex
+	configError string // why the last change of the file was not applied
+}
+
+func (c *control) set(inc incarnation) { c.current.Store(&inc) }
+
+func (c *control) setConfigError(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.configError = ""
+	if err != nil {
+		c.configError = err.Error()
+	}
 }
 
 // serve listens on the unix socket until ctx is done.
@@ -107,14 +126,19 @@ func reply(w http.ResponseWriter, code int, v any) {
 }
 
 func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
-	id, err := c.job.TriggerCheckpoint(r.Context())
+	inc := c.current.Load()
+	if inc == nil {
+		reply(w, http.StatusServiceUnavailable, api.Error{Error: "the pipeline is starting"})
+		return
+	}
+	id, err := inc.job.TriggerCheckpoint(r.Context())
 	if err != nil {
 		reply(w, http.StatusConflict, api.Error{Error: err.Error()})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
 	defer cancel()
-	if err := c.completions.wait(ctx, id); err != nil {
+	if err := inc.completions.wait(ctx, id); err != nil {
 		reply(w, http.StatusGatewayTimeout, api.Error{Error: fmt.Sprintf("checkpoint %d did not complete: %v", id, err)})
 		return
 	}
@@ -148,16 +172,21 @@ func (c *control) events(w http.ResponseWriter, r *http.Request) {
 
 // status builds the API's Status from the job's.
 func (c *control) status() api.Status {
-	st := c.job.Status()
-	out := api.Status{
-		Agent: c.host, Pipeline: c.pipeline, Mode: c.mode, State: "running",
-		UptimeSeconds: st.Uptime.Seconds(),
-		Checkpoints:   api.Checkpoints{Completed: st.Completed, Failed: st.Failed, InProgress: len(st.Pending)},
+	out := api.Status{Agent: c.host, Pipeline: c.pipeline, State: "starting"}
+	c.mu.Lock()
+	out.ConfigError = c.configError
+	c.mu.Unlock()
+	inc := c.current.Load()
+	if inc == nil {
+		return out
 	}
+	st := inc.job.Status()
+	out.Mode, out.State, out.UptimeSeconds = inc.mode, "running", st.Uptime.Seconds()
+	out.Checkpoints = api.Checkpoints{Completed: st.Completed, Failed: st.Failed, InProgress: len(st.Pending)}
 	switch {
 	case c.stopping.Load():
 		out.State = "stopping"
-	case c.restoring && st.RestoredFrom == nil:
+	case inc.restoring && st.RestoredFrom == nil:
 		out.State = "restoring"
 	}
 	if m := st.LastCompleted; m != nil {
@@ -189,8 +218,9 @@ func (c *control) status() api.Status {
 		}
 		op.Subtasks = append(op.Subtasks, sub)
 	}
-	for _, m := range c.sources {
+	for _, m := range inc.sources {
 		out.DeadLetters += m.DeadLetters.Load()
+		out.IngestLag += m.Lag.Load()
 	}
 	return out
 }

@@ -14,6 +14,11 @@ type Status struct {
 	RestoredFrom *Restored  `json:"restored_from"`
 	Operators    []Operator `json:"operators"`
 	DeadLetters  int64      `json:"dead_letters"`
+	// IngestLag is how many logged MQTT messages wait to be processed.
+	IngestLag int64 `json:"ingest_lag"`
+	// ConfigError, if set, says why the last change of the pipeline file
+	// was not applied; the pipeline runs as before.
+	ConfigError string `json:"config_error,omitempty"`
 	// InFlight are the checkpoints in flight, oldest first.
 	InFlight []InFlight `json:"in_flight"`
 }

@@ -116,7 +116,18 @@ func cmdRun(args []string, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, Reload: reload})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
+
+const reloadConfig = `agent:
+  data_dir: %s
+brokers:
+  local:
+    embedded: true
+    listen: 127.0.0.1:%d
+checkpoints:
+  interval: 100ms
+sources:
+  - id: fleet
+    simulator: {devices: 20, rate: 1000}
+operators:
+  - id: counts
+    type: count
+    inputs: [fleet]
+    key_by: key
+  - id: avg
+    type: window
+    inputs: [fleet]
+    key_by: key
+    window: {kind: tumbling, size: %s}
+    aggregate: avg
+sinks:
+  - id: counts-out
+    input: counts
+    broker: local
+    topic: e2e/counts/{key}
+  - id: avg-out
+    input: avg
+    broker: local
+    topic: e2e/avg/{key}
+`
+
+// replaceFile writes data to path the way many editors save: a new file
+// renamed over the old one.
+func replaceFile(t *testing.T, path, data string) {
+	t.Helper()
+	tmp := path + ".swp"
+	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReloadKeepsStateAndRejectsInvalidEdits changes the window of one
+// operator in the running agent's file: the agent restarts the graph from a
+// final checkpoint, and the unrelated count operator carries on counting
+// from where it was. Then an invalid edit is rejected with its position
+// while the pipeline keeps running.
+func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	port := freePort(t)
+	file := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(reloadConfig, data, port, "200ms")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, file)
+	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
+	p.await(t, regexp.MustCompile(`embedded MQTT broker listening`), 30*time.Second)
+
+	// Collect the counts published after the reload's checkpoint.
+	var mu sync.Mutex
+	var reloadedAt uint64 // the final checkpoint before the reload
+	var after []float64
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", port)).SetClientID("e2e-watcher"))
+	if tok := c.Connect(); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer c.Disconnect(100)
+	c.Subscribe("e2e/counts/#", 1, func(_ paho.Client, m paho.Message) {
+		var out struct {
+			ID    string  `json:"id"`
+			Value float64 `json:"value"`
+		}
+		if json.Unmarshal(m.Payload(), &out) != nil {
+			return
+		}
+		var ckpt uint64
+		fmt.Sscanf(out.ID, "%d-", &ckpt)
+		mu.Lock()
+		defer mu.Unlock()
+		if reloadedAt != 0 && ckpt > reloadedAt {
+			after = append(after, out.Value)
+		}
+	}).Wait()
+
+	for range 5 {
+		p.await(t, completeLine, 30*time.Second)
+	}
+	replaceFile(t, file, fmt.Sprintf(reloadConfig, data, port, "300ms"))
+	var final uint64
+	fmt.Sscan(p.await(t, finalLine, 30*time.Second)[1], &final)
+	mu.Lock()
+	reloadedAt = final
+	mu.Unlock()
+	if got := p.await(t, restoreLine, 30*time.Second)[1]; got != fmt.Sprint(final) {
+		t.Fatalf("after the reload the agent restored checkpoint %s, want the final one %d", got, final)
+	}
+	for range 5 {
+		p.await(t, completeLine, 30*time.Second)
+	}
+	mu.Lock()
+	if len(after) == 0 {
+		mu.Unlock()
+		t.Fatal("no counts were published after the reload")
+	}
+	for _, v := range after {
+		if v < 2 {
+			mu.Unlock()
+			t.Fatalf("a count restarted at %v after the reload: the counts operator lost its state", v)
+		}
+	}
+	mu.Unlock()
+
+	// An invalid edit: reported with its position, the pipeline goes on.
+	replaceFile(t, file, strings.Replace(fmt.Sprintf(reloadConfig, data, port, "300ms"), "type: count", "type: tally", 1))
+	line := p.await(t, regexp.MustCompile(`pipeline file changed but is invalid.*`), 30*time.Second)[0]
+	if !strings.Contains(line, file+`:13:5: operator \"counts\": unknown type \"tally\"`) {
+		t.Fatalf("the rejection does not name the position: %s", line)
+	}
+	p.await(t, completeLine, 30*time.Second)
+	out, err := exec.Command(bin, "status", "--json", "--data-dir", data).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.Status
+	if json.Unmarshal(out, &st) != nil || st.State != "running" || !strings.Contains(st.ConfigError, "unknown type") {
+		t.Fatalf("status after an invalid edit:\n%s", out)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+	p.drain()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}

@@ -89,8 +89,11 @@ func Run(ctx context.Context, path string, opts Options) error {
 	ctl := &control{pipeline: path, host: d.clientID, log: log}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
+	if cfg.Agent.Metrics != "" {
+		go func() { served <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
+	}
 
 	for {
 		next, err := runIncarnation(ctx, cfg, d, store, ctl, changes, opts.Reload, served, log)

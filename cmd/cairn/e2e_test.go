@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +44,7 @@ func freePort(t *testing.T) int {
 
 const e2eConfig = `agent:
   data_dir: %s
+  metrics: 127.0.0.1:%d
 brokers:
   local:
     embedded: true
@@ -135,7 +138,8 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	bin := buildCairn(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(e2eConfig, filepath.Join(dir, "data"), freePort(t))), 0o600); err != nil {
+	metricsPort := freePort(t)
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(e2eConfig, filepath.Join(dir, "data"), metricsPort, freePort(t))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -181,6 +185,17 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	}
 	if st.State != "running" || st.RestoredFrom == nil || fmt.Sprint(st.RestoredFrom.ID) != newest || st.RestoredFrom.Source != "local" || len(st.Operators) != 3 {
 		t.Fatalf("status after the restart:\n%s", out)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"cairn_checkpoints_completed_total ", `cairn_records_in_total{operator="avg",subtask="1"} `, "# TYPE cairn_dead_letters_total counter"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Fatalf("metrics lack %q:\n%s", want, metrics)
+		}
 	}
 	out, err = exec.Command(bin, "checkpoint", "--data-dir", data).Output()
 	var taken int

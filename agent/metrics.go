@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// serveMetrics serves Prometheus text-format metrics on addr (a loopback
+// address unless the file says otherwise) until ctx is done.
+func (c *control) serveMetrics(ctx context.Context, addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		c.writeMetrics(w)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	c.log.Info("metrics listening", "addr", l.Addr().String())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// writeMetrics writes the agent's metrics in the Prometheus text format.
+func (c *control) writeMetrics(w io.Writer) {
+	st := c.status()
+	metric := func(name, kind, help string) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+	}
+	metric("cairn_checkpoints_completed_total", "counter", "Checkpoints completed since the pipeline started.")
+	fmt.Fprintf(w, "cairn_checkpoints_completed_total %d\n", st.Checkpoints.Completed)
+	metric("cairn_checkpoints_failed_total", "counter", "Checkpoints that failed (declined, expired, not written).")
+	fmt.Fprintf(w, "cairn_checkpoints_failed_total %d\n", st.Checkpoints.Failed)
+	metric("cairn_checkpoints_in_progress", "gauge", "Checkpoints in flight.")
+	fmt.Fprintf(w, "cairn_checkpoints_in_progress %d\n", st.Checkpoints.InProgress)
+	if l := st.Checkpoints.LastCompleted; l != nil {
+		metric("cairn_checkpoint_last_duration_seconds", "gauge", "Duration of the last completed checkpoint, trigger to completion.")
+		fmt.Fprintf(w, "cairn_checkpoint_last_duration_seconds %g\n", float64(l.DurationMS)/1000)
+		metric("cairn_checkpoint_last_size_bytes", "gauge", "Bytes stored by the last completed checkpoint.")
+		fmt.Fprintf(w, "cairn_checkpoint_last_size_bytes %d\n", l.SizeBytes)
+		metric("cairn_checkpoint_last_id", "gauge", "Id of the last completed checkpoint.")
+		fmt.Fprintf(w, "cairn_checkpoint_last_id %d\n", l.ID)
+	}
+	metric("cairn_records_in_total", "counter", "Records a subtask received.")
+	for _, op := range st.Operators {
+		for _, s := range op.Subtasks {
+			fmt.Fprintf(w, "cairn_records_in_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.RecordsIn)
+		}
+	}
+	metric("cairn_records_out_total", "counter", "Records a subtask emitted.")
+	for _, op := range st.Operators {
+		for _, s := range op.Subtasks {
+			fmt.Fprintf(w, "cairn_records_out_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.RecordsOut)
+		}
+	}
+	metric("cairn_backpressure_seconds_total", "counter", "Time a subtask waited for room downstream.")
+	for _, op := range st.Operators {
+		for _, s := range op.Subtasks {
+			fmt.Fprintf(w, "cairn_backpressure_seconds_total{operator=%q,subtask=\"%d\"} %g\n", op.ID, s.Index, float64(s.BackpressureMS)/1000)
+		}
+	}
+	metric("cairn_dead_letters_total", "counter", "MQTT messages that could not be decoded.")
+	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)
+	metric("cairn_ingest_lag_messages", "gauge", "Logged MQTT messages waiting to be processed.")
+	fmt.Fprintf(w, "cairn_ingest_lag_messages %d\n", st.IngestLag)
+	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
+	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)
+}

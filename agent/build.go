@@ -147,7 +147,7 @@ func operator(o *config.Operator) (func(int) graph.Operator, error) {
 		return graph.Count(), nil
 	case "sum":
 		return graph.Sum(), nil
-	case "window":
+	case "window", "join":
 		agg, err := graph.ParseAggregate(o.Aggregate)
 		if err != nil {
 			return nil, err
@@ -156,7 +156,14 @@ func operator(o *config.Operator) (func(int) graph.Operator, error) {
 		if err != nil {
 			return nil, err
 		}
+		if o.Type == "join" {
+			return graph.WindowJoin(spec), nil
+		}
 		return graph.Window(spec), nil
+	case "dedupe":
+		return graph.Dedupe(o.TTL), nil
+	case "threshold":
+		return graph.Threshold(*o.High, *o.Low), nil
 	}
 	return nil, fmt.Errorf("unknown operator type %q", o.Type)
 }

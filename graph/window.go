@@ -99,8 +99,25 @@ func Window(spec WindowSpec) func(int) Operator {
 	return func(int) Operator { return &windowOp{spec: spec} }
 }
 
-// windowAcc is one open window of one key.
+// JoinResult is the Payload of a window join's output record; the record's
+// Value is Left minus Right.
+type JoinResult struct {
+	Start, End            int64
+	Left, Right           float64 // each input's aggregate
+	LeftCount, RightCount int64
+}
+
+// WindowJoin returns a two-input keyed operator that aggregates each input
+// over the same tumbling or sliding windows and, when the watermark passes
+// a window's end, emits one record per key and window that both inputs
+// reached (an inner join), with both aggregates in a JoinResult.
+func WindowJoin(spec WindowSpec) func(int) Operator {
+	return func(int) Operator { return &windowOp{spec: spec, join: true} }
+}
+
+// windowAcc is one open window of one key (and, in a join, one side).
 type windowAcc struct {
+	side                int64 // 0, or 1 for a join's right input
 	start, end          int64
 	count               int64
 	sum, min, max       float64
@@ -162,7 +179,7 @@ type windowsCodec struct{}
 func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ws)))
 	for _, w := range ws {
-		for _, v := range []int64{w.start, w.end, w.count, w.firstTime, w.lastTime} {
+		for _, v := range []int64{w.side, w.start, w.end, w.count, w.firstTime, w.lastTime} {
 			dst = binary.AppendVarint(dst, v)
 		}
 		for _, v := range []float64{w.sum, w.min, w.max, w.first, w.last} {
@@ -183,7 +200,7 @@ func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
 	ws := make([]windowAcc, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		var w windowAcc
-		for _, p := range []*int64{&w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {
+		for _, p := range []*int64{&w.side, &w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {
 			*p = d.varint()
 		}
 		for _, p := range []*float64{&w.sum, &w.min, &w.max, &w.first, &w.last} {
@@ -208,6 +225,7 @@ func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
 type windowOp struct {
 	BaseOperator
 	spec    WindowSpec
+	join    bool
 	ctx     *Context
 	windows *ValueState[[]windowAcc]
 	out     Record
@@ -216,6 +234,9 @@ type windowOp struct {
 func (o *windowOp) Open(ctx *Context) (err error) {
 	if err := o.spec.Validate(); err != nil {
 		return err
+	}
+	if o.join && o.spec.Kind == Session {
+		return errors.New("a window join needs tumbling or sliding windows")
 	}
 	o.ctx = ctx
 	o.windows, err = NewValueState[[]windowAcc](ctx, "windows", windowsCodec{})
@@ -248,7 +269,11 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func (o *windowOp) ProcessRecord(_ int, r *Record) error {
+func (o *windowOp) ProcessRecord(input int, r *Record) error {
+	side := int64(0)
+	if o.join {
+		side = int64(input)
+	}
 	lateness := o.spec.AllowedLateness.Milliseconds()
 	wm := o.ctx.Watermark()
 	ws, _ := o.windows.Get()
@@ -258,9 +283,9 @@ func (o *windowOp) ProcessRecord(_ int, r *Record) error {
 		if span[1]-1+lateness <= wm && wm != MinWatermark {
 			continue // discarded already: late beyond lateness
 		}
-		i := slices.IndexFunc(ws, func(w windowAcc) bool { return w.start == span[0] && w.end == span[1] })
+		i := slices.IndexFunc(ws, func(w windowAcc) bool { return w.side == side && w.start == span[0] && w.end == span[1] })
 		if i < 0 {
-			ws = append(ws, windowAcc{start: span[0], end: span[1]})
+			ws = append(ws, windowAcc{side: side, start: span[0], end: span[1]})
 			i = len(ws) - 1
 		}
 		ws[i].add(r)
@@ -281,7 +306,7 @@ func (o *windowOp) ProcessRecord(_ int, r *Record) error {
 		case w.fired || w.end-1 <= wm && wm != MinWatermark:
 			// A late record within the lateness: emit the update now, and
 			// discard the window when the lateness has passed.
-			o.emit(w)
+			o.emit(ws, w)
 			o.ctx.RegisterEventTimer(w.end - 1 + lateness)
 		default:
 			o.ctx.RegisterEventTimer(w.end - 1)
@@ -308,10 +333,28 @@ func mergeSessions(ws []windowAcc) []windowAcc {
 	return out
 }
 
-func (o *windowOp) emit(w *windowAcc) {
+// emit sends w's result; in a join, only once both sides of its span have
+// records, as one result of both. ws are the key's windows.
+func (o *windowOp) emit(ws []windowAcc, w *windowAcc) {
 	w.fired = true
-	o.out = Record{Key: o.ctx.CurrentKey(), Time: w.end - 1, Value: w.result(o.spec.Aggregate),
-		Payload: WindowResult{Start: w.start, End: w.end, Count: w.count}}
+	if !o.join {
+		o.out = Record{Key: o.ctx.CurrentKey(), Time: w.end - 1, Value: w.result(o.spec.Aggregate),
+			Payload: WindowResult{Start: w.start, End: w.end, Count: w.count}}
+		o.ctx.Emit(&o.out)
+		return
+	}
+	i := slices.IndexFunc(ws, func(x windowAcc) bool { return x.side != w.side && x.start == w.start && x.end == w.end })
+	if i < 0 {
+		return
+	}
+	left, right := w, &ws[i]
+	if w.side == 1 {
+		left, right = right, w
+	}
+	right.fired, left.fired = true, true
+	l, r := left.result(o.spec.Aggregate), right.result(o.spec.Aggregate)
+	o.out = Record{Key: o.ctx.CurrentKey(), Time: w.end - 1, Value: l - r,
+		Payload: JoinResult{Start: w.start, End: w.end, Left: l, Right: r, LeftCount: left.count, RightCount: right.count}}
 	o.ctx.Emit(&o.out)
 }
 
@@ -319,20 +362,22 @@ func (o *windowOp) emit(w *windowAcc) {
 // lateness has passed.
 func (o *windowOp) OnTimer(ts int64) error {
 	lateness := o.spec.AllowedLateness.Milliseconds()
-	ws, _ := o.windows.Get()
-	kept := make([]windowAcc, 0, len(ws))
+	stored, _ := o.windows.Get()
+	ws := slices.Clone(stored)
 	for i := range ws {
-		w := ws[i]
+		w := &ws[i]
 		if w.end-1 == ts && !w.fired {
-			o.emit(&w)
+			o.emit(ws, w)
 			if lateness > 0 {
 				o.ctx.RegisterEventTimer(w.end - 1 + lateness)
 			}
 		}
-		if w.end-1+lateness <= ts {
-			continue // discard
+	}
+	kept := make([]windowAcc, 0, len(ws))
+	for _, w := range ws {
+		if w.end-1+lateness > ts {
+			kept = append(kept, w)
 		}
-		kept = append(kept, w)
 	}
 	if len(kept) == 0 {
 		o.windows.Delete()

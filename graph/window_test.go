@@ -167,3 +167,37 @@ func TestWindowSpecValidation(t *testing.T) {
 		t.Error("unknown aggregate accepted")
 	}
 }
+
+func TestWindowJoin(t *testing.T) {
+	out := &recorder{}
+	s := NewTaskState(TaskInfo{Operator: "j", Parallelism: 1}, out)
+	op := WindowJoin(WindowSpec{Kind: Tumbling, Size: 10 * time.Millisecond, Aggregate: AggAvg})(0)
+	if err := op.Open(s.Context()); err != nil {
+		t.Fatal(err)
+	}
+	feed := func(input int, key string, ts int64, v float64) {
+		s.SetKey(key)
+		if err := op.ProcessRecord(input, &Record{Key: key, Time: ts, Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(0, "a", 1, 20)
+	feed(0, "a", 2, 22)
+	feed(1, "a", 3, 18)
+	feed(0, "b", 4, 30) // no right side for b: no output
+	feed(1, "a", 15, 5) // next window, left missing: no output
+	if _, err := s.AdvanceWatermark(100, op); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.got) != 1 {
+		t.Fatalf("emitted %d results, want 1: %v", len(out.got), out.got)
+	}
+	r := out.got[0]
+	j := r.Payload.(JoinResult)
+	if r.Key != "a" || j.Left != 21 || j.Right != 18 || r.Value != 3 || j.LeftCount != 2 || j.RightCount != 1 || j.Start != 0 {
+		t.Fatalf("join result %+v %+v", r, j)
+	}
+	if err := WindowJoin(WindowSpec{Kind: Session, Size: 10})(0).Open(NewTaskState(TaskInfo{Operator: "k", Parallelism: 1}, out).Context()); err == nil {
+		t.Fatal("a session window join was accepted")
+	}
+}

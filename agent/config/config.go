@@ -107,8 +107,14 @@ type Operator struct {
 	KeyBy       string   `yaml:"key_by"` // hash-partition the inputs by this field ("key": the record's key)
 	Parallelism int      `yaml:"parallelism"`
 	Expr        string   `yaml:"expr"`      // filter, map
-	Window      *Window  `yaml:"window"`    // window
-	Aggregate   string   `yaml:"aggregate"` // window
+	Window      *Window  `yaml:"window"`    // window, join
+	Aggregate   string   `yaml:"aggregate"` // window, join
+	// TTL is how long a dedupe drops repeats of a key.
+	TTL time.Duration `yaml:"ttl"`
+	// High and Low are a threshold's marks: raised above High, cleared
+	// below Low.
+	High *float64 `yaml:"high"`
+	Low  *float64 `yaml:"low"`
 }
 
 // Window is a window operator's windows.
@@ -132,7 +138,7 @@ type Sink struct {
 }
 
 // OperatorTypes are the operator types a config may name.
-var OperatorTypes = []string{"filter", "map", "union", "count", "sum", "window"}
+var OperatorTypes = []string{"filter", "map", "union", "count", "sum", "window", "join", "dedupe", "threshold"}
 
 // Load reads and validates the file at path. The error, if any, is Errors.
 func Load(path string) (*Config, error) {
@@ -252,11 +258,30 @@ func (v *validator) validate() {
 				v.errorf(o.Pos, "operator %q: a union needs two inputs or more", o.ID)
 			}
 		case "count", "sum":
-			if o.KeyBy == "" {
-				v.errorf(o.Pos, "operator %q: %s is keyed: set key_by", o.ID, o.Type)
-			}
+			v.keyed(o)
 		case "window":
 			v.window(o)
+		case "join":
+			if len(o.Inputs) != 2 {
+				v.errorf(o.Pos, "operator %q: a join has exactly two inputs", o.ID)
+			}
+			if o.Window != nil && o.Window.Kind == "session" {
+				v.errorf(o.Window.Pos, "operator %q: a join needs tumbling or sliding windows", o.ID)
+			}
+			v.window(o)
+		case "dedupe":
+			v.keyed(o)
+			if o.TTL <= 0 {
+				v.errorf(o.Pos, "operator %q: dedupe needs a positive ttl", o.ID)
+			}
+		case "threshold":
+			v.keyed(o)
+			switch {
+			case o.High == nil || o.Low == nil:
+				v.errorf(o.Pos, "operator %q: threshold needs high and low", o.ID)
+			case *o.Low > *o.High:
+				v.errorf(o.Pos, "operator %q: threshold's low (%g) is above its high (%g)", o.ID, *o.Low, *o.High)
+			}
 		default:
 			v.errorf(o.Pos, "operator %q: unknown type %q (known: %s)", o.ID, o.Type, strings.Join(OperatorTypes, ", "))
 		}
@@ -274,10 +299,14 @@ func (v *validator) validate() {
 	}
 }
 
-func (v *validator) window(o *Operator) {
+func (v *validator) keyed(o *Operator) {
 	if o.KeyBy == "" {
-		v.errorf(o.Pos, "operator %q: windows are keyed: set key_by", o.ID)
+		v.errorf(o.Pos, "operator %q: %s is keyed: set key_by", o.ID, o.Type)
 	}
+}
+
+func (v *validator) window(o *Operator) {
+	v.keyed(o)
 	if _, err := graph.ParseAggregate(o.Aggregate); err != nil {
 		v.errorf(o.Pos, "operator %q: %v", o.ID, err)
 	}

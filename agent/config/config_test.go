@@ -47,6 +47,23 @@ operators:
     key_by: key
     window: {kind: tumbling, size: 10s, allowed_lateness: 2s}
     aggregate: avg
+  - id: once
+    type: dedupe
+    inputs: [telemetry]
+    key_by: key
+    ttl: 1m
+  - id: alarm
+    type: threshold
+    inputs: [telemetry]
+    key_by: key
+    high: 30
+    low: 27.5
+  - id: compare
+    type: join
+    inputs: [telemetry, fleet]
+    key_by: key
+    window: {kind: tumbling, size: 1m}
+    aggregate: avg
 sinks:
   - id: out
     input: avg
@@ -101,6 +118,18 @@ operators:
   - id: in
     type: union
     inputs: [in]
+  - id: t
+    type: threshold
+    inputs: [in]
+    key_by: key
+    high: 1
+    low: 2
+  - id: j
+    type: join
+    inputs: [in]
+    key_by: key
+    window: {kind: session, gap: 1s}
+    aggregate: avg
 sinks:
   - id: s
     input: w
@@ -113,7 +142,7 @@ sinks:
 		`bad.yaml:7:3: unknown field "colour"`,
 		`bad.yaml:12:5: unknown field "user"`,
 		`bad.yaml:13:5: missing required field "id"`,
-		`bad.yaml:27:5: missing required field "topic"`,
+		`bad.yaml:39:5: missing required field "topic"`,
 		`unknown checkpointing mode "twice"`,
 		`bad.yaml:9:5: no broker named "nowhere" under brokers`,
 		`level 1 has an empty name`,
@@ -122,6 +151,9 @@ sinks:
 		`operator "w": unknown type "spin"`,
 		`bad.yaml:23:5: id "in" is used twice`,
 		`a union needs two inputs or more`,
+		`threshold's low (2) is above its high (1)`,
+		`operator "j": a join has exactly two inputs`,
+		`operator "j": a join needs tumbling or sliding windows`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("errors lack %q", want)

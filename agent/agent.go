@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/config"
@@ -89,10 +91,17 @@ func Run(ctx context.Context, path string, opts Options) error {
 	ctl := &control{pipeline: path, host: d.clientID, log: log}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
-	served := make(chan error, 2)
+	served := make(chan error, 3)
 	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
 	if cfg.Agent.Metrics != "" {
 		go func() { served <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
+	}
+	if cfg.Agent.API != "" {
+		token, err := os.ReadFile(cfg.Agent.APITokenFile)
+		if err != nil || len(strings.TrimSpace(string(token))) == 0 {
+			return fmt.Errorf("agent.api_token_file: no token in %s (%v)", cfg.Agent.APITokenFile, err)
+		}
+		go func() { served <- ctl.serveTCP(ctlCtx, cfg.Agent.API, strings.TrimSpace(string(token))) }()
 	}
 
 	for {
@@ -108,7 +117,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 // valid new config replaces it.
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, ctl *control,
 	changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (*config.Config, error) {
-	d.sources = nil
+	d.sources, d.late = nil, make(map[string]*atomic.Int64)
 	topo, err := build(cfg, d)
 	if err != nil {
 		return nil, err
@@ -138,7 +147,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- job.Run(jobCtx) }()
-	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, completions: done})
+	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, completions: done})
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
 		finalCheckpoint(job, done, log)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/graph"
@@ -17,6 +18,7 @@ type deps struct {
 	clientID string            // base of every MQTT client id
 	brokers  map[string]string // name → URL of the embedded brokers started
 	sources  []*mqttio.SourceMetrics
+	late     map[string]*atomic.Int64 // window operator → records dropped as late
 }
 
 // clientConfig resolves a broker of the config into MQTT client settings.
@@ -92,7 +94,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		for _, in := range o.Inputs {
 			inputs = append(inputs, graph.In(streams[in], partitioner(o, parallelism[in])))
 		}
-		newOp, err := operator(o)
+		newOp, err := d.operator(o)
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
@@ -135,7 +137,7 @@ func partitioner(o *config.Operator, upstream int) graph.Partitioner {
 	return graph.Rebalance()
 }
 
-func operator(o *config.Operator) (func(int) graph.Operator, error) {
+func (d *deps) operator(o *config.Operator) (func(int) graph.Operator, error) {
 	switch o.Type {
 	case "filter":
 		return exprop.Filter(o.Expr)
@@ -156,6 +158,9 @@ func operator(o *config.Operator) (func(int) graph.Operator, error) {
 		if err != nil {
 			return nil, err
 		}
+		late := new(atomic.Int64)
+		d.late[o.ID] = late
+		spec.OnLate = func(*graph.Record) { late.Add(1) }
 		if o.Type == "join" {
 			return graph.WindowJoin(spec), nil
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +66,7 @@ type incarnation struct {
 	mode        string
 	restoring   bool // Options.Restore had candidates
 	sources     []*mqttio.SourceMetrics
+	late        map[string]*atomic.Int64
 	completions *completions
 }
 
@@ -91,7 +93,16 @@ func (c *control) setConfigError(err error) {
 	}
 }
 
-// serve listens on the unix socket until ctx is done.
+// handler is the control API.
+func (c *control) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, c.status()) })
+	mux.HandleFunc("POST /checkpoint", c.checkpoint)
+	mux.HandleFunc("GET /events", c.events)
+	return mux
+}
+
+// serve listens on the unix socket (mode 0600) until ctx is done.
 func (c *control) serve(ctx context.Context, path string) error {
 	os.Remove(path) // a stale socket of a killed agent
 	l, err := net.Listen("unix", path)
@@ -102,22 +113,42 @@ func (c *control) serve(ctx context.Context, path string) error {
 		l.Close()
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, c.status()) })
-	mux.HandleFunc("POST /checkpoint", c.checkpoint)
-	mux.HandleFunc("GET /events", c.events)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	defer os.Remove(path)
+	return serveHTTP(ctx, l, c.handler())
+}
+
+// serveTCP serves the control API on a TCP address, to callers that send
+// the bearer token.
+func (c *control) serveTCP(ctx context.Context, addr, token string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("control listener: %w", err)
+	}
+	c.log.Info("control API listening", "addr", l.Addr().String())
+	api := c.handler()
+	want := []byte("Bearer " + token)
+	return serveHTTP(ctx, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			reply(w, http.StatusUnauthorized, apiError("a bearer token is required"))
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+}
+
+func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	err = srv.Serve(l)
-	os.Remove(path)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
-	return err
+	return nil
 }
+
+func apiError(msg string) api.Error { return api.Error{Error: msg} }
 
 func reply(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -205,6 +236,9 @@ func (c *control) status() api.Status {
 			i = len(out.Operators)
 			byOp[t.ID.Operator] = i
 			out.Operators = append(out.Operators, api.Operator{ID: t.ID.Operator})
+			if l := inc.late[t.ID.Operator]; l != nil {
+				out.Operators[i].LateRecords = l.Load()
+			}
 		}
 		op := &out.Operators[i]
 		op.Parallelism++

@@ -2,12 +2,10 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"time"
 )
 
 // serveMetrics serves Prometheus text-format metrics on addr (a loopback
@@ -22,16 +20,8 @@ func (c *control) serveMetrics(ctx context.Context, addr string) error {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		c.writeMetrics(w)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
 	c.log.Info("metrics listening", "addr", l.Addr().String())
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveHTTP(ctx, l, mux)
 }
 
 // writeMetrics writes the agent's metrics in the Prometheus text format.
@@ -71,6 +61,10 @@ func (c *control) writeMetrics(w io.Writer) {
 		for _, s := range op.Subtasks {
 			fmt.Fprintf(w, "cairn_backpressure_seconds_total{operator=%q,subtask=\"%d\"} %g\n", op.ID, s.Index, float64(s.BackpressureMS)/1000)
 		}
+	}
+	metric("cairn_late_records_total", "counter", "Records a window dropped for arriving after its allowed lateness.")
+	for _, op := range st.Operators {
+		fmt.Fprintf(w, "cairn_late_records_total{operator=%q} %d\n", op.ID, op.LateRecords)
 	}
 	metric("cairn_dead_letters_total", "counter", "MQTT messages that could not be decoded.")
 	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)

@@ -48,8 +48,11 @@ type Restored struct {
 
 // Operator is one node of the graph.
 type Operator struct {
-	ID          string    `json:"id"`
-	Parallelism int       `json:"parallelism"`
+	ID          string `json:"id"`
+	Parallelism int    `json:"parallelism"`
+	// LateRecords, for windows and joins, were dropped for arriving after
+	// their windows' allowed lateness.
+	LateRecords int64     `json:"late_records"`
 	Subtasks    []Subtask `json:"subtasks"`
 }
 

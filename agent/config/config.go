@@ -35,8 +35,12 @@ type Agent struct {
 	// socket; default "data", in the working directory.
 	DataDir  string `yaml:"data_dir"`
 	LogLevel string `yaml:"log_level"`
-	// Metrics is a loopback address for Prometheus metrics; empty: off.
+	// Metrics is an address for Prometheus metrics; empty: off.
 	Metrics string `yaml:"metrics"`
+	// API is a TCP address for the control API, besides the unix socket;
+	// callers must send the token in APITokenFile as a bearer token.
+	API          string `yaml:"api"`
+	APITokenFile string `yaml:"api_token_file"`
 }
 
 // Broker is an MQTT broker: a real one (URL) or an embedded one.
@@ -178,6 +182,9 @@ func (v *validator) errorf(p Pos, format string, args ...any) {
 func (v *validator) validate() {
 	c := v.c
 	c.applyDefaults()
+	if c.Agent.API != "" && c.Agent.APITokenFile == "" {
+		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
+	}
 	if _, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
 		v.errorf(c.Checkpoints.Pos, "%v", err)
 	}

@@ -45,6 +45,8 @@ func freePort(t *testing.T) int {
 const e2eConfig = `agent:
   data_dir: %s
   metrics: 127.0.0.1:%d
+  api: 127.0.0.1:%d
+  api_token_file: %s
 brokers:
   local:
     embedded: true
@@ -138,8 +140,12 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	bin := buildCairn(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
-	metricsPort := freePort(t)
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(e2eConfig, filepath.Join(dir, "data"), metricsPort, freePort(t))), 0o600); err != nil {
+	metricsPort, apiPort := freePort(t), freePort(t)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(e2eConfig, filepath.Join(dir, "data"), metricsPort, apiPort, tokenFile, freePort(t))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -196,6 +202,16 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 		if !strings.Contains(string(metrics), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}
+	}
+	// The TCP control API wants the bearer token.
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d/status", apiPort)
+	if resp, err := http.Get(apiURL); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status over TCP without a token: %v %v, want 401", resp, err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, apiURL, nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("status over TCP with the token: %v %v, want 200", resp, err)
 	}
 	out, err = exec.Command(bin, "checkpoint", "--data-dir", data).Output()
 	var taken int

@@ -4,7 +4,7 @@
 // graph, restores the newest intact checkpoint, and runs the pipeline until
 // it is told to stop, taking a final checkpoint then (DESIGN.md section 5).
 //
-// Still to come (the agent issue stays open): the control API and `cairn
-// status`, live reload, metrics, and the dedupe, join and threshold
-// operators.
+// It serves the control API (package agent/api) on <data_dir>/cairn.sock,
+// and optionally on TCP with a bearer token and Prometheus metrics; it
+// reloads the pipeline when the file changes or on SIGHUP.
 package agent

@@ -44,6 +44,14 @@ type Operator interface {
 	Close() error
 }
 
+// ProcessingTimeOperator is implemented by operators that register
+// processing-time timers.
+type ProcessingTimeOperator interface {
+	// OnProcessingTimer handles a processing-time timer registered for the
+	// current key whose time has come.
+	OnProcessingTimer(timestamp int64) error
+}
+
 // CheckpointListener is implemented by operators and sources that act on the
 // outcome of a checkpoint: a sink publishes what it staged, a durable source
 // truncates its log (invariant I4: only on completion).
@@ -133,8 +141,10 @@ type Context struct {
 	tables  []keyedTable
 	pending map[string]map[int]*TableSnapshot // restored, awaiting registration
 
-	timers    timerHeap
-	watermark int64
+	timers     timerHeap // event time
+	procTimers timerHeap // processing time
+	watermark  int64
+	procTime   int64 // processing time in ms, as last told by the runtime
 
 	err error // first keyed-access error; the runtime fails the job with it
 }
@@ -167,6 +177,20 @@ func (c *Context) RegisterEventTimer(timestamp int64) {
 // DeleteEventTimer cancels a timer registered for the current key.
 func (c *Context) DeleteEventTimer(timestamp int64) {
 	c.timers.remove(Timer{Key: c.key, Time: timestamp})
+}
+
+// ProcessingTime is the wall-clock time in milliseconds since the epoch, as
+// of the call the operator is in.
+func (c *Context) ProcessingTime() int64 { return c.procTime }
+
+// RegisterProcessingTimer asks for OnProcessingTimer(timestamp) with the
+// current key once the wall clock reaches timestamp (milliseconds since the
+// epoch). The operator must implement ProcessingTimeOperator.
+func (c *Context) RegisterProcessingTimer(timestamp int64) {
+	if c.slot() < 0 {
+		return
+	}
+	c.procTimers.add(Timer{Key: c.key, Time: timestamp})
 }
 
 // slot returns the index of the current key's shard in state tables (group

@@ -27,9 +27,10 @@ type SubtaskSnapshot struct {
 
 // KeyGroupSnapshot is the keyed state and timers of one key group.
 type KeyGroupSnapshot struct {
-	KeyGroup int
-	Tables   []TableSnapshot // in registration order
-	Timers   []Timer         // in firing order
+	KeyGroup         int
+	Tables           []TableSnapshot // in registration order
+	Timers           []Timer         // event time, in firing order
+	ProcessingTimers []Timer         // processing time, in firing order
 }
 
 // TableSnapshot is one named keyed state's entries in a key group, sorted by
@@ -54,6 +55,7 @@ type FrozenState struct {
 	maxPar      int
 	tables      []frozenTable
 	timers      []Timer
+	procTimers  []Timer
 }
 
 // Version is the version of keyed state this snapshot closed: the base to
@@ -67,6 +69,14 @@ func (f *FrozenState) Encode() []byte {
 	for _, t := range f.timers {
 		kg := KeyGroup(t.Key, f.maxPar)
 		timersByGroup[kg] = append(timersByGroup[kg], t)
+	}
+	procByGroup := make(map[int][]Timer)
+	for _, t := range f.procTimers {
+		kg := KeyGroup(t.Key, f.maxPar)
+		procByGroup[kg] = append(procByGroup[kg], t)
+		if _, ok := timersByGroup[kg]; !ok {
+			timersByGroup[kg] = nil // the group has data
+		}
 	}
 	dst := []byte(snapshotMagic)
 	if f.incremental {
@@ -103,18 +113,19 @@ func (f *FrozenState) Encode() []byte {
 				dst = t.appendGroup(dst, i)
 			}
 		}
-		timers := timersByGroup[kg]
-		dst = binary.AppendUvarint(dst, uint64(len(timers)))
-		for _, t := range timers {
-			dst = appendString(dst, t.Key)
-			dst = binary.AppendVarint(dst, t.Time)
+		for _, timers := range [][]Timer{timersByGroup[kg], procByGroup[kg]} {
+			dst = binary.AppendUvarint(dst, uint64(len(timers)))
+			for _, t := range timers {
+				dst = appendString(dst, t.Key)
+				dst = binary.AppendVarint(dst, t.Time)
+			}
 		}
 	}
 	return dst
 }
 
 func (f *FrozenState) groupHasData(i int, timers map[int][]Timer) bool {
-	if len(timers[f.groups.Start+i]) > 0 {
+	if _, ok := timers[f.groups.Start+i]; ok {
 		return true
 	}
 	for _, t := range f.tables {
@@ -173,6 +184,10 @@ func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, e
 		for k := 0; k < timers && d.err == nil; k++ {
 			g.Timers = append(g.Timers, Timer{Key: d.string(), Time: d.varint()})
 		}
+		timers = d.count()
+		for k := 0; k < timers && d.err == nil; k++ {
+			g.ProcessingTimers = append(g.ProcessingTimers, Timer{Key: d.string(), Time: d.varint()})
+		}
 		if d.err == nil && keep.Contains(g.KeyGroup) {
 			s.Groups = append(s.Groups, g)
 		}
@@ -202,8 +217,8 @@ func MergeChain(chain []*SubtaskSnapshot) (*SubtaskSnapshot, error) {
 		name  string
 	}
 	state := make(map[tableKey]map[string][]byte)
-	order := make(map[int][]string) // per group, table names in first-seen order
-	timers := make(map[int][]Timer)
+	order := make(map[int][]string)    // per group, table names in first-seen order
+	timers := make(map[int][2][]Timer) // event, processing
 	for i, snap := range chain {
 		if i > 0 && !snap.Incremental {
 			return nil, fmt.Errorf("snapshot %d of the chain is whole", i)
@@ -225,13 +240,13 @@ func MergeChain(chain []*SubtaskSnapshot) (*SubtaskSnapshot, error) {
 					delete(m, key)
 				}
 			}
-			timers[g.KeyGroup] = g.Timers
+			timers[g.KeyGroup] = [2][]Timer{g.Timers, g.ProcessingTimers}
 		}
 	}
 	last := chain[len(chain)-1]
 	out := &SubtaskSnapshot{Operator: last.Operator, Watermark: last.Watermark}
 	for _, kg := range slices.Sorted(maps.Keys(order)) {
-		g := KeyGroupSnapshot{KeyGroup: kg, Timers: timers[kg]}
+		g := KeyGroupSnapshot{KeyGroup: kg, Timers: timers[kg][0], ProcessingTimers: timers[kg][1]}
 		for _, name := range order[kg] {
 			m := state[tableKey{kg, name}]
 			if len(m) == 0 {
@@ -246,8 +261,8 @@ func MergeChain(chain []*SubtaskSnapshot) (*SubtaskSnapshot, error) {
 		out.Groups = append(out.Groups, g)
 	}
 	for kg, ts := range timers {
-		if _, ok := order[kg]; !ok && len(ts) > 0 {
-			out.Groups = append(out.Groups, KeyGroupSnapshot{KeyGroup: kg, Timers: ts})
+		if _, ok := order[kg]; !ok && len(ts[0])+len(ts[1]) > 0 {
+			out.Groups = append(out.Groups, KeyGroupSnapshot{KeyGroup: kg, Timers: ts[0], ProcessingTimers: ts[1]})
 		}
 	}
 	slices.SortFunc(out.Groups, func(a, b KeyGroupSnapshot) int { return a.KeyGroup - b.KeyGroup })

@@ -65,6 +65,36 @@ func (s *TaskState) AdvanceWatermark(wm int64, op Operator) (bool, error) {
 	return true, op.OnWatermark(wm)
 }
 
+// SetProcessingTime tells the operator's Context the wall-clock time, in
+// milliseconds since the epoch.
+func (s *TaskState) SetProcessingTime(now int64) { s.ctx.procTime = now }
+
+// AdvanceProcessingTime fires the processing-time timers due at now (ms
+// since the epoch), in (time, key) order.
+func (s *TaskState) AdvanceProcessingTime(now int64, op Operator) error {
+	s.ctx.procTime = now
+	pt, ok := op.(ProcessingTimeOperator)
+	for {
+		t, due := s.ctx.procTimers.popDue(now)
+		if !due {
+			return nil
+		}
+		if !ok {
+			continue
+		}
+		s.SetKey(t.Key)
+		if err := pt.OnProcessingTimer(t.Time); err != nil {
+			return err
+		}
+		if s.ctx.err != nil {
+			return s.ctx.err
+		}
+	}
+}
+
+// NextProcessingTimer is the time of the earliest processing-time timer.
+func (s *TaskState) NextProcessingTimer() (int64, bool) { return s.ctx.procTimers.next() }
+
 // Freeze is the synchronous phase of a snapshot. It costs O(key groups +
 // timers + keys deleted since base), copies no keyed state, and returns a
 // view that later processing does not change. operator is what the
@@ -81,6 +111,7 @@ func (s *TaskState) Freeze(operator []byte, base Version, incremental bool) *Fro
 		groups:      s.ctx.groups,
 		maxPar:      s.ctx.info.MaxParallelism,
 		timers:      s.ctx.timers.sorted(),
+		procTimers:  s.ctx.procTimers.sorted(),
 	}
 	for _, t := range s.ctx.tables {
 		f.tables = append(f.tables, t.freeze(base, incremental))
@@ -117,6 +148,9 @@ func (s *TaskState) Restore(snaps []*SubtaskSnapshot) {
 			}
 			for _, t := range g.Timers {
 				s.ctx.timers.add(t)
+			}
+			for _, t := range g.ProcessingTimers {
+				s.ctx.procTimers.add(t)
 			}
 		}
 	}

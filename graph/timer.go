@@ -57,6 +57,22 @@ func (h *timerHeap) popDue(wm int64) (Timer, bool) {
 	return Timer{}, false
 }
 
+// next returns the time of the earliest live timer, dropping deleted ones
+// from the top of the heap.
+func (h *timerHeap) next() (int64, bool) {
+	for len(h.heap) > 0 {
+		if _, ok := h.set[h.heap[0]]; ok {
+			return h.heap[0].Time, true
+		}
+		last := len(h.heap) - 1
+		h.heap[0] = h.heap[last]
+		h.heap[last] = Timer{}
+		h.heap = h.heap[:last]
+		h.down(0)
+	}
+	return 0, false
+}
+
 // sorted returns the live timers in firing order.
 func (h *timerHeap) sorted() []Timer {
 	out := make([]Timer, 0, len(h.set))

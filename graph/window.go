@@ -62,6 +62,10 @@ type WindowSpec struct {
 	// that late records still update it; each one re-emits the result.
 	AllowedLateness time.Duration
 	Aggregate       Aggregate
+	// ProcessingTime assigns records to windows by the wall clock when they
+	// are processed instead of by their event time; windows close when the
+	// clock passes their end, and AllowedLateness does not apply.
+	ProcessingTime bool
 	// OnLate, if set, is called with every record that arrives after its
 	// windows were discarded; such records are dropped.
 	OnLate func(r *Record)
@@ -274,12 +278,19 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 	if o.join {
 		side = int64(input)
 	}
-	lateness := o.spec.AllowedLateness.Milliseconds()
-	wm := o.ctx.Watermark()
+	if o.spec.ProcessingTime {
+		return o.processAt(side, r, o.ctx.ProcessingTime(), MinWatermark, 0)
+	}
+	return o.processAt(side, r, r.Time, o.ctx.Watermark(), o.spec.AllowedLateness.Milliseconds())
+}
+
+// processAt adds r to the windows of time t, given the current watermark
+// (MinWatermark for processing time, whose windows are never late).
+func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error {
 	ws, _ := o.windows.Get()
 	ws = slices.Clone(ws) // stored values are immutable: a snapshot may hold them
 	changed := false
-	for _, span := range o.assign(r.Time) {
+	for _, span := range o.assign(t) {
 		if span[1]-1+lateness <= wm && wm != MinWatermark {
 			continue // discarded already: late beyond lateness
 		}
@@ -307,14 +318,26 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 			// A late record within the lateness: emit the update now, and
 			// discard the window when the lateness has passed.
 			o.emit(ws, w)
-			o.ctx.RegisterEventTimer(w.end - 1 + lateness)
+			o.register(w.end - 1 + lateness)
 		default:
-			o.ctx.RegisterEventTimer(w.end - 1)
+			o.register(w.end - 1)
 		}
 	}
 	o.windows.Set(ws)
 	return nil
 }
+
+// register asks for a timer at ts in the windows' time domain.
+func (o *windowOp) register(ts int64) {
+	if o.spec.ProcessingTime {
+		o.ctx.RegisterProcessingTimer(ts)
+	} else {
+		o.ctx.RegisterEventTimer(ts)
+	}
+}
+
+// OnProcessingTimer fires processing-time windows.
+func (o *windowOp) OnProcessingTimer(ts int64) error { return o.OnTimer(ts) }
 
 // mergeSessions merges overlapping session windows of one key.
 func mergeSessions(ws []windowAcc) []windowAcc {
@@ -362,6 +385,9 @@ func (o *windowOp) emit(ws []windowAcc, w *windowAcc) {
 // lateness has passed.
 func (o *windowOp) OnTimer(ts int64) error {
 	lateness := o.spec.AllowedLateness.Milliseconds()
+	if o.spec.ProcessingTime {
+		lateness = 0
+	}
 	stored, _ := o.windows.Get()
 	ws := slices.Clone(stored)
 	for i := range ws {
@@ -369,7 +395,7 @@ func (o *windowOp) OnTimer(ts int64) error {
 		if w.end-1 == ts && !w.fired {
 			o.emit(ws, w)
 			if lateness > 0 {
-				o.ctx.RegisterEventTimer(w.end - 1 + lateness)
+				o.register(w.end - 1 + lateness)
 			}
 		}
 	}

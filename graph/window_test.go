@@ -201,3 +201,51 @@ func TestWindowJoin(t *testing.T) {
 		t.Fatal("a session window join was accepted")
 	}
 }
+
+// TestProcessingTimeWindows counts records by the wall clock the runtime
+// reports, and survives a snapshot with its timers.
+func TestProcessingTimeWindows(t *testing.T) {
+	out := &recorder{}
+	s := NewTaskState(TaskInfo{Operator: "w", Parallelism: 1}, out)
+	spec := WindowSpec{Kind: Tumbling, Size: 10 * time.Millisecond, Aggregate: AggCount, ProcessingTime: true}
+	op := Window(spec)(0)
+	if err := op.Open(s.Context()); err != nil {
+		t.Fatal(err)
+	}
+	feed := func(now int64, key string) {
+		s.SetProcessingTime(now)
+		s.SetKey(key)
+		if err := op.ProcessRecord(0, &Record{Key: key, Time: 999_999}); err != nil { // event time is ignored
+			t.Fatal(err)
+		}
+	}
+	feed(1001, "a")
+	feed(1005, "a")
+	feed(1012, "a")
+	if next, ok := s.NextProcessingTimer(); !ok || next != 1009 {
+		t.Fatalf("next processing timer %d %v, want 1009", next, ok)
+	}
+	if err := s.AdvanceProcessingTime(1009, op); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.got) != 1 || out.got[0].Value != 2 {
+		t.Fatalf("at 1009: %v", out.got)
+	}
+	// The open window [1010,1020) and its timer survive a snapshot.
+	snap, err := DecodeSubtaskSnapshot(s.Freeze(nil, 0, false).Encode(), KeyGroupRange{0, DefaultMaxParallelism})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewTaskState(TaskInfo{Operator: "w", Parallelism: 1}, out)
+	r.Restore([]*SubtaskSnapshot{snap})
+	op2 := Window(spec)(0)
+	if err := op2.Open(r.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AdvanceProcessingTime(1020, op2); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.got) != 2 || out.got[1].Value != 1 || out.got[1].Payload.(WindowResult).Start != 1010 {
+		t.Fatalf("after restore: %v", out.got)
+	}
+}

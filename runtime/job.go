@@ -222,6 +222,8 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 
 func (j *Job) now() time.Duration { return time.Since(j.start) }
 
+func (j *Job) wallMillis() int64 { return time.Now().UnixMilli() }
+
 func (j *Job) newBatch() *graph.Batch { return j.pool.Get().(*graph.Batch) }
 
 func (j *Job) recycle(b *graph.Batch) {
@@ -474,6 +476,9 @@ func (j *Job) runOperator(i int, t *task) error {
 	linger.Stop()
 	defer linger.Stop()
 	armed := false
+	procTimer := time.NewTimer(time.Hour) // the next processing-time timer
+	procTimer.Stop()
+	defer procTimer.Stop()
 	for !t.finished {
 		if err := j.drainStash(t, stash); err != nil {
 			return err
@@ -485,7 +490,15 @@ func (j *Job) runOperator(i int, t *task) error {
 			linger.Reset(j.opts.Linger)
 			armed = true
 		}
+		next, pending, err := t.fireProcessingTimers()
+		if err != nil {
+			return err
+		}
+		if pending {
+			procTimer.Reset(time.Duration(max(0, next-j.wallMillis())) * time.Millisecond)
+		}
 		select {
+		case <-procTimer.C:
 		case d := <-mailbox:
 			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 {
 				stash[d.ch] = append(stash[d.ch], d.batch)

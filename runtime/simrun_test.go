@@ -52,6 +52,10 @@ func (l simLink) send(b *graph.Batch) error {
 func (s *simulator) now() time.Duration     { return s.clock }
 func (s *simulator) newBatch() *graph.Batch { return &graph.Batch{} }
 
+// wallMillis is the simulated clock; the simulated topologies use no
+// processing-time timers.
+func (s *simulator) wallMillis() int64 { return s.clock.Milliseconds() }
+
 func (s *simulator) snapshot(t *task, req snapshotRequest) {
 	h, err := s.store.PutState(req.id, t.id, req.frozen.Encode())
 	if err != nil {

@@ -27,6 +27,9 @@ type link interface {
 type env interface {
 	// now is the time on the job's monotonic clock.
 	now() time.Duration
+	// wallMillis is processing time: the wall clock in milliseconds since
+	// the epoch.
+	wallMillis() int64
 	// newBatch returns an empty batch.
 	newBatch() *graph.Batch
 	// snapshot runs the asynchronous phase of a snapshot and acknowledges
@@ -273,6 +276,7 @@ func (t *task) broadcast(ctl graph.Control) {
 // process handles one batch from channel ch, which must not be blocked.
 func (t *task) process(ch int, b *graph.Batch) error {
 	t.metrics.RecordsIn.Add(int64(len(b.Records)))
+	t.state.SetProcessingTime(t.env.wallMillis())
 	input := t.inputOf[ch]
 	for i := range b.Records {
 		r := &b.Records[i]
@@ -325,6 +329,22 @@ func (t *task) advanceWatermark() error {
 		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: low})
 	}
 	return t.err
+}
+
+// fireProcessingTimers fires the processing-time timers that are due and
+// returns when the next one is, if any.
+func (t *task) fireProcessingTimers() (int64, bool, error) {
+	next, ok := t.state.NextProcessingTimer()
+	if !ok {
+		return 0, false, nil
+	}
+	if now := t.env.wallMillis(); next <= now {
+		if err := t.state.AdvanceProcessingTime(now, t.op); err != nil {
+			return 0, false, t.fail(err)
+		}
+		next, ok = t.state.NextProcessingTimer()
+	}
+	return next, ok, t.err
 }
 
 // finish ends the subtask's output.

@@ -129,6 +129,9 @@ type Window struct {
 	Slide           time.Duration `yaml:"slide"`
 	Gap             time.Duration `yaml:"gap"`
 	AllowedLateness time.Duration `yaml:"allowed_lateness"`
+	// Time is "event" (the default: records' event time and watermarks)
+	// or "processing" (the wall clock when records are processed).
+	Time string `yaml:"time"`
 }
 
 // Sink is an output.
@@ -328,7 +331,11 @@ func (v *validator) window(o *Operator) {
 
 // Spec turns the window settings into a graph.WindowSpec.
 func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) {
-	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg}
+	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg,
+		ProcessingTime: w.Time == "processing"}
+	if w.Time != "" && w.Time != "event" && w.Time != "processing" {
+		return spec, fmt.Errorf("window time %q is neither event nor processing", w.Time)
+	}
 	switch w.Kind {
 	case "tumbling":
 		spec.Kind = graph.Tumbling

@@ -64,6 +64,12 @@ operators:
     key_by: key
     window: {kind: tumbling, size: 1m}
     aggregate: avg
+  - id: per-minute
+    type: window
+    inputs: [telemetry]
+    key_by: key
+    window: {kind: tumbling, size: 1m, time: processing}
+    aggregate: count
 sinks:
   - id: out
     input: avg

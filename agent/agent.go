@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
@@ -30,6 +31,11 @@ type Options struct {
 	// Reload, if set, receives when the pipeline file should be read again
 	// (SIGHUP). Changes to the file are watched in any case.
 	Reload <-chan struct{}
+	// FromSavepoint, if set, is a savepoint file to start from instead of
+	// the local checkpoints. State of operators the pipeline no longer has
+	// is refused unless AllowDroppedState.
+	FromSavepoint     string
+	AllowDroppedState bool
 }
 
 // StorePath is the checkpoint store under a data directory.
@@ -57,7 +63,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	d := &deps{clientID: "cairn", brokers: make(map[string]string)}
+	d := &deps{clientID: "cairn", brokers: make(map[string]string), dataDir: dataDir}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
 	}
@@ -104,19 +110,51 @@ func Run(ctx context.Context, path string, opts Options) error {
 		go func() { served <- ctl.serveTCP(ctlCtx, cfg.Agent.API, strings.TrimSpace(string(token))) }()
 	}
 
+	var from *savepoint.Savepoint
+	if opts.FromSavepoint != "" {
+		if from, err = savepoint.Read(opts.FromSavepoint); err != nil {
+			return err
+		}
+		if dropped := missing(from.Operators(), cfg); len(dropped) > 0 && !opts.AllowDroppedState {
+			return fmt.Errorf("savepoint %s holds state of operators the pipeline does not have: %s (start with --allow-dropped-state to drop it)",
+				opts.FromSavepoint, strings.Join(dropped, ", "))
+		}
+		log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
+	}
 	for {
-		next, err := runIncarnation(ctx, cfg, d, store, ctl, changes, opts.Reload, served, log)
+		next, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, served, log)
 		if err != nil || next == nil {
 			return err
 		}
-		cfg = next
+		cfg, from = next, nil
 	}
+}
+
+// missing returns the operators of ids that cfg does not have.
+func missing(ids []string, cfg *config.Config) []string {
+	have := make(map[string]bool)
+	for _, s := range cfg.Sources {
+		have[s.ID] = true
+	}
+	for _, o := range cfg.Operators {
+		have[o.ID] = true
+	}
+	for _, s := range cfg.Sinks {
+		have[s.ID] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !have[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // runIncarnation runs one graph until the agent stops (nil config) or a
 // valid new config replaces it.
-func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, ctl *control,
-	changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (*config.Config, error) {
+func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
+	ctl *control, changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (*config.Config, error) {
 	d.sources, d.late = nil, make(map[string]*atomic.Int64)
 	topo, err := build(cfg, d)
 	if err != nil {
@@ -126,12 +164,17 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	if err != nil {
 		return nil, err
 	}
+	var restoreStore checkpoint.Store
+	source := "local"
+	if from != nil {
+		restore, restoreStore, source = []*checkpoint.Manifest{from.Manifest}, from, "savepoint"
+	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
 	job, err := runtime.New(topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures},
-		Store: store, Restore: restore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
+		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		OnComplete: func(m *checkpoint.Manifest) {
 			log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
 			done.completed(m.ID)
@@ -147,7 +190,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- job.Run(jobCtx) }()
-	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, completions: done})
+	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late,
+		completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints")})
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
 		finalCheckpoint(job, done, log)

@@ -15,6 +15,7 @@ import (
 // deps are what building a graph needs beyond the config.
 type deps struct {
 	logs     *mqttio.LogDB
+	dataDir  string
 	clientID string            // base of every MQTT client id
 	brokers  map[string]string // name → URL of the embedded brokers started
 	sources  []*mqttio.SourceMetrics

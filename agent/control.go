@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
@@ -62,12 +63,15 @@ func (c *completions) wait(ctx context.Context, id uint64) error {
 
 // incarnation is one run of a graph: the agent starts a new one on reload.
 type incarnation struct {
-	job         *runtime.Job
-	mode        string
-	restoring   bool // Options.Restore had candidates
-	sources     []*mqttio.SourceMetrics
-	late        map[string]*atomic.Int64
-	completions *completions
+	job            *runtime.Job
+	mode           string
+	restoring      bool // Options.Restore had candidates
+	sources        []*mqttio.SourceMetrics
+	late           map[string]*atomic.Int64
+	completions    *completions
+	restoredSource string // "local" or "savepoint"
+	store          checkpoint.Store
+	savepoints     string // directory for savepoint files
 }
 
 // control serves the control API of the agent, across reloads.
@@ -98,6 +102,7 @@ func (c *control) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, c.status()) })
 	mux.HandleFunc("POST /checkpoint", c.checkpoint)
+	mux.HandleFunc("POST /savepoint", c.checkpoint)
 	mux.HandleFunc("GET /events", c.events)
 	return mux
 }
@@ -173,7 +178,22 @@ func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusGatewayTimeout, api.Error{Error: fmt.Sprintf("checkpoint %d did not complete: %v", id, err)})
 		return
 	}
-	reply(w, http.StatusOK, api.CheckpointResponse{ID: id})
+	if r.URL.Path != "/savepoint" {
+		reply(w, http.StatusOK, api.CheckpointResponse{ID: id})
+		return
+	}
+	m := inc.job.Status().LastCompleted
+	if m == nil || m.ID < id {
+		reply(w, http.StatusInternalServerError, api.Error{Error: "the completed checkpoint is not known"})
+		return
+	}
+	path := filepath.Join(inc.savepoints, fmt.Sprintf("savepoint-%d.cairn", m.ID))
+	if err := savepoint.Write(path, m, inc.store); err != nil {
+		reply(w, http.StatusInternalServerError, api.Error{Error: err.Error()})
+		return
+	}
+	c.log.Info("savepoint written", "id", m.ID, "path", path)
+	reply(w, http.StatusOK, api.CheckpointResponse{ID: m.ID, Path: path})
 }
 
 // events streams the status as server-sent events, ten a second at most.
@@ -224,7 +244,7 @@ func (c *control) status() api.Status {
 		out.Checkpoints.LastCompleted = &api.CheckpointInfo{ID: m.ID, DurationMS: m.Duration.Milliseconds(), SizeBytes: size(m)}
 	}
 	if m := st.RestoredFrom; m != nil {
-		out.RestoredFrom = &api.Restored{ID: m.ID, Source: "local"}
+		out.RestoredFrom = &api.Restored{ID: m.ID, Source: inc.restoredSource}
 	}
 	for _, p := range st.Pending {
 		out.InFlight = append(out.InFlight, api.InFlight{ID: p.ID, ElapsedMS: (st.Uptime - p.Triggered).Milliseconds(), Acked: len(p.Acked), Total: len(st.Tasks)})

@@ -29,6 +29,9 @@ type Options struct {
 	// Each one that fails is logged with its reason; if all fail, Run fails
 	// rather than start from nothing (invariant I9).
 	Restore []*checkpoint.Manifest
+	// RestoreStore, if set, is where Restore's state is read from (a
+	// savepoint); default Store.
+	RestoreStore checkpoint.Store
 	// BatchSize is the most records per batch; default 256.
 	BatchSize int
 	// Linger is the longest a partial batch waits before it is sent;
@@ -325,7 +328,11 @@ func (j *Job) Run(ctx context.Context) error {
 func (j *Job) load() ([]taskRestore, error) {
 	var errs []error
 	for _, m := range j.opts.Restore {
-		rs, err := j.plan.load(m, j.opts.Store)
+		from := j.opts.RestoreStore
+		if from == nil {
+			from = j.opts.Store
+		}
+		rs, err := j.plan.load(m, from)
 		if err == nil {
 			j.restoredFrom.Store(m)
 			j.opts.Logger.Info("restoring checkpoint", "id", m.ID)

@@ -90,9 +90,11 @@ type InFlight struct {
 	Total     int    `json:"total"`
 }
 
-// CheckpointResponse answers POST /checkpoint.
+// CheckpointResponse answers POST /checkpoint and POST /savepoint.
 type CheckpointResponse struct {
 	ID uint64 `json:"id"`
+	// Path is the savepoint file written, for POST /savepoint.
+	Path string `json:"path,omitempty"`
 }
 
 // Error is the body of an error response.

@@ -6,6 +6,7 @@
 //	GET  /status       Status
 //	GET  /events       server-sent events, one Status per event, at most 10 a second
 //	POST /checkpoint   triggers a checkpoint, waits for it: CheckpointResponse
+//	POST /savepoint    the same, then writes it as a savepoint file
 //
 // Errors are an HTTP status with an Error body.
 package api

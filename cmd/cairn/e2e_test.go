@@ -78,9 +78,9 @@ type agentProc struct {
 	log   *bytes.Buffer
 }
 
-func startAgent(t *testing.T, bin, config string) *agentProc {
+func startAgent(t *testing.T, bin, config string, args ...string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(bin, "run", "-c", config)
+	cmd := exec.Command(bin, append([]string{"run", "-c", config}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

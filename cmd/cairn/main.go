@@ -3,10 +3,11 @@
 //
 // Usage:
 //
-//	cairn run -c FILE [--data-dir DIR]
+//	cairn run -c FILE [--data-dir DIR] [--from-savepoint FILE [--allow-dropped-state]]
 //	cairn validate -c FILE
 //	cairn status [--json] (-c FILE | --data-dir DIR)
 //	cairn checkpoint (-c FILE | --data-dir DIR)
+//	cairn savepoint (-c FILE | --data-dir DIR)
 //	cairn checkpoints (-c FILE | --data-dir DIR)
 //	cairn version
 package main
@@ -44,12 +45,15 @@ func main() {
 const usage = `cairn — an edge stream agent with exactly-once checkpoints
 
 Usage:
-  cairn run -c FILE [--data-dir DIR]     run a pipeline in the foreground
+  cairn run -c FILE [--data-dir DIR] [--from-savepoint FILE [--allow-dropped-state]]
+                                         run a pipeline in the foreground
   cairn validate -c FILE                 check a pipeline file
   cairn status [--json] (-c FILE | --data-dir DIR)
                                          a running agent's state
   cairn checkpoint (-c FILE | --data-dir DIR)
                                          take a checkpoint now, print its id
+  cairn savepoint (-c FILE | --data-dir DIR)
+                                         write a savepoint file, print its path
   cairn checkpoints (-c FILE | --data-dir DIR)
                                          list a stopped agent's checkpoints
   cairn version                          print the version
@@ -83,7 +87,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
 	case "checkpoint":
-		return cmdCheckpoint(args[1:], stdout, stderr)
+		return cmdCheckpoint(args[1:], stdout, stderr, "checkpoint")
+	case "savepoint":
+		return cmdCheckpoint(args[1:], stdout, stderr, "savepoint")
 	}
 	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
 	return 2
@@ -108,7 +114,12 @@ func flags(name string, args []string, stderr io.Writer, more ...func(*flag.Flag
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	file, dataDir, ok := flags("run", args, stderr)
+	var fromSavepoint string
+	var allowDropped bool
+	file, dataDir, ok := flags("run", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint file")
+		fs.BoolVar(&allowDropped, "allow-dropped-state", false, "drop savepoint state of operators the pipeline no longer has")
+	})
 	if !ok || file == "" {
 		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR]")
 		return 2
@@ -127,7 +138,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, Reload: reload})
+	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, Reload: reload,
+		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):
@@ -278,10 +290,12 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func cmdCheckpoint(args []string, stdout, stderr io.Writer) int {
-	file, dataDir, ok := flags("checkpoint", args, stderr)
+// cmdCheckpoint takes a checkpoint, or a savepoint (kind), on the running
+// agent.
+func cmdCheckpoint(args []string, stdout, stderr io.Writer, kind string) int {
+	file, dataDir, ok := flags(kind, args, stderr)
 	if !ok || file == "" && dataDir == "" {
-		fmt.Fprintln(stderr, "usage: cairn checkpoint (-c FILE | --data-dir DIR)")
+		fmt.Fprintf(stderr, "usage: cairn %s (-c FILE | --data-dir DIR)\n", kind)
 		return 2
 	}
 	dataDir, code := resolveDataDir(file, dataDir, stderr)
@@ -289,10 +303,14 @@ func cmdCheckpoint(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	var resp api.CheckpointResponse
-	if code := control(dataDir, http.MethodPost, "/checkpoint", &resp, stderr); code != 0 {
+	if code := control(dataDir, http.MethodPost, "/"+kind, &resp, stderr); code != 0 {
 		return code
 	}
-	fmt.Fprintln(stdout, resp.ID)
+	if kind == "savepoint" {
+		fmt.Fprintln(stdout, resp.Path)
+	} else {
+		fmt.Fprintln(stdout, resp.ID)
+	}
 	return 0
 }
 

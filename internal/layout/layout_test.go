@@ -21,17 +21,18 @@ type rule struct {
 
 // rules is DESIGN.md section 3's table, plus runtime (see its package doc).
 var rules = map[string]rule{
-	"graph":         {},
-	"graph/exprop":  {allowed: []string{"graph", "github.com/expr-lang/expr"}},
-	"checkpoint":    {allowed: []string{"graph"}, noIO: true},
-	"runtime":       {allowed: []string{"graph", "checkpoint"}},
-	"localrecovery": {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
-	"mqttio":        {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server", "github.com/goccy/go-json"}},
-	"agent":         {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "agent/config", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
-	"agent/config":  {allowed: []string{"graph", "checkpoint", "mqttio", "gopkg.in/yaml.v3", "github.com/expr-lang/expr"}},
-	"agent/api":     {},
-	"tui":           {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},
-	"cmd/cairn":     {allowed: []string{"agent", "tui"}},
+	"graph":           {},
+	"graph/exprop":    {allowed: []string{"graph", "github.com/expr-lang/expr"}},
+	"checkpoint":      {allowed: []string{"graph"}, noIO: true},
+	"runtime":         {allowed: []string{"graph", "checkpoint"}},
+	"localrecovery":   {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
+	"mqttio":          {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server", "github.com/goccy/go-json"}},
+	"agent":           {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "agent/config", "agent/savepoint", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
+	"agent/config":    {allowed: []string{"graph", "checkpoint", "mqttio", "gopkg.in/yaml.v3", "github.com/expr-lang/expr"}},
+	"agent/api":       {},
+	"agent/savepoint": {allowed: []string{"checkpoint"}},
+	"tui":             {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},
+	"cmd/cairn":       {allowed: []string{"agent", "tui"}},
 }
 
 var ioPackages = []string{"os", "net", "syscall", "plugin", "unsafe"}

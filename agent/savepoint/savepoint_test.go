@@ -1,0 +1,47 @@
+package savepoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+)
+
+func TestRoundTripAndDamage(t *testing.T) {
+	store := checkpoint.NewMemStore(0)
+	task := checkpoint.TaskID{Operator: "count", Subtask: 0}
+	base, _ := store.PutState(1, task, []byte("whole snapshot"))
+	inc, _ := store.PutState(2, task, []byte("increment"))
+	m := &checkpoint.Manifest{ID: 2, Subtasks: []checkpoint.Ack{{Task: task, ID: 2, State: inc, Base: []checkpoint.StateHandle{base}}}}
+	path := filepath.Join(t.TempDir(), "sp", "savepoint-2.cairn")
+	if err := Write(path, m, store); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sp.ReadState(base); err != nil || string(got) != "whole snapshot" {
+		t.Fatalf("base: %q %v", got, err)
+	}
+	if got, err := sp.ReadState(inc); err != nil || string(got) != "increment" {
+		t.Fatalf("increment: %q %v", got, err)
+	}
+	if ops := sp.Operators(); len(ops) != 1 || ops[0] != "count" {
+		t.Fatalf("operators %v", ops)
+	}
+	data, _ := os.ReadFile(path)
+	for _, damage := range []func([]byte) []byte{
+		func(b []byte) []byte { b[len(b)/2] ^= 1; return b },
+		func(b []byte) []byte { return b[:len(b)-7] },
+		func(b []byte) []byte { return append([]byte("XX"), b...) },
+	} {
+		bad := damage(append([]byte(nil), data...))
+		os.WriteFile(path, bad, 0o600)
+		if _, err := Read(path); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a damaged savepoint read with %v", err)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
+
+// TestSavepointMovesStateToAnotherAgent writes a savepoint from a running
+// agent and starts a second agent, on an empty data directory, from it; a
+// pipeline that lost an operator is refused unless told to drop its state.
+func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("t"), 0o600)
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	first := write("first.yaml", fmt.Sprintf(e2eConfig, filepath.Join(dir, "one"), freePort(t), freePort(t), token, freePort(t)))
+	p := startAgent(t, bin, first)
+	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
+	p.await(t, completeLine, 30*time.Second)
+	out, err := exec.Command(bin, "savepoint", "-c", first).Output()
+	if err != nil {
+		t.Fatalf("cairn savepoint: %v", err)
+	}
+	sp := strings.TrimSpace(string(out))
+	id := regexp.MustCompile(`savepoint-(\d+)\.cairn$`).FindStringSubmatch(sp)
+	if id == nil {
+		t.Fatalf("cairn savepoint printed %q", sp)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+	p.drain()
+	p.cmd.Wait()
+
+	// A pipeline without the window operator refuses the savepoint's state.
+	second := fmt.Sprintf(e2eConfig, filepath.Join(dir, "two"), freePort(t), freePort(t), token, freePort(t))
+	noWindow := write("nowindow.yaml", strings.Replace(strings.Replace(second, "  - id: avg\n", "  - id: avg2\n", 1), "input: avg\n", "input: avg2\n", 1))
+	cmd := exec.Command(bin, "run", "-c", noWindow, "--from-savepoint", sp)
+	msg, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(string(msg), "holds state of operators the pipeline does not have: avg") {
+		t.Fatalf("a savepoint with a dropped operator: %v\n%s", err, msg)
+	}
+
+	q := startAgent(t, bin, write("second.yaml", second), "--from-savepoint", sp)
+	defer func() { q.cmd.Process.Kill(); q.cmd.Wait() }()
+	if got := q.await(t, restoreLine, 30*time.Second)[1]; got != id[1] {
+		t.Fatalf("restored checkpoint %s, want the savepoint's %s", got, id[1])
+	}
+	q.await(t, completeLine, 30*time.Second)
+	out, err = exec.Command(bin, "status", "--json", "--data-dir", filepath.Join(dir, "two")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.Status
+	if json.Unmarshal(out, &st) != nil || st.RestoredFrom == nil || st.RestoredFrom.Source != "savepoint" || fmt.Sprint(st.RestoredFrom.ID) != id[1] {
+		t.Fatalf("status of the agent started from the savepoint:\n%s", out)
+	}
+}

@@ -104,6 +104,7 @@ func (c *control) handler() http.Handler {
 	mux.HandleFunc("POST /checkpoint", c.checkpoint)
 	mux.HandleFunc("POST /savepoint", c.checkpoint)
 	mux.HandleFunc("GET /events", c.events)
+	mux.HandleFunc("GET /checkpoints", c.checkpoints)
 	return mux
 }
 
@@ -241,7 +242,8 @@ func (c *control) status() api.Status {
 		out.State = "restoring"
 	}
 	if m := st.LastCompleted; m != nil {
-		out.Checkpoints.LastCompleted = &api.CheckpointInfo{ID: m.ID, DurationMS: m.Duration.Milliseconds(), SizeBytes: size(m)}
+		info := CheckpointInfo(m)
+		out.Checkpoints.LastCompleted = &info
 	}
 	if m := st.RestoredFrom; m != nil {
 		out.RestoredFrom = &api.Restored{ID: m.ID, Source: inc.restoredSource}
@@ -279,11 +281,32 @@ func (c *control) status() api.Status {
 	return out
 }
 
-// size is the bytes a checkpoint stored.
-func size(m *checkpoint.Manifest) int64 {
-	var n int64
+// CheckpointInfo summarises a completed checkpoint for the control API.
+func CheckpointInfo(m *checkpoint.Manifest) api.CheckpointInfo {
+	info := api.CheckpointInfo{ID: m.ID, DurationMS: m.Duration.Milliseconds()}
 	for _, a := range m.Subtasks {
-		n += a.State.Size
+		info.SizeBytes += a.State.Size
+		info.AlignmentMS = max(info.AlignmentMS, a.Stats.Alignment.Milliseconds())
+		info.Incremental = info.Incremental || len(a.Base) > 0
 	}
-	return n
+	return info
+}
+
+// checkpoints lists the retained completed checkpoints.
+func (c *control) checkpoints(w http.ResponseWriter, r *http.Request) {
+	inc := c.current.Load()
+	if inc == nil {
+		reply(w, http.StatusServiceUnavailable, api.Error{Error: "the pipeline is starting"})
+		return
+	}
+	ms, err := inc.store.Completed()
+	if err != nil {
+		reply(w, http.StatusInternalServerError, api.Error{Error: err.Error()})
+		return
+	}
+	out := make([]api.CheckpointInfo, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, CheckpointInfo(m))
+	}
+	reply(w, http.StatusOK, out)
 }

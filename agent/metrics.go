@@ -41,6 +41,8 @@ func (c *control) writeMetrics(w io.Writer) {
 		fmt.Fprintf(w, "cairn_checkpoint_last_duration_seconds %g\n", float64(l.DurationMS)/1000)
 		metric("cairn_checkpoint_last_size_bytes", "gauge", "Bytes stored by the last completed checkpoint.")
 		fmt.Fprintf(w, "cairn_checkpoint_last_size_bytes %d\n", l.SizeBytes)
+		metric("cairn_checkpoint_last_alignment_seconds", "gauge", "Longest barrier alignment of the last completed checkpoint.")
+		fmt.Fprintf(w, "cairn_checkpoint_last_alignment_seconds %g\n", float64(l.AlignmentMS)/1000)
 		metric("cairn_checkpoint_last_id", "gauge", "Id of the last completed checkpoint.")
 		fmt.Fprintf(w, "cairn_checkpoint_last_id %d\n", l.ID)
 	}

@@ -37,6 +37,10 @@ type CheckpointInfo struct {
 	ID         uint64 `json:"id"`
 	DurationMS int64  `json:"duration_ms"`
 	SizeBytes  int64  `json:"size_bytes"`
+	// AlignmentMS is the longest barrier alignment among the subtasks.
+	AlignmentMS int64 `json:"alignment_ms"`
+	// Incremental is set when some subtask stored only changes.
+	Incremental bool `json:"incremental"`
 }
 
 // Restored says which checkpoint the agent started from.

@@ -5,6 +5,7 @@
 //
 //	GET  /status       Status
 //	GET  /events       server-sent events, one Status per event, at most 10 a second
+//	GET  /checkpoints  []CheckpointInfo of the retained completed checkpoints, newest first
 //	POST /checkpoint   triggers a checkpoint, waits for it: CheckpointResponse
 //	POST /savepoint    the same, then writes it as a savepoint file
 //

@@ -203,6 +203,10 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}
 	}
+	// A running agent lists its checkpoints through the control API.
+	if out, err := exec.Command(bin, "checkpoints", "--data-dir", data).Output(); err != nil || !strings.HasPrefix(string(out), "ID") {
+		t.Fatalf("cairn checkpoints on a running agent: %v\n%s", err, out)
+	}
 	// The TCP control API wants the bearer token.
 	apiURL := fmt.Sprintf("http://127.0.0.1:%d/status", apiPort)
 	if resp, err := http.Get(apiURL); err != nil || resp.StatusCode != http.StatusUnauthorized {
@@ -213,6 +217,27 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("status over TCP with the token: %v %v, want 200", resp, err)
 	}
+	// The event stream sends a status at a time.
+	req, _ = http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/events", apiPort), nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := bufio.NewScanner(resp.Body)
+	for n := 0; n < 2; {
+		if !events.Scan() {
+			t.Fatalf("the event stream ended: %v", events.Err())
+		}
+		if line := events.Text(); strings.HasPrefix(line, "data: ") {
+			var ev api.Status
+			if err := json.Unmarshal([]byte(line[len("data: "):]), &ev); err != nil || ev.State == "" {
+				t.Fatalf("bad event %q: %v", line, err)
+			}
+			n++
+		}
+	}
+	resp.Body.Close()
 	out, err = exec.Command(bin, "checkpoint", "--data-dir", data).Output()
 	var taken int
 	if _, serr := fmt.Sscan(string(out), &taken); err != nil || serr != nil || taken <= before {
@@ -254,4 +279,32 @@ func TestValidateReportsPositions(t *testing.T) {
 	if out, err := exec.Command(bin, "validate", "-c", good).CombinedOutput(); err != nil {
 		t.Fatalf("the demo config does not validate: %v\n%s", err, out)
 	}
+}
+
+// TestDemoRuns runs configs/demo.yaml as a user would and waits for
+// checkpoints to complete.
+func TestDemoRuns(t *testing.T) {
+	bin := buildCairn(t)
+	cmd := exec.Command(bin, "run", "-c", filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &agentProc{cmd: cmd, lines: make(chan string, 1024), log: new(bytes.Buffer)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for range 3 {
+		p.await(t, completeLine, 60*time.Second)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
 }

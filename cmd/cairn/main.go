@@ -183,23 +183,23 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	ms, err := agent.Checkpoints(dataDir)
-	if err != nil {
-		fmt.Fprintln(stderr, "cairn checkpoints:", err)
-		return 1
+	// A running agent holds the store: ask it; else read the store.
+	var infos []api.CheckpointInfo
+	if _, err := os.Stat(agent.SocketPath(dataDir)); err != nil || control(dataDir, http.MethodGet, "/checkpoints", &infos, io.Discard) != 0 {
+		ms, err := agent.Checkpoints(dataDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "cairn checkpoints:", err)
+			return 1
+		}
+		infos = infos[:0]
+		for _, m := range ms {
+			infos = append(infos, agent.CheckpointInfo(m))
+		}
 	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tMODE\tSUBTASKS\tSIZE\tDURATION\tINCREMENTAL")
-	for _, m := range ms {
-		var size int64
-		incremental := "no"
-		for _, a := range m.Subtasks {
-			size += a.State.Size
-			if len(a.Base) > 0 {
-				incremental = "yes"
-			}
-		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%d B\t%v\t%s\n", m.ID, m.Mode, len(m.Subtasks), size, m.Duration.Round(time.Millisecond), incremental)
+	fmt.Fprintln(w, "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL")
+	for _, c := range infos {
+		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\n", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental)
 	}
 	w.Flush()
 	return 0

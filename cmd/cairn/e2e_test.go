@@ -285,26 +285,11 @@ func TestValidateReportsPositions(t *testing.T) {
 // checkpoints to complete.
 func TestDemoRuns(t *testing.T) {
 	bin := buildCairn(t)
-	cmd := exec.Command(bin, "run", "-c", filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &agentProc{cmd: cmd, lines: make(chan string, 1024), log: new(bytes.Buffer)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	p := startAgent(t, bin, filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
+	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 	for range 3 {
 		p.await(t, completeLine, 60*time.Second)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.await(t, finalLine, 30*time.Second)
 }

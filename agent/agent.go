@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -122,11 +123,14 @@ func Run(ctx context.Context, path string, opts Options) error {
 		log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
 	}
 	for {
-		next, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, served, log)
+		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, served, log)
 		if err != nil || next == nil {
 			return err
 		}
-		cfg, from = next, nil
+		cfg = next
+		if completed {
+			from = nil // the local store now holds newer state than the savepoint
+		}
 	}
 }
 
@@ -152,17 +156,18 @@ func missing(ids []string, cfg *config.Config) []string {
 }
 
 // runIncarnation runs one graph until the agent stops (nil config) or a
-// valid new config replaces it.
+// valid new config replaces it; completed reports whether a checkpoint
+// completed meanwhile.
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
-	ctl *control, changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (*config.Config, error) {
+	ctl *control, changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (next *config.Config, completed bool, err error) {
 	d.sources, d.late = nil, make(map[string]*atomic.Int64)
 	topo, err := build(cfg, d)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	restore, err := store.Completed()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var restoreStore checkpoint.Store
 	source := "local"
@@ -181,7 +186,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(restore) > 0 {
 		reportDropped(restore[0], cfg, log)
@@ -201,20 +206,25 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	for {
 		select {
 		case err := <-ran:
-			return nil, err
+			return nil, false, err
 		case err := <-served:
 			cancel()
 			<-ran
-			return nil, err
+			return nil, false, err
 		case <-ctx.Done():
 			ctl.stopping.Store(true)
-			return nil, stop()
+			return nil, false, stop()
 		case <-changes:
 		case <-reload:
 		}
-		next, err := config.Load(ctl.pipeline)
+		next, err = config.Load(ctl.pipeline)
 		if err != nil {
 			log.Error("pipeline file changed but is invalid; the running pipeline goes on", "errors", err.Error())
+			ctl.setConfigError(err)
+			continue
+		}
+		if _, err := build(next, &deps{logs: d.logs, clientID: d.clientID, brokers: d.brokers, dataDir: d.dataDir, late: map[string]*atomic.Int64{}}); err != nil {
+			log.Error("pipeline file changed but its graph cannot be built; the running pipeline goes on", "err", err)
 			ctl.setConfigError(err)
 			continue
 		}
@@ -227,9 +237,9 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		ctl.setConfigError(nil)
 		log.Info("pipeline file changed; stopping with a checkpoint to restart the new graph")
 		if err := stop(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return next, nil
+		return next, done.completedAny(), nil
 	}
 }
 
@@ -256,6 +266,14 @@ func unappliable(old, next *config.Config) string {
 		return "brokers"
 	case old.Checkpoints.Retained != next.Checkpoints.Retained:
 		return "checkpoints.retained"
+	}
+	// A source's offsets cannot be redistributed over another parallelism.
+	for _, s := range next.Sources {
+		for _, o := range old.Sources {
+			if o.ID == s.ID && o.Parallelism != s.Parallelism {
+				return "the parallelism of source " + s.ID
+			}
+		}
 	}
 	return ""
 }
@@ -305,7 +323,9 @@ func Checkpoints(dataDir string) ([]*checkpoint.Manifest, error) {
 	if _, err := os.Stat(StorePath(dataDir)); err != nil {
 		return nil, fmt.Errorf("no checkpoint store in %s: %w", dataDir, err)
 	}
-	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Logger: slog.New(slog.DiscardHandler)})
+	// Retain everything: listing must not apply a retention the agent's
+	// config may not share.
+	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: math.MaxInt32, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,13 @@ func (c *completions) completed(id uint64) {
 	c.waiters = nil
 }
 
+// completedAny reports whether a checkpoint completed.
+func (c *completions) completedAny() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last > 0
+}
+
 // wait returns when checkpoint id (or a later one) completed.
 func (c *completions) wait(ctx context.Context, id uint64) error {
 	for {

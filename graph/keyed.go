@@ -7,7 +7,7 @@ import "time"
 // next record after that passes and starts a new period. Its state expires
 // with event time, so it does not grow with keys seen long ago.
 func Dedupe(ttl time.Duration) func(int) Operator {
-	return func(int) Operator { return &dedupeOp{ttl: ttl.Milliseconds()} }
+	return func(int) Operator { return &dedupeOp{ttl: max(1, ttl.Milliseconds())} }
 }
 
 type dedupeOp struct {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,10 +75,10 @@ type WindowSpec struct {
 // Validate reports the first setting that cannot work.
 func (w WindowSpec) Validate() error {
 	switch {
-	case w.Size <= 0:
-		return errors.New("window size must be positive")
-	case w.Kind == Sliding && (w.Slide <= 0 || w.Slide > w.Size):
-		return errors.New("a sliding window's slide must be positive and at most its size")
+	case w.Size < time.Millisecond:
+		return errors.New("window size (or session gap) must be at least 1ms")
+	case w.Kind == Sliding && (w.Slide < time.Millisecond || w.Slide > w.Size):
+		return errors.New("a sliding window's slide must be at least 1ms and at most its size")
 	case w.AllowedLateness < 0:
 		return errors.New("allowed lateness must not be negative")
 	case w.Aggregate > AggLast:
@@ -128,6 +129,7 @@ type windowAcc struct {
 	first, last         float64
 	firstTime, lastTime int64
 	fired               bool
+	touched             bool // got the record being processed; not stored
 }
 
 func (a *windowAcc) add(r *Record) {
@@ -300,6 +302,7 @@ func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error
 			i = len(ws) - 1
 		}
 		ws[i].add(r)
+		ws[i].touched = true
 		changed = true
 	}
 	if !changed {
@@ -313,6 +316,10 @@ func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error
 	}
 	for i := range ws {
 		w := &ws[i]
+		if !w.touched {
+			continue // only windows this record changed emit or need timers
+		}
+		w.touched = false
 		switch {
 		case w.fired || w.end-1 <= wm && wm != MinWatermark:
 			// A late record within the lateness: emit the update now, and
@@ -341,14 +348,14 @@ func (o *windowOp) OnProcessingTimer(ts int64) error { return o.OnTimer(ts) }
 
 // mergeSessions merges overlapping session windows of one key.
 func mergeSessions(ws []windowAcc) []windowAcc {
-	slices.SortFunc(ws, func(a, b windowAcc) int { return int(a.start - b.start) })
+	slices.SortFunc(ws, func(a, b windowAcc) int { return cmp.Compare(a.start, b.start) })
 	out := ws[:1]
 	for _, w := range ws[1:] {
 		last := &out[len(out)-1]
 		if w.start < last.end {
-			fired := last.fired && w.fired
+			fired, touched := last.fired && w.fired, last.touched || w.touched
 			last.merge(&w)
-			last.fired = fired
+			last.fired, last.touched = fired, touched
 			continue
 		}
 		out = append(out, w)

@@ -249,3 +249,19 @@ func TestProcessingTimeWindows(t *testing.T) {
 		t.Fatalf("after restore: %v", out.got)
 	}
 }
+
+// TestFiredWindowsAreNotReemittedByOtherRecords keeps a fired window for a
+// long lateness: records for later windows must not emit it again.
+func TestFiredWindowsAreNotReemittedByOtherRecords(t *testing.T) {
+	h := newWindowHarness(t, WindowSpec{Kind: Tumbling, Size: 10 * time.Millisecond, AllowedLateness: time.Hour, Aggregate: AggCount})
+	h.record("a", 1, 1)
+	h.watermark(12)
+	h.record("a", 13, 1)
+	h.record("a", 14, 1)
+	if got := h.emitted(); got != "a[0,10)=1" {
+		t.Fatalf("emitted %s; the fired window must not be emitted again", got)
+	}
+	if (WindowSpec{Kind: Tumbling, Size: 500 * time.Microsecond}).Validate() == nil {
+		t.Fatal("a window below 1ms was accepted")
+	}
+}

@@ -493,13 +493,13 @@ func (j *Job) runOperator(i int, t *task) error {
 		if t.finished {
 			break
 		}
-		if !armed && t.hasPartial() {
-			linger.Reset(j.opts.Linger)
-			armed = true
-		}
 		next, pending, err := t.fireProcessingTimers()
 		if err != nil {
 			return err
+		}
+		if !armed && t.hasPartial() { // after the timers: they may emit
+			linger.Reset(j.opts.Linger)
+			armed = true
 		}
 		if pending {
 			procTimer.Reset(time.Duration(max(0, next-j.wallMillis())) * time.Millisecond)

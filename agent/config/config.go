@@ -218,6 +218,11 @@ func (v *validator) validate() {
 		}
 		ids[s] = true
 	}
+	parallelism := func(p Pos, n int) {
+		if n < 1 || n > graph.DefaultMaxParallelism {
+			v.errorf(p, "parallelism %d is outside 1..%d", n, graph.DefaultMaxParallelism)
+		}
+	}
 	broker := func(p Pos, name string) {
 		if _, ok := c.Brokers[name]; !ok {
 			v.errorf(p, "no broker named %q under brokers", name)
@@ -225,6 +230,7 @@ func (v *validator) validate() {
 	}
 	for _, s := range c.Sources {
 		id(s.Pos, s.ID)
+		parallelism(s.Pos, s.Parallelism)
 		defined[s.ID] = true
 		if s.Simulator != nil {
 			if s.Broker != "" || len(s.Topics) > 0 {
@@ -250,6 +256,10 @@ func (v *validator) validate() {
 	}
 	for _, o := range c.Operators {
 		id(o.Pos, o.ID)
+		parallelism(o.Pos, o.Parallelism)
+		if len(o.Inputs) == 0 {
+			v.errorf(o.Pos, "operator %q: no inputs", o.ID)
+		}
 		for _, in := range o.Inputs {
 			if !defined[in] {
 				v.errorf(o.Pos, "operator %q: input %q is not a source or an operator defined above", o.ID, in)
@@ -281,8 +291,8 @@ func (v *validator) validate() {
 			v.window(o)
 		case "dedupe":
 			v.keyed(o)
-			if o.TTL <= 0 {
-				v.errorf(o.Pos, "operator %q: dedupe needs a positive ttl", o.ID)
+			if o.TTL < time.Millisecond {
+				v.errorf(o.Pos, "operator %q: dedupe needs a ttl of at least 1ms", o.ID)
 			}
 		case "threshold":
 			v.keyed(o)

@@ -237,7 +237,7 @@ func parse(file string, data []byte, v any, lookup func(string) (string, bool)) 
 		}
 		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
-	if len(root.Content) == 0 {
+	if len(root.Content) == 0 || isNull(root.Content[0]) {
 		return Errors{{File: file, Pos: Pos{1, 1}, Msg: "the file is empty"}}
 	}
 	d.decode(root.Content[0], reflect.ValueOf(v).Elem())

@@ -52,6 +52,7 @@ func Write(path string, m *checkpoint.Manifest, store checkpoint.Store) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	defer tmp.Close() // after a successful Close below, a harmless error
 	sum := crc32.New(castagnoli)
 	w := bufio.NewWriter(io.MultiWriter(tmp, sum))
 	js, err := json.Marshal(m)

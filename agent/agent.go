@@ -116,7 +116,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if from, err = savepoint.Read(opts.FromSavepoint); err != nil {
 			return err
 		}
-		if dropped := missing(from.Operators(), cfg); len(dropped) > 0 && !opts.AllowDroppedState {
+		if dropped := missing(from.Manifest.Operators(), cfg); len(dropped) > 0 && !opts.AllowDroppedState {
 			return fmt.Errorf("savepoint %s holds state of operators the pipeline does not have: %s (start with --allow-dropped-state to drop it)",
 				opts.FromSavepoint, strings.Join(dropped, ", "))
 		}
@@ -281,22 +281,8 @@ func unappliable(old, next *config.Config) string {
 // reportDropped logs operators whose state the restored checkpoint holds
 // but the new graph no longer has.
 func reportDropped(m *checkpoint.Manifest, cfg *config.Config, log *slog.Logger) {
-	ids := make(map[string]bool)
-	for _, s := range cfg.Sources {
-		ids[s.ID] = true
-	}
-	for _, o := range cfg.Operators {
-		ids[o.ID] = true
-	}
-	for _, s := range cfg.Sinks {
-		ids[s.ID] = true
-	}
-	seen := make(map[string]bool)
-	for _, a := range m.Subtasks {
-		if op := a.Task.Operator; !ids[op] && !seen[op] {
-			seen[op] = true
-			log.Warn("the restored checkpoint has state of an operator the pipeline no longer has; it is dropped", "operator", op, "checkpoint", m.ID)
-		}
+	for _, op := range missing(m.Operators(), cfg) {
+		log.Warn("the restored checkpoint has state of an operator the pipeline no longer has; it is dropped", "operator", op, "checkpoint", m.ID)
 	}
 }
 

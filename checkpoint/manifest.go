@@ -70,6 +70,18 @@ type Manifest struct {
 	Subtasks []Ack `json:"subtasks"`
 }
 
+// Operators returns the ids of the operators whose subtasks m holds, in
+// order of first appearance.
+func (m *Manifest) Operators() []string {
+	var ids []string
+	for _, a := range m.Subtasks {
+		if !slices.Contains(ids, a.Task.Operator) {
+			ids = append(ids, a.Task.Operator)
+		}
+	}
+	return ids
+}
+
 // Subtask returns the acknowledgement of task, or nil.
 func (m *Manifest) Subtask(task TaskID) *Ack {
 	i, ok := slices.BinarySearchFunc(m.Subtasks, task, func(a Ack, t TaskID) int { return a.Task.Compare(t) })

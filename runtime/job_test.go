@@ -350,12 +350,19 @@ func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
 		}
 	}
 	m, store := checkpointAtGate(t, topo(128))
-	job, err := New(topo(64)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: []*checkpoint.Manifest{m}})
+	restoreRefused(t, topo(64), store, m, "max parallelism changed from 128 to 64")
+}
+
+// restoreRefused restores m into newTopo's topology and expects Run to
+// refuse with an error containing want.
+func restoreRefused(t *testing.T, newTopo func(func(int) graph.Source) *graph.Topology, store checkpoint.Store, m *checkpoint.Manifest, want string) {
+	t.Helper()
+	job, err := New(newTopo(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: []*checkpoint.Manifest{m}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "max parallelism changed from 128 to 64") {
-		t.Fatalf("Run = %v, want a refusal naming the change", err)
+	if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run = %v, want a refusal containing %q", err, want)
 	}
 }
 
@@ -379,11 +386,5 @@ func TestRestoreRefusesRescalingOperatorState(t *testing.T) {
 		}
 	}
 	m, store := checkpointAtGate(t, topo(3))
-	job, err := New(topo(2)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: []*checkpoint.Manifest{m}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "operator state (not keyed) cannot be redistributed") {
-		t.Fatalf("Run = %v, want a refusal", err)
-	}
+	restoreRefused(t, topo(2), store, m, "operator state (not keyed) cannot be redistributed")
 }

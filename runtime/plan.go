@@ -127,7 +127,7 @@ func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskResto
 		if err != nil {
 			return nil, err
 		}
-		if own == nil && t.node.IsSource() && hasOperator(m, t.node.ID) {
+		if own == nil && t.node.IsSource() && slices.Contains(m.Operators(), t.node.ID) {
 			return nil, fmt.Errorf("%s: source parallelism changed to %d; its offsets cannot be redistributed", t.id, t.node.Parallelism)
 		}
 		rs[i] = taskRestore{snaps: snaps, own: own}
@@ -195,15 +195,6 @@ func snapOperator(r *restored) []byte {
 		return nil
 	}
 	return r.snap.Operator
-}
-
-func hasOperator(m *checkpoint.Manifest, id string) bool {
-	for _, a := range m.Subtasks {
-		if a.Task.Operator == id {
-			return true
-		}
-	}
-	return false
 }
 
 // restoredSnapshots reads, verifies and decodes the snapshots in m of the

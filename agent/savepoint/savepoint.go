@@ -21,7 +21,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -138,17 +137,6 @@ func Read(path string) (*Savepoint, error) {
 		return nil, fmt.Errorf("%w: %s has trailing bytes", ErrCorrupt, path)
 	}
 	return sp, nil
-}
-
-// Operators are the operator ids whose state the savepoint holds.
-func (s *Savepoint) Operators() []string {
-	var ids []string
-	for _, a := range s.Manifest.Subtasks {
-		if !slices.Contains(ids, a.Task.Operator) {
-			ids = append(ids, a.Task.Operator)
-		}
-	}
-	return ids
 }
 
 // ReadState implements checkpoint.Store, verifying the snapshot.

@@ -29,7 +29,7 @@ func TestRoundTripAndDamage(t *testing.T) {
 	if got, err := sp.ReadState(inc); err != nil || string(got) != "increment" {
 		t.Fatalf("increment: %q %v", got, err)
 	}
-	if ops := sp.Operators(); len(ops) != 1 || ops[0] != "count" {
+	if ops := sp.Manifest.Operators(); len(ops) != 1 || ops[0] != "count" {
 		t.Fatalf("operators %v", ops)
 	}
 	data, _ := os.ReadFile(path)

@@ -272,14 +272,33 @@ func (c *control) status() api.Status {
 		op := &out.Operators[i]
 		op.Parallelism++
 		sub := api.Subtask{Index: t.ID.Subtask, RecordsIn: t.RecordsIn, RecordsOut: t.RecordsOut, BackpressureMS: t.Backpressure.Milliseconds()}
+		for _, q := range t.Queued {
+			sub.Queued += q
+		}
 		if a := t.Alignment; a.ID != 0 {
-			al := &api.Alignment{CheckpointID: a.ID, StartedMS: a.Started.Milliseconds()}
+			al := &api.Alignment{CheckpointID: a.ID, StartedMS: a.Started.Milliseconds(),
+				ElapsedMS: (st.Uptime - a.Started).Milliseconds(), BufferedRecords: t.Buffered}
 			for ch, at := range a.Arrived {
-				al.Channels = append(al.Channels, api.Channel{Arrived: at >= 0, AtMS: max(0, at.Milliseconds()), Ended: a.Ended[ch]})
+				al.Channels = append(al.Channels, api.Channel{
+					From: t.Upstream[ch].String(), Arrived: at >= 0, AtMS: max(0, at.Milliseconds()),
+					Ended: a.Ended[ch], Queued: t.Queued[ch],
+				})
 			}
 			sub.Alignment = al
 		}
 		op.Subtasks = append(op.Subtasks, sub)
+	}
+	for _, o := range st.History {
+		info := api.CheckpointInfo{ID: o.ID, Status: "failed", Cause: o.Reason.String()}
+		if o.Cause != "" {
+			info.Cause += ": " + o.Cause
+		}
+		if o.Manifest != nil {
+			info = CheckpointInfo(o.Manifest)
+		}
+		info.TriggeredUnixMS = st.Started.Add(o.Triggered).UnixMilli()
+		info.DurationMS = o.Duration.Milliseconds()
+		out.History = append(out.History, info)
 	}
 	for _, m := range inc.sources {
 		out.DeadLetters += m.DeadLetters.Load()
@@ -290,10 +309,13 @@ func (c *control) status() api.Status {
 
 // CheckpointInfo summarises a completed checkpoint for the control API.
 func CheckpointInfo(m *checkpoint.Manifest) api.CheckpointInfo {
-	info := api.CheckpointInfo{ID: m.ID, DurationMS: m.Duration.Milliseconds()}
+	info := api.CheckpointInfo{ID: m.ID, Status: "completed", DurationMS: m.Duration.Milliseconds()}
 	for _, a := range m.Subtasks {
 		info.SizeBytes += a.State.Size
 		info.AlignmentMS = max(info.AlignmentMS, a.Stats.Alignment.Milliseconds())
+		info.StartDelayMS = max(info.StartDelayMS, a.Stats.StartDelay.Milliseconds())
+		info.SyncMS = max(info.SyncMS, a.Stats.Sync.Milliseconds())
+		info.AsyncMS = max(info.AsyncMS, a.Stats.Async.Milliseconds())
 		info.Incremental = info.Incremental || len(a.Base) > 0
 	}
 	return info

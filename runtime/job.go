@@ -86,6 +86,9 @@ type chanLink struct {
 	mailbox chan delivery // the receiver's, shared by all its channels
 	done    <-chan struct{}
 	sender  *TaskMetrics
+	// queued counts the records sent and not yet processed: the channel's
+	// backlog, for status displays.
+	queued atomic.Int64
 }
 
 func (l *chanLink) send(b *graph.Batch) error {
@@ -100,6 +103,7 @@ func (l *chanLink) send(b *graph.Batch) error {
 		}
 		l.sender.BackpressureNanos.Add(int64(time.Since(start)))
 	}
+	l.queued.Add(int64(len(b.Records)))
 	l.mailbox <- delivery{ch: l.ch, batch: b} // has room: one slot per credit
 	return nil
 }
@@ -535,7 +539,9 @@ func (j *Job) runOperator(i int, t *task) error {
 // deliver processes a batch, then returns its credit and recycles it.
 func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
 	err := t.process(ch, b)
-	<-j.inbound[t.index][ch].credits
+	l := j.inbound[t.index][ch]
+	l.queued.Add(-int64(len(b.Records)))
+	<-l.credits
 	j.recycle(b)
 	return err
 }
@@ -611,7 +617,7 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 				triggered[tr.Barrier.ID] = tr.Barrier.Triggered
 			}
 			j.apply(coord, rd)
-			j.view.publish(coord, triggered, rd)
+			j.view.publish(coord, triggered, rd, j.now())
 			for id := range triggered {
 				if !slices.Contains(coord.Pending(), id) {
 					delete(triggered, id)

@@ -187,6 +187,22 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 	if st.Completed != 1 || st.LastCompleted == nil || st.LastCompleted.ID != id || read != 10_000 || st.RestoredFrom != nil {
 		t.Fatalf("status after one checkpoint: %+v (sources read %d)", st, read)
 	}
+	if len(st.History) != 1 || st.History[0].ID != id || st.History[0].Manifest == nil || st.History[0].Duration <= 0 {
+		t.Fatalf("history after one checkpoint: %+v", st.History)
+	}
+	upstream := map[string]string{"count": "src", "sink": "count"}
+	channels := map[string]int{"count": 2, "sink": 1} // hash reads every subtask; forward one
+	for _, ts := range st.Tasks {
+		want := channels[ts.ID.Operator]
+		if len(ts.Upstream) != want || len(ts.Queued) != want {
+			t.Fatalf("%s: upstream %v, queued %v; want %d channels", ts.ID, ts.Upstream, ts.Queued, want)
+		}
+		for _, up := range ts.Upstream {
+			if up.Operator != upstream[ts.ID.Operator] {
+				t.Fatalf("%s reads from %s, want %s", ts.ID, up, upstream[ts.ID.Operator])
+			}
+		}
+	}
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)

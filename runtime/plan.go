@@ -15,6 +15,9 @@ type TaskMetrics struct {
 	RecordsOut atomic.Int64
 	// BackpressureNanos is the time spent waiting for credits downstream.
 	BackpressureNanos atomic.Int64
+	// Buffered is the number of records held back on blocked channels by
+	// the alignment in progress.
+	Buffered atomic.Int64
 }
 
 // plan is a topology turned into wired subtasks.

@@ -10,9 +10,11 @@ import (
 
 // Status is a point-in-time view of a running job, for status displays.
 type Status struct {
-	// Uptime is the job's clock.
-	Uptime time.Duration
-	Tasks  []TaskStatus
+	// Started is the wall-clock time of the job's clock zero, and Uptime
+	// the job's clock now.
+	Started time.Time
+	Uptime  time.Duration
+	Tasks   []TaskStatus
 	// Pending are the checkpoints in flight, oldest first.
 	Pending []PendingCheckpoint
 	// Completed and Failed count checkpoints since the job started.
@@ -21,15 +23,41 @@ type Status struct {
 	LastCompleted *checkpoint.Manifest
 	// RestoredFrom is the checkpoint the job restored, or nil.
 	RestoredFrom *checkpoint.Manifest
+	// History holds the newest checkpoint outcomes (completed or failed, not
+	// subsumed), oldest first, at most HistoryLength of them.
+	History []Outcome
+}
+
+// HistoryLength is how many checkpoint outcomes Status keeps.
+const HistoryLength = 32
+
+// Outcome is how a checkpoint ended.
+type Outcome struct {
+	ID uint64
+	// Triggered is on the job's clock; Duration runs from the trigger to the
+	// completion or the failure.
+	Triggered, Duration time.Duration
+	// Manifest is set for a completed checkpoint.
+	Manifest *checkpoint.Manifest
+	// Reason and Cause say why a checkpoint failed.
+	Reason checkpoint.AbortReason
+	Cause  string
 }
 
 // TaskStatus is one subtask's counters and barrier alignment.
 type TaskStatus struct {
-	ID                    checkpoint.TaskID
-	Inputs                int // input channels
+	ID checkpoint.TaskID
+	// Upstream and Queued are, per input channel, the sending subtask and
+	// the records it sent that wait to be processed (the channel's backlog,
+	// including records held back by an alignment).
+	Upstream              []checkpoint.TaskID
+	Queued                []int64
 	RecordsIn, RecordsOut int64
 	Backpressure          time.Duration // total time spent waiting for credits
 	Alignment             checkpoint.Alignment
+	// Buffered is the number of records held back on blocked channels by
+	// the alignment in progress.
+	Buffered int64
 }
 
 // PendingCheckpoint is a checkpoint in flight.
@@ -45,10 +73,12 @@ type coordinatorView struct {
 	pending           []PendingCheckpoint
 	completed, failed int64
 	last              *checkpoint.Manifest
+	history           []Outcome
 }
 
-// publish records the coordinator's state after it changed.
-func (v *coordinatorView) publish(coord *checkpoint.Coordinator, triggered map[uint64]time.Duration, rd checkpoint.Ready) {
+// publish records the coordinator's state after it changed; now is the
+// job's clock.
+func (v *coordinatorView) publish(coord *checkpoint.Coordinator, triggered map[uint64]time.Duration, rd checkpoint.Ready, now time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.pending = v.pending[:0]
@@ -59,30 +89,49 @@ func (v *coordinatorView) publish(coord *checkpoint.Coordinator, triggered map[u
 	for _, a := range rd.Aborted {
 		if a.Reason.Failure() {
 			v.failed++
+			at := triggered[a.ID]
+			v.remember(Outcome{ID: a.ID, Triggered: at, Duration: now - at, Reason: a.Reason, Cause: a.Cause})
 		}
+	}
+	for _, m := range rd.Completed {
+		v.remember(Outcome{ID: m.ID, Triggered: m.Triggered, Duration: m.Duration, Manifest: m})
 	}
 	if n := len(rd.Completed); n > 0 {
 		v.last = rd.Completed[n-1]
 	}
 }
 
+func (v *coordinatorView) remember(o Outcome) {
+	if len(v.history) == HistoryLength {
+		v.history = slices.Delete(v.history, 0, 1)
+	}
+	v.history = append(v.history, o)
+}
+
 // Status returns a view of the job; safe from any goroutine while Run runs.
 func (j *Job) Status() Status {
-	s := Status{RestoredFrom: j.restoredFrom.Load(), Uptime: j.now()}
+	s := Status{RestoredFrom: j.restoredFrom.Load(), Started: j.start, Uptime: j.now()}
 	for _, t := range j.plan.tasks {
 		t.alignMu.Lock()
 		align := t.alignView
 		t.alignMu.Unlock()
-		s.Tasks = append(s.Tasks, TaskStatus{
-			ID: t.id, Inputs: len(t.inputOf),
+		ts := TaskStatus{
+			ID:        t.id,
 			RecordsIn: t.metrics.RecordsIn.Load(), RecordsOut: t.metrics.RecordsOut.Load(),
 			Backpressure: time.Duration(t.metrics.BackpressureNanos.Load()), Alignment: align,
-		})
+			Buffered: t.metrics.Buffered.Load(),
+		}
+		for ch, up := range j.plan.inputs[t.index] {
+			ts.Upstream = append(ts.Upstream, up.id)
+			ts.Queued = append(ts.Queued, j.inbound[t.index][ch].queued.Load())
+		}
+		s.Tasks = append(s.Tasks, ts)
 	}
 	v := &j.view
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s.Pending = slices.Clone(v.pending)
 	s.Completed, s.Failed, s.LastCompleted = v.completed, v.failed, v.last
+	s.History = slices.Clone(v.history)
 	return s
 }

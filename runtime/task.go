@@ -414,6 +414,7 @@ func (t *task) snapshot(a checkpoint.Action) error {
 	t.chains.took(a.ID, req.frozen.Version())
 	req.ack.Stats.Sync = t.env.now() - start
 	t.buffered, t.bufferedBytes = 0, 0
+	t.metrics.Buffered.Store(0)
 	t.env.snapshot(t, req)
 	return nil
 }
@@ -433,6 +434,7 @@ func (t *task) stored(req snapshotRequest, h checkpoint.StateHandle, async time.
 // noteBuffered counts a batch held back on a blocked channel.
 func (t *task) noteBuffered(b *graph.Batch) {
 	t.buffered += int64(len(b.Records))
+	t.metrics.Buffered.Store(t.buffered)
 	for i := range b.Records {
 		t.bufferedBytes += recordOverhead + int64(len(b.Records[i].Key))
 	}

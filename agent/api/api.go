@@ -21,6 +21,9 @@ type Status struct {
 	ConfigError string `json:"config_error,omitempty"`
 	// InFlight are the checkpoints in flight, oldest first.
 	InFlight []InFlight `json:"in_flight"`
+	// History holds this run's newest checkpoint outcomes, completed and
+	// failed, oldest first (at most 32).
+	History []CheckpointInfo `json:"history"`
 }
 
 // Checkpoints counts checkpoints since the agent started.
@@ -32,15 +35,32 @@ type Checkpoints struct {
 	LastCompleted *CheckpointInfo `json:"last_completed"`
 }
 
-// CheckpointInfo summarises a completed checkpoint.
+// CheckpointInfo summarises a checkpoint, with the columns of Flink's
+// checkpoint history. The per-subtask figures are the largest among the
+// subtasks.
 type CheckpointInfo struct {
-	ID         uint64 `json:"id"`
-	DurationMS int64  `json:"duration_ms"`
-	SizeBytes  int64  `json:"size_bytes"`
-	// AlignmentMS is the longest barrier alignment among the subtasks.
-	AlignmentMS int64 `json:"alignment_ms"`
+	ID uint64 `json:"id"`
+	// Status is "completed" or "failed"; Cause says why one failed.
+	Status string `json:"status"`
+	Cause  string `json:"cause,omitempty"`
+	// TriggeredUnixMS is the trigger time (Unix milliseconds); 0 when not
+	// known (checkpoints of an earlier run, read from the store).
+	TriggeredUnixMS int64 `json:"triggered_unix_ms,omitempty"`
+	// DurationMS runs from the trigger to the completion or failure.
+	DurationMS   int64 `json:"duration_ms"`
+	SizeBytes    int64 `json:"size_bytes"`
+	AlignmentMS  int64 `json:"alignment_ms"`
+	StartDelayMS int64 `json:"start_delay_ms"`
+	SyncMS       int64 `json:"sync_ms"`
+	AsyncMS      int64 `json:"async_ms"`
 	// Incremental is set when some subtask stored only changes.
 	Incremental bool `json:"incremental"`
+	// InFlightBytes is the in-flight data persisted with the checkpoint
+	// (unaligned checkpoints); 0 for aligned ones.
+	InFlightBytes int64 `json:"in_flight_bytes"`
+	// Upload is the remote upload state ("pending", "uploaded", "failed");
+	// empty when remote upload is off.
+	Upload string `json:"upload,omitempty"`
 }
 
 // Restored says which checkpoint the agent started from.
@@ -69,21 +89,31 @@ type Subtask struct {
 	BackpressureMS int64 `json:"backpressure_ms"`
 	// Alignment is the barrier alignment in progress, if any.
 	Alignment *Alignment `json:"alignment,omitempty"`
+	// Queued is the records waiting in the subtask's input channels.
+	Queued int64 `json:"queued"`
 }
 
 // Alignment is a subtask waiting for a checkpoint's barrier on its inputs.
 type Alignment struct {
 	CheckpointID uint64 `json:"checkpoint_id"`
 	// StartedMS is when the first barrier arrived, on the agent's clock.
-	StartedMS int64     `json:"started_ms"`
-	Channels  []Channel `json:"channels"`
+	StartedMS int64 `json:"started_ms"`
+	// ElapsedMS is the alignment time so far.
+	ElapsedMS int64 `json:"elapsed_ms"`
+	// BufferedRecords are held back on the channels whose barrier arrived.
+	BufferedRecords int64     `json:"buffered_records"`
+	Channels        []Channel `json:"channels"`
 }
 
 // Channel is one input channel's barrier state.
 type Channel struct {
-	Arrived bool  `json:"arrived"`
-	AtMS    int64 `json:"at_ms,omitempty"`
-	Ended   bool  `json:"ended,omitempty"`
+	// From is the upstream subtask, as "operator/index".
+	From    string `json:"from"`
+	Arrived bool   `json:"arrived"`
+	AtMS    int64  `json:"at_ms,omitempty"`
+	Ended   bool   `json:"ended,omitempty"`
+	// Queued is the channel's backlog: records sent, not yet processed.
+	Queued int64 `json:"queued"`
 }
 
 // InFlight is a checkpoint in flight.

@@ -96,11 +96,14 @@ func (l *chanLink) send(b *graph.Batch) error {
 	case l.credits <- struct{}{}:
 	default:
 		start := time.Now()
+		l.sender.waitingSince.Store(start.UnixNano())
 		select {
 		case l.credits <- struct{}{}:
 		case <-l.done:
+			l.sender.waitingSince.Store(0)
 			return errStopped
 		}
+		l.sender.waitingSince.Store(0)
 		l.sender.BackpressureNanos.Add(int64(time.Since(start)))
 	}
 	l.queued.Add(int64(len(b.Records)))

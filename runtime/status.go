@@ -118,7 +118,7 @@ func (j *Job) Status() Status {
 		ts := TaskStatus{
 			ID:        t.id,
 			RecordsIn: t.metrics.RecordsIn.Load(), RecordsOut: t.metrics.RecordsOut.Load(),
-			Backpressure: time.Duration(t.metrics.BackpressureNanos.Load()), Alignment: align,
+			Backpressure: t.metrics.Backpressure(), Alignment: align,
 			Buffered: t.metrics.Buffered.Load(),
 		}
 		for ch, up := range j.plan.inputs[t.index] {

@@ -1,5 +1,11 @@
-// Package tui will be `cairn top`, the terminal UI that shows barriers moving
-// and names the stall; a client of the control API only.
+// Package tui is `cairn top`: a terminal UI, a client of the agent's control
+// API only, that shows an operator on a gateway (over SSH, at 80x24 or
+// wider) whether checkpoints complete, how long they take, and which input
+// holds a barrier back.
 //
-// Not built yet; see the issue "cairn top".
+// It follows the agent's status stream (GET /events, at most ten statuses
+// a second, which also bounds the redraws), reconnects on its own when the
+// agent goes away, and announces what a restarted agent restored from.
+// Everything on screen is derived from the statuses received, so views are
+// tested from fixed statuses with golden files.
 package tui

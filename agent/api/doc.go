@@ -1,7 +1,8 @@
-// Package api holds the wire types of the agent's control API: HTTP and JSON
-// over the unix socket <data_dir>/cairn.sock (mode 0600). It imports only
-// the standard library, so that clients (the CLI, the terminal UI) depend on
-// nothing else of the agent.
+// Package api holds the wire types of the agent's control API — HTTP and
+// JSON over the unix socket <data_dir>/cairn.sock (mode 0600) — and Client,
+// its one client implementation. It imports only the standard library, so
+// that clients (the CLI, the terminal UI) depend on nothing else of the
+// agent.
 //
 //	GET  /status       Status
 //	GET  /events       server-sent events, one Status per event, at most 10 a second

@@ -9,6 +9,7 @@
 //	cairn checkpoint (-c FILE | --data-dir DIR)
 //	cairn savepoint (-c FILE | --data-dir DIR)
 //	cairn checkpoints (-c FILE | --data-dir DIR)
+//	cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
 //	cairn version
 package main
 
@@ -20,8 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -56,6 +55,8 @@ Usage:
                                          write a savepoint file, print its path
   cairn checkpoints (-c FILE | --data-dir DIR)
                                          list a stopped agent's checkpoints
+  cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
+                                         live terminal UI: barriers, stalls, history
   cairn version                          print the version
   cairn help                             print this help
 
@@ -90,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheckpoint(args[1:], stdout, stderr, "checkpoint")
 	case "savepoint":
 		return cmdCheckpoint(args[1:], stdout, stderr, "savepoint")
+	case "top":
+		return cmdTop(args[1:], stderr)
 	}
 	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
 	return 2
@@ -188,8 +191,8 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	// A running agent holds the store: ask it; else read the store.
-	var infos []api.CheckpointInfo
-	if _, err := os.Stat(agent.SocketPath(dataDir)); err != nil || control(dataDir, http.MethodGet, "/checkpoints", &infos, io.Discard) != 0 {
+	infos, err := client(dataDir).Checkpoints(context.Background())
+	if err != nil {
 		ms, err := agent.Checkpoints(dataDir)
 		if err != nil {
 			fmt.Fprintln(stderr, "cairn checkpoints:", err)
@@ -223,31 +226,18 @@ func resolveDataDir(file, dataDir string, stderr io.Writer) (string, int) {
 	return cfg.Agent.DataDir, 0
 }
 
-// control calls the control API of the agent running on dataDir; a
-// non-zero code is the exit status of a failure.
-func control(dataDir, method, path string, out any, stderr io.Writer) int {
-	sock := agent.SocketPath(dataDir)
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
-	req, _ := http.NewRequest(method, "http://cairn"+path, nil)
-	resp, err := client.Do(req)
-	if err != nil {
+// client returns a client of the agent running on dataDir.
+func client(dataDir string) *api.Client { return api.NewClient(agent.SocketPath(dataDir)) }
+
+// exitCode reports a failed call to the agent on dataDir and returns the
+// exit status: 3 when no agent is running, 1 otherwise.
+func exitCode(dataDir string, err error, stderr io.Writer) int {
+	if errors.Is(err, api.ErrNoAgent) {
 		fmt.Fprintf(stderr, "cairn: no agent is running on %s (%v)\n", dataDir, err)
 		return 3
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e api.Error
-		json.NewDecoder(resp.Body).Decode(&e)
-		fmt.Fprintf(stderr, "cairn: %s\n", e.Error)
-		return 1
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		fmt.Fprintf(stderr, "cairn: bad answer from the agent: %v\n", err)
-		return 1
-	}
-	return 0
+	fmt.Fprintf(stderr, "cairn: %v\n", err)
+	return 1
 }
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
@@ -261,9 +251,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	var st api.Status
-	if code := control(dataDir, http.MethodGet, "/status", &st, stderr); code != 0 {
-		return code
+	st, err := client(dataDir).Status(context.Background())
+	if err != nil {
+		return exitCode(dataDir, err, stderr)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -306,9 +296,13 @@ func cmdCheckpoint(args []string, stdout, stderr io.Writer, kind string) int {
 	if code != 0 {
 		return code
 	}
-	var resp api.CheckpointResponse
-	if code := control(dataDir, http.MethodPost, "/"+kind, &resp, stderr); code != 0 {
-		return code
+	call := client(dataDir).Checkpoint
+	if kind == "savepoint" {
+		call = client(dataDir).Savepoint
+	}
+	resp, err := call(context.Background())
+	if err != nil {
+		return exitCode(dataDir, err, stderr)
 	}
 	if kind == "savepoint" {
 		fmt.Fprintln(stdout, resp.Path)

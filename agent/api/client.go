@@ -1,0 +1,144 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+)
+
+// Client calls an agent's control API over its unix socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client of the agent listening on the unix socket at
+// path. It does not connect until a call is made.
+func NewClient(path string) *Client {
+	return &Client{socket: path, http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}}}
+}
+
+// Socket is the path of the agent's socket.
+func (c *Client) Socket() string { return c.socket }
+
+// ErrNoAgent is wrapped by the errors of calls that could not reach an
+// agent: nothing listens on the socket, or the connection broke.
+var ErrNoAgent = errors.New("no agent answers")
+
+// AgentError is an error the agent answered with.
+type AgentError struct {
+	Status  int // the HTTP status
+	Message string
+}
+
+func (e *AgentError) Error() string { return e.Message }
+
+// Status returns the agent's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	return st, c.call(ctx, http.MethodGet, "/status", &st)
+}
+
+// Checkpoints lists the retained completed checkpoints, newest first.
+func (c *Client) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
+	var out []CheckpointInfo
+	return out, c.call(ctx, http.MethodGet, "/checkpoints", &out)
+}
+
+// Checkpoint triggers a checkpoint and waits until it completes.
+func (c *Client) Checkpoint(ctx context.Context) (CheckpointResponse, error) {
+	var out CheckpointResponse
+	return out, c.call(ctx, http.MethodPost, "/checkpoint", &out)
+}
+
+// Savepoint takes a checkpoint and writes it as a savepoint file.
+func (c *Client) Savepoint(ctx context.Context) (CheckpointResponse, error) {
+	var out CheckpointResponse
+	return out, c.call(ctx, http.MethodPost, "/savepoint", &out)
+}
+
+func (c *Client) call(ctx context.Context, method, path string, out any) error {
+	resp, err := c.do(ctx, method, path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("bad answer from the agent to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// do sends a request and returns a response with status 200, or an error:
+// an *AgentError for the agent's own errors, ErrNoAgent when there is none.
+func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://cairn"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w on %s: %w", ErrNoAgent, c.socket, cause(err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		var e Error
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || e.Error == "" {
+			e.Error = resp.Status
+		}
+		return nil, &AgentError{Status: resp.StatusCode, Message: e.Error}
+	}
+	return resp, nil
+}
+
+// cause drops the wrappers of a failed dial, whose texts repeat the
+// socket's path and the made-up URL: "connect: connection refused".
+func cause(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Err
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
+}
+
+// Events follows the agent's status stream, calling fn with every status,
+// until ctx is done, the stream breaks or fn returns an error; it returns
+// why it stopped.
+func (c *Client) Events(ctx context.Context, fn func(Status) error) error {
+	resp, err := c.do(ctx, http.MethodGet, "/events")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue // blank separators and comments
+		}
+		var st Status
+		if err := json.Unmarshal(data, &st); err != nil {
+			return fmt.Errorf("bad event from the agent: %w", err)
+		}
+		if err := fn(st); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("status stream broke: %w", err)
+	}
+	return errors.New("the agent closed the status stream")
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// terminal is a tmux server of the test's own, running one program in an
+// 80x24 window.
+type terminal struct {
+	socket string // tmux -L name
+}
+
+func startTerminal(t *testing.T, command ...string) *terminal {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CAIRN_REQUIRE_TMUX") != "" {
+			t.Fatal("tmux is required (CAIRN_REQUIRE_TMUX is set) but not installed")
+		}
+		t.Skip("tmux is not installed")
+	}
+	term := &terminal{socket: fmt.Sprintf("cairn-test-%d", os.Getpid())}
+	args := append([]string{"-L", term.socket, "-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "80", "-y", "24"}, command...)
+	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("tmux", "-L", term.socket, "kill-server").Run() })
+	return term
+}
+
+// screen is what the terminal shows now.
+func (term *terminal) screen(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("tmux", "-L", term.socket, "capture-pane", "-p", "-t", "top").Output()
+	if err != nil {
+		t.Fatalf("tmux capture-pane: %v", err)
+	}
+	return string(out)
+}
+
+func (term *terminal) keys(t *testing.T, keys ...string) {
+	t.Helper()
+	if out, err := exec.Command("tmux", append([]string{"-L", term.socket, "send-keys", "-t", "top"}, keys...)...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux send-keys: %v\n%s", err, out)
+	}
+}
+
+// await polls the screen (a terminal has no change events) until it
+// matches re, and returns the match.
+func (term *terminal) await(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		s := term.screen(t)
+		if m := re.FindStringSubmatch(s); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the screen never matched %v in %v; it shows:\n%s", re, d, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// awaitExit waits until the program quits, which ends the session.
+func (term *terminal) awaitExit(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for exec.Command("tmux", "-L", term.socket, "has-session", "-t", "top").Run() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not quit in %v; it shows:\n%s", d, term.screen(t))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestTopInTmux runs `cairn top` in a real terminal (tmux, 80x24) against
+// the real agent running configs/skew.yaml, whose join aligns behind a slow
+// scoring step: the history lists a completed checkpoint, the stall is
+// highlighted and names the lagging input, and after the agent is killed
+// the UI says so, then picks up the restarted agent and what it restored.
+func TestTopInTmux(t *testing.T) {
+	bin := buildCairn(t)
+	dataDir := t.TempDir()
+	skew, err := os.ReadFile(filepath.Join("..", "..", "configs", "skew.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "skew.yaml")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if err := os.WriteFile(config, []byte(strings.Replace(string(skew), "127.0.0.1:18831", listen, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, config, "--data-dir", dataDir)
+	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
+	first := p.await(t, completeLine, 60*time.Second)[1]
+	p.drain()
+
+	term := startTerminal(t, bin, "top", "--data-dir", dataDir, "--stall", "300ms")
+	term.await(t, regexp.MustCompile(`cairn top .* skew.yaml · exactly-once · running`), 20*time.Second)
+
+	term.keys(t, "Tab", "Tab")
+	term.await(t, regexp.MustCompile(`\[History\]`), 10*time.Second)
+	term.await(t, regexp.MustCompile(`(?m)^`+first+`\s+completed\s+\d\d:\d\d:\d\d`), 20*time.Second)
+
+	term.keys(t, "Tab")
+	stall := term.await(t, regexp.MustCompile(`▲ STALL (drift/0) waits \S+ for (score/0) \(backlog \d+`), 60*time.Second)
+	t.Logf("stall seen: %s waiting on %s", stall[1], stall[2])
+
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	term.await(t, regexp.MustCompile(`⟳ agent unreachable · reconnecting`), 20*time.Second)
+
+	p = startAgent(t, bin, config, "--data-dir", dataDir)
+	restored := p.await(t, restoreLine, 60*time.Second)[1]
+	p.drain()
+	term.await(t, regexp.MustCompile(`restored local #`+restored+` `), 30*time.Second)
+	term.await(t, regexp.MustCompile(`reconnected: the agent restarted and restored local checkpoint `+restored), 10*time.Second)
+	t.Logf("screen after the restart:\n%s", term.screen(t))
+
+	term.keys(t, "q")
+	term.awaitExit(t, 10*time.Second)
+}

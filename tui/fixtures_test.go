@@ -1,0 +1,55 @@
+package tui
+
+import "github.com/cairn-edge/cairn/agent/api"
+
+// Fixed statuses of the skewed pipeline in configs/skew.yaml: a fleet whose
+// readings pass through an expensive scoring step into a join with a
+// reference fleet. skewedBefore is one second before skewedNow, so rates are
+// the differences of the counters.
+
+func skewedStatus(uptime float64, scale int64) api.Status {
+	sub := func(i int, in, out, bpMS, queued int64) api.Subtask {
+		return api.Subtask{Index: i, RecordsIn: in * scale, RecordsOut: out * scale, BackpressureMS: bpMS * scale, Queued: queued}
+	}
+	return api.Status{
+		Agent: "gw-07", Pipeline: "configs/skew.yaml", State: "running", Mode: "exactly-once",
+		UptimeSeconds: uptime,
+		Checkpoints: api.Checkpoints{Completed: 41, Failed: 1, InProgress: 1,
+			LastCompleted: &api.CheckpointInfo{ID: 41, Status: "completed", DurationMS: 812, SizeBytes: 73_400, AlignmentMS: 790, Incremental: true}},
+		RestoredFrom: &api.Restored{ID: 17, Source: "local"},
+		DeadLetters:  3, IngestLag: 1200,
+		Operators: []api.Operator{
+			{ID: "fleet", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 2000, 970, 0)}},
+			{ID: "reference", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 300, 0, 0)}},
+			{ID: "score", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 2000, 1990, 0, 512)}},
+			{ID: "drift", Parallelism: 2, LateRecords: 4, Subtasks: []api.Subtask{
+				{Index: 0, RecordsIn: 1100 * scale, Queued: 3, Alignment: &api.Alignment{
+					CheckpointID: 42, StartedMS: 90_100, ElapsedMS: 1600, BufferedRecords: 41,
+					Channels: []api.Channel{
+						{From: "score/0", Queued: 3},
+						{From: "reference/0", Arrived: true, AtMS: 90_100},
+					}}},
+				{Index: 1, RecordsIn: 1190 * scale, Alignment: &api.Alignment{
+					CheckpointID: 42, StartedMS: 91_580, ElapsedMS: 120, BufferedRecords: 2,
+					Channels: []api.Channel{
+						{From: "score/0", Arrived: true, AtMS: 91_580},
+						{From: "reference/0", Queued: 1},
+					}}},
+			}},
+			{ID: "drift-out", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 12, 0, 0, 0)}},
+		},
+		InFlight: []api.InFlight{{ID: 42, ElapsedMS: 1710, Acked: 3, Total: 6}},
+		History: []api.CheckpointInfo{
+			{ID: 39, Status: "completed", TriggeredUnixMS: 1_795_000_000_000, DurationMS: 95, SizeBytes: 48_100,
+				AlignmentMS: 81, StartDelayMS: 85, SyncMS: 0, AsyncMS: 1},
+			{ID: 40, Status: "failed", Cause: "expired", TriggeredUnixMS: 1_795_000_002_000, DurationMS: 60_000},
+			{ID: 41, Status: "completed", TriggeredUnixMS: 1_795_000_064_000, DurationMS: 812, SizeBytes: 73_400,
+				AlignmentMS: 790, StartDelayMS: 5, SyncMS: 1, AsyncMS: 3, Incremental: true},
+		},
+	}
+}
+
+var (
+	skewedBefore = skewedStatus(90, 10)
+	skewedNow    = skewedStatus(91, 11)
+)

@@ -1,0 +1,475 @@
+package tui
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
+
+// Colours are the 16 basic ones, which every terminal has; the renderer
+// degrades them further (or drops them) to what the terminal supports.
+// Nothing is said by colour alone: stalls, failures and barrier states also
+// have a marker (▲, FAILED, ✓, …).
+var (
+	colorOK    = lipgloss.Green
+	titleStyle = lipgloss.NewStyle().Bold(true)
+	dimStyle   = lipgloss.NewStyle().Foreground(lipgloss.BrightBlack)
+	okStyle    = lipgloss.NewStyle().Foreground(colorOK)
+	warnStyle  = lipgloss.NewStyle().Foreground(lipgloss.Yellow).Bold(true)
+	alarmStyle = lipgloss.NewStyle().Foreground(lipgloss.BrightWhite).Background(lipgloss.Red).Bold(true)
+	badStyle   = lipgloss.NewStyle().Foreground(lipgloss.Red).Bold(true)
+	tabStyle   = lipgloss.NewStyle().Reverse(true).Bold(true)
+)
+
+// Wide terminals show all panels at once.
+const wideWidth, wideHeight = 120, 30
+
+// View renders the UI in the alternate screen.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "cairn top"
+	return v
+}
+
+// render draws the whole screen: exactly m.height lines of at most m.width
+// cells.
+func (m *Model) render() string {
+	w, h := max(m.width, 20), max(m.height, 5)
+	top := m.header(w)
+	footer := m.footer()
+	bodyH := max(h-len(top)-2, 1)
+	var body []string
+	switch {
+	case m.showHelp:
+		body = m.helpPanel()
+	case m.st == nil:
+		body = []string{"", dimStyle.Render("waiting for the agent's status; is `cairn run` running on this data directory?")}
+	case w >= wideWidth && h >= wideHeight:
+		upper := bodyH / 2
+		left := fit(m.titled(graphPanel, w/2-1, m.graphPanel(w/2-1)), w/2-1, upper)
+		right := fit(m.titled(checkpointPanel, w-w/2-2, m.checkpointPanel(w-w/2-2)), w-w/2-2, upper)
+		for i := range upper {
+			body = append(body, pad(left[i], w/2-1)+dimStyle.Render(" │ ")+right[i])
+		}
+		body = append(body, m.titled(historyPanel, w, m.historyPanel(w, bodyH-upper-1))...)
+	default:
+		switch m.panel {
+		case graphPanel:
+			body = m.graphPanel(w)
+		case checkpointPanel:
+			body = m.checkpointPanel(w)
+		case historyPanel:
+			body = m.historyPanel(w, bodyH)
+		}
+	}
+	lines := append(top, m.tabs())
+	lines = append(lines, fit(body, w, bodyH)...)
+	lines = append(lines, footer)
+	return strings.Join(fit(lines, w, h), "\n")
+}
+
+// header is the agent line, the counters line, the checkpoint in flight,
+// and the stall, if any.
+func (m *Model) header(w int) []string {
+	if m.st == nil {
+		line := titleStyle.Render("cairn top") + "  connecting to " + m.client.Socket() + "…"
+		if m.lost != nil {
+			return append([]string{line}, m.lostLines("")...)
+		}
+		return []string{line}
+	}
+	st := m.st
+	state := st.State
+	if state != "running" {
+		state = warnStyle.Render(state)
+	}
+	lines := []string{fmt.Sprintf("%s  %s · %s · %s · %s · up %s", titleStyle.Render("cairn top"),
+		st.Agent, filepath.Base(st.Pipeline), st.Mode, state, uptime(st.UptimeSeconds))}
+	restored := "fresh start"
+	if r := st.RestoredFrom; r != nil {
+		restored = fmt.Sprintf("restored %s #%d", r.Source, r.ID)
+	}
+	failed := fmt.Sprintf("%d failed", st.Checkpoints.Failed)
+	if st.Checkpoints.Failed > 0 {
+		failed = badStyle.Render(failed)
+	}
+	lines = append(lines, fmt.Sprintf("%s · lag %s · dead letters %s · checkpoints %d ok, %s",
+		restored, count(float64(st.IngestLag)), count(float64(st.DeadLetters)), st.Checkpoints.Completed, failed))
+	if st.ConfigError != "" {
+		lines = append(lines, warnStyle.Render("config change not applied: ")+st.ConfigError)
+	}
+	if m.lost != nil {
+		return append(lines, m.lostLines(" · showing the last status received")...)
+	}
+	lines = append(lines, m.inFlightLine(w))
+	if s := m.worstStall(); s != nil {
+		lines = append(lines, alarmStyle.Render("▲ STALL")+" "+s.describe())
+	}
+	return lines
+}
+
+// lostLines say that the agent went away, and why.
+func (m *Model) lostLines(note string) []string {
+	return []string{
+		alarmStyle.Render("⟳ agent unreachable") + fmt.Sprintf(" · reconnecting, attempt %d", m.lost.attempt) + note,
+		dimStyle.Render(fmt.Sprint(m.lost.err)),
+	}
+}
+
+// inFlightLine shows the oldest checkpoint in flight, or the last one.
+func (m *Model) inFlightLine(w int) string {
+	st := m.st
+	if len(st.InFlight) == 0 {
+		if l := st.Checkpoints.LastCompleted; l != nil {
+			return fmt.Sprintf("no checkpoint in flight · last %s %s in %s, %s",
+				okStyle.Render("✓"), id(l.ID), millis(l.DurationMS), size(*l))
+		}
+		return "no checkpoint in flight · none completed yet"
+	}
+	c := st.InFlight[0]
+	line := fmt.Sprintf("checkpoint %s in flight %s · acked %d/%d ", id(c.ID), millis(c.ElapsedMS), c.Acked, c.Total)
+	more := ""
+	if n := len(st.InFlight); n > 1 {
+		more = fmt.Sprintf(" +%d more", n-1)
+	}
+	m.bar.SetWidth(min(max(w-ansi.StringWidth(line)-len(more), 10), 40))
+	return line + m.bar.ViewAs(float64(c.Acked)/float64(max(c.Total, 1))) + more
+}
+
+func id(n uint64) string { return fmt.Sprintf("#%d", n) }
+
+// size is a checkpoint's size, marked Δ when incremental.
+func size(c api.CheckpointInfo) string {
+	if c.Incremental {
+		return bytes(c.SizeBytes) + " Δ"
+	}
+	return bytes(c.SizeBytes)
+}
+
+func (m *Model) tabs() string {
+	var parts []string
+	for i, name := range panelNames {
+		if i == m.panel {
+			parts = append(parts, tabStyle.Render("["+name+"]"))
+		} else {
+			parts = append(parts, " "+name+" ")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// titled puts a panel's title above its lines, in the wide layout.
+func (m *Model) titled(panel, w int, lines []string) []string {
+	title := "── " + panelNames[panel] + " "
+	title += strings.Repeat("─", max(w-ansi.StringWidth(title), 0))
+	if panel == m.panel {
+		title = titleStyle.Render(title)
+	} else {
+		title = dimStyle.Render(title)
+	}
+	return append([]string{title}, lines...)
+}
+
+func (m *Model) footer() string {
+	switch {
+	case m.filtering:
+		return m.filter.View()
+	case m.flash != "":
+		if m.alarm {
+			return badStyle.Render("! ") + m.flash
+		}
+		return okStyle.Render("» ") + m.flash
+	}
+	short := m.help.ShortHelpView(keys.ShortHelp())
+	if f := m.filter.Value(); f != "" {
+		short = warnStyle.Render("filter "+f) + " (esc clears) · " + short
+	}
+	return short
+}
+
+func (m *Model) helpPanel() []string {
+	lines := strings.Split(m.help.FullHelpView(keys.FullHelp()), "\n")
+	return append(lines, "",
+		"Barriers: ✓ arrived (+time after the first)  … pending  ■ input ended",
+		fmt.Sprintf("▲ STALL: a subtask aligning for %s or more; its laggard is the pending", millis(m.opts.Stall.Milliseconds())),
+		"  input with the largest backlog (records queued in the channel and upstream).",
+		"Δ incremental checkpoint · IN-FL in-flight data persisted · UPL remote upload",
+		"lag: MQTT messages logged, not yet processed · QUEUED: records waiting in",
+		"an operator's input channels · rates per second on the agent's clock.")
+}
+
+// shown reports whether the operator filter lets op through.
+func (m *Model) shown(op string) bool {
+	f := strings.ToLower(m.filter.Value())
+	return f == "" || strings.Contains(strings.ToLower(op), f)
+}
+
+// graphPanel lists the operators with their throughput and backpressure.
+func (m *Model) graphPanel(w int) []string {
+	nameW := min(max(w-48, 10), 28)
+	row := func(name, par, in, out, queued, bp string) string {
+		return fmt.Sprintf("%-*s %3s %7s %7s %7s  %s", nameW, ansi.Truncate(name, nameW, "…"), par, in, out, queued, bp)
+	}
+	lines := []string{dimStyle.Render(row("OPERATOR", "PAR", "IN/s", "OUT/s", "QUEUED", "BACKPRESSURE"))}
+	for _, op := range m.st.Operators {
+		if !m.shown(op.ID) {
+			continue
+		}
+		var in, out, worst float64
+		var queued int64
+		levels := make([]int64, 0, len(op.Subtasks))
+		for _, s := range op.Subtasks {
+			r := m.rates[subtaskName(op.ID, s.Index)]
+			in, out, worst = in+r.in, out+r.out, max(worst, r.backpressure)
+			queued += s.Queued
+			levels = append(levels, int64(r.backpressure*100))
+		}
+		bp := fmt.Sprintf("%s %3.0f%%", backpressureBlocks(levels, 8), worst*100)
+		switch {
+		case worst >= 0.5:
+			bp = badStyle.Render(bp + " ▲")
+		case worst >= 0.1:
+			bp = warnStyle.Render(bp)
+		}
+		lines = append(lines, row(op.ID, fmt.Sprint(op.Parallelism), count(in), count(out), count(float64(queued)), bp))
+	}
+	return lines
+}
+
+// backpressureBlocks draws each subtask's backpressure (percent) as a block,
+// at most n of them.
+func backpressureBlocks(percent []int64, n int) string {
+	steps := []rune("▁▂▃▄▅▆▇█")
+	var b strings.Builder
+	for i, p := range percent {
+		if i == n {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(steps[min(p, 100)*int64(len(steps)-1)/100])
+	}
+	return b.String()
+}
+
+// stall is a subtask aligning for longer than the threshold.
+type stall struct {
+	subtask string
+	align   *api.Alignment
+	laggard *api.Channel // the pending input with the largest backlog
+	backlog int64        // the laggard's: its channel's and its sender's queues
+}
+
+func (s *stall) describe() string {
+	if s.laggard == nil { // every input ended or arrived: about to snapshot
+		return fmt.Sprintf("%s aligning for %s · checkpoint #%d", s.subtask, millis(s.align.ElapsedMS), s.align.CheckpointID)
+	}
+	return fmt.Sprintf("%s waits %s for %s (backlog %s) · checkpoint #%d", s.subtask, millis(s.align.ElapsedMS),
+		s.laggard.From, count(float64(s.backlog)), s.align.CheckpointID)
+}
+
+// stalls lists the subtasks aligning for at least the stall threshold,
+// longest first.
+func (m *Model) stalls() []stall {
+	queued := map[string]int64{}
+	for _, op := range m.st.Operators {
+		for _, s := range op.Subtasks {
+			queued[subtaskName(op.ID, s.Index)] = s.Queued
+		}
+	}
+	var out []stall
+	for _, op := range m.st.Operators {
+		for _, s := range op.Subtasks {
+			a := s.Alignment
+			if a == nil || time.Duration(a.ElapsedMS)*time.Millisecond < m.opts.Stall {
+				continue
+			}
+			st := stall{subtask: subtaskName(op.ID, s.Index), align: a, backlog: -1}
+			for i := range a.Channels {
+				c := &a.Channels[i]
+				if c.Arrived || c.Ended {
+					continue
+				}
+				if b := c.Queued + queued[c.From]; b > st.backlog {
+					st.laggard, st.backlog = c, b
+				}
+			}
+			out = append(out, st)
+		}
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].align.ElapsedMS > out[j-1].align.ElapsedMS; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func (m *Model) worstStall() *stall {
+	if s := m.stalls(); len(s) > 0 {
+		return &s[0]
+	}
+	return nil
+}
+
+// checkpointPanel shows the checkpoints in flight and, for every aligning
+// subtask, each input channel's barrier.
+func (m *Model) checkpointPanel(w int) []string {
+	st := m.st
+	var lines []string
+	if len(st.InFlight) == 0 {
+		lines = append(lines, "no checkpoint in flight")
+	}
+	for _, c := range st.InFlight {
+		line := fmt.Sprintf("checkpoint %s · %s · acked %d/%d ", id(c.ID), millis(c.ElapsedMS), c.Acked, c.Total)
+		m.bar.SetWidth(max(min(w-ansi.StringWidth(line), 40), 10))
+		lines = append(lines, line+m.bar.ViewAs(float64(c.Acked)/float64(max(c.Total, 1))))
+	}
+	stalled := map[string]*api.Channel{}
+	for _, s := range m.stalls() {
+		stalled[s.subtask] = s.laggard
+	}
+	queued := map[string]int64{}
+	for _, op := range st.Operators {
+		for _, s := range op.Subtasks {
+			queued[subtaskName(op.ID, s.Index)] = s.Queued
+		}
+	}
+	const nameW = 16
+	head := fmt.Sprintf("%-*s %8s %8s  %s", nameW, "SUBTASK", "ALIGNING", "BUFFERED", "INPUTS (barrier)")
+	lines = append(lines, "", dimStyle.Render(head))
+	aligning := 0
+	for _, op := range st.Operators {
+		if !m.shown(op.ID) {
+			continue
+		}
+		for _, s := range op.Subtasks {
+			a := s.Alignment
+			if a == nil {
+				continue
+			}
+			aligning++
+			name := subtaskName(op.ID, s.Index)
+			laggard, isStall := stalled[name]
+			elapsed := fmt.Sprintf("%8s", millis(a.ElapsedMS))
+			if isStall {
+				elapsed = alarmStyle.Render(fmt.Sprintf("%8s", "▲ "+millis(a.ElapsedMS)))
+			}
+			prefix := fmt.Sprintf("%-*s %s %8s  ", nameW, ansi.Truncate(name, nameW, "…"),
+				elapsed, count(float64(a.BufferedRecords)))
+			var chans []string
+			for i := range a.Channels {
+				c := &a.Channels[i]
+				var e string
+				switch {
+				case c.Ended:
+					e = "■ " + c.From + " ended"
+				case c.Arrived:
+					e = okStyle.Render("✓") + " " + c.From + " +" + millis(c.AtMS-a.StartedMS)
+				default:
+					e = "… " + c.From + " " + count(float64(c.Queued+queued[c.From])) + " queued"
+					if c == laggard {
+						e = badStyle.Render(e + " ◀")
+					}
+				}
+				chans = append(chans, e)
+			}
+			lines = append(lines, wrap(prefix, chans, w)...)
+		}
+	}
+	if aligning == 0 {
+		lines = append(lines, dimStyle.Render("no subtask is waiting for barriers"))
+	}
+	return lines
+}
+
+// wrap lays out items after prefix, continuing on indented lines when
+// they do not fit in w cells.
+func wrap(prefix string, items []string, w int) []string {
+	indent := strings.Repeat(" ", ansi.StringWidth(prefix))
+	var lines []string
+	line := prefix
+	n := 0
+	for _, it := range items {
+		if n > 0 && ansi.StringWidth(line)+2+ansi.StringWidth(it) > w {
+			lines = append(lines, line)
+			line, n = indent, 0
+		}
+		if n > 0 {
+			line += "  "
+		}
+		line += it
+		n++
+	}
+	return append(lines, line)
+}
+
+// historyLength is the most outcomes api.Status.History holds.
+const historyLength = 32
+
+// historyPanel shows the sparklines and the table of checkpoint outcomes,
+// newest first, in h lines.
+func (m *Model) historyPanel(w, h int) []string {
+	hist := m.st.History
+	var durations, alignments []int64
+	var longest, widest int64
+	for _, c := range hist {
+		if c.Status == "completed" {
+			durations = append(durations, c.DurationMS)
+			alignments = append(alignments, c.AlignmentMS)
+			longest, widest = max(longest, c.DurationMS), max(widest, c.AlignmentMS)
+		}
+	}
+	sparkW := max(w-24, 8)
+	lines := []string{
+		fmt.Sprintf("duration  %-*s max %s", min(sparkW, historyLength), sparkline(durations, sparkW), millis(longest)),
+		fmt.Sprintf("alignment %-*s max %s", min(sparkW, historyLength), sparkline(alignments, sparkW), millis(widest)),
+	}
+	row := "%-5s %-9s %-8s %6s %6s %6s %5s %6s %8s %6s %-5s"
+	lines = append(lines, dimStyle.Render(fmt.Sprintf(row, "ID", "STATUS", "TRIGGER", "E2E", "ALIGN", "DELAY", "SYNC", "ASYNC", "SIZE", "IN-FL", "UPL")))
+	for i := len(hist) - 1; i >= 0 && len(lines) < h; i-- {
+		c := hist[i]
+		at := "-"
+		if c.TriggeredUnixMS != 0 {
+			at = time.UnixMilli(c.TriggeredUnixMS).In(m.opts.Location).Format("15:04:05")
+		}
+		if c.Status != "completed" {
+			line := fmt.Sprintf("%-5d %-9s %-8s %6s  %s", c.ID, "FAILED", at, millis(c.DurationMS), c.Cause)
+			lines = append(lines, badStyle.Render(ansi.Truncate(line, w, "…")))
+			continue
+		}
+		upload := c.Upload
+		if upload == "" {
+			upload = "off"
+		}
+		lines = append(lines, fmt.Sprintf(row, fmt.Sprint(c.ID), c.Status, at, millis(c.DurationMS), millis(c.AlignmentMS),
+			millis(c.StartDelayMS), millis(c.SyncMS), millis(c.AsyncMS), size(c), bytes(c.InFlightBytes), upload))
+	}
+	if len(hist) == 0 {
+		lines = append(lines, dimStyle.Render("no checkpoint has completed or failed in this run yet"))
+	}
+	return lines
+}
+
+// fit makes lines exactly h lines of at most w cells.
+func fit(lines []string, w, h int) []string {
+	out := make([]string, h)
+	for i := range out {
+		if i < len(lines) {
+			out[i] = ansi.Truncate(lines[i], w, "…")
+		}
+	}
+	return out
+}
+
+// pad fills s with spaces to w cells.
+func pad(s string, w int) string {
+	return s + strings.Repeat(" ", max(w-ansi.StringWidth(s), 0))
+}

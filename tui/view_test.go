@@ -1,0 +1,163 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
+
+// model returns a UI that has seen statuses, at a terminal size, without a
+// connection: the view is a function of what it was given.
+func model(w, h int, statuses ...api.Status) *Model {
+	m := New(api.NewClient("/run/cairn-test/cairn.sock"), Options{Stall: time.Second, Location: time.UTC})
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	for _, st := range statuses {
+		m.Update(statusMsg(st))
+	}
+	return m
+}
+
+func press(m *Model, keys ...string) {
+	for _, k := range keys {
+		var msg tea.KeyPressMsg
+		switch k {
+		case "tab":
+			msg = tea.KeyPressMsg{Code: tea.KeyTab}
+		case "enter":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
+		case "esc":
+			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
+		default:
+			msg = tea.KeyPressMsg{Code: []rune(k)[0], Text: k}
+		}
+		m.Update(msg)
+	}
+}
+
+// screen renders m as the terminal shows it without colour, checking that
+// it fills the terminal exactly and never overflows a line.
+func screen(t *testing.T, m *Model) string {
+	t.Helper()
+	out := ansi.Strip(m.render())
+	lines := strings.Split(out, "\n")
+	if len(lines) != m.height {
+		t.Errorf("%d lines on a %d-line terminal", len(lines), m.height)
+	}
+	for i, l := range lines {
+		if w := ansi.StringWidth(l); w > m.width {
+			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i+1, w, m.width, l)
+		}
+	}
+	return out
+}
+
+// TestView compares views of fixed statuses with golden files (rewrite
+// them with -update), at 80x24 and on a wide terminal.
+func TestView(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    func() *Model
+		want []string // must be on screen, golden or not
+	}{
+		{"narrow-graph", func() *Model { return model(80, 24, skewedBefore, skewedNow) },
+			[]string{"▲ STALL drift/0 waits 1.6s for score/0 (backlog 515)", "fleet", "97% ▲"}},
+		{"narrow-checkpoint", func() *Model {
+			m := model(80, 24, skewedBefore, skewedNow)
+			press(m, "tab")
+			return m
+		}, []string{"[Checkpoint]", "… score/0 515 queued ◀", "✓ reference/0 +0ms", "acked 3/6"}},
+		{"narrow-history", func() *Model {
+			m := model(80, 24, skewedBefore, skewedNow)
+			press(m, "tab", "tab")
+			return m
+		}, []string{"[History]", "41    completed 11:07:44  812ms", "FAILED", "expired"}},
+		{"wide", func() *Model { return model(150, 40, skewedBefore, skewedNow) },
+			[]string{"── Graph", "── Checkpoint", "── History", "… score/0 515 queued ◀"}},
+		{"filter", func() *Model {
+			m := model(80, 24, skewedBefore, skewedNow)
+			press(m, "/", "d", "r", "i", "f", "t", "enter")
+			return m
+		}, []string{"filter drift (esc clears)"}},
+		{"help", func() *Model {
+			m := model(80, 24, skewedBefore, skewedNow)
+			press(m, "?")
+			return m
+		}, []string{"checkpoint", "▲ STALL: a subtask aligning for 1.0s or more"}},
+		{"reconnecting", func() *Model {
+			m := model(80, 24, skewedNow)
+			m.Update(lostMsg{err: errors.New("no agent answers on /run/cairn-test/cairn.sock: connect: connection refused"), attempt: 3})
+			return m
+		}, []string{"⟳ agent unreachable · reconnecting, attempt 3"}},
+		{"connecting", func() *Model { return model(80, 24) }, []string{"connecting to /run/cairn-test/cairn.sock"}},
+		{"tiny", func() *Model { return model(30, 8, skewedBefore, skewedNow) }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := screen(t, tc.m())
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the screen lacks %q:\n%s", w, out)
+				}
+			}
+			golden.RequireEqual(t, out)
+		})
+	}
+}
+
+// TestFilterHidesOperators checks that / narrows the graph to matching
+// operators and esc brings them back.
+func TestFilterHidesOperators(t *testing.T) {
+	m := model(80, 24, skewedBefore, skewedNow)
+	press(m, "/", "s", "c", "o", "enter")
+	out := screen(t, m)
+	if !strings.Contains(out, "score") || strings.Contains(out, "reference ") {
+		t.Fatalf("filter sco shows the wrong operators:\n%s", out)
+	}
+	press(m, "esc")
+	if out := screen(t, m); !strings.Contains(out, "reference ") {
+		t.Fatalf("esc did not clear the filter:\n%s", out)
+	}
+}
+
+// TestRatesFollowTheAgentClock checks that rates come from counter
+// differences over the agent's uptime, and that a restarted agent (uptime
+// going back) shows no bogus rates.
+func TestRatesFollowTheAgentClock(t *testing.T) {
+	m := model(80, 24, skewedBefore, skewedNow)
+	if r := m.rates["score/0"]; r.in != 2000 || r.out != 1990 {
+		t.Fatalf("score/0 rates %+v, want 2000 in and 1990 out a second", r)
+	}
+	if r := m.rates["fleet/0"]; r.backpressure < 0.969 || r.backpressure > 0.971 {
+		t.Fatalf("fleet/0 backpressure %v, want 0.97", r.backpressure)
+	}
+	restarted := skewedStatus(2, 1)
+	m.Update(statusMsg(restarted))
+	if len(m.rates) != 0 {
+		t.Fatalf("rates across an agent restart: %v", m.rates)
+	}
+}
+
+// TestStallThreshold checks that only alignments at or above the threshold
+// are stalls, longest first, each naming its pending input with the most
+// backlog.
+func TestStallThreshold(t *testing.T) {
+	m := model(80, 24, skewedNow)
+	m.opts.Stall = 100 * time.Millisecond
+	s := m.stalls()
+	if len(s) != 2 || s[0].subtask != "drift/0" || s[1].subtask != "drift/1" {
+		t.Fatalf("stalls at 100ms: %+v", s)
+	}
+	if s[1].laggard.From != "reference/0" || s[1].backlog != 1 {
+		t.Fatalf("drift/1 waits on %+v (backlog %d), want reference/0 with 1", s[1].laggard, s[1].backlog)
+	}
+	m.opts.Stall = 2 * time.Second
+	if s := m.stalls(); len(s) != 0 {
+		t.Fatalf("stalls at 2s: %+v", s)
+	}
+}

@@ -56,6 +56,12 @@ type Ack struct {
 	Stats     SubtaskStats `json:"stats"`
 }
 
+// Handles returns every stored blob the acknowledgement references: its
+// incremental chain's bases, oldest first, then its own state.
+func (a *Ack) Handles() []StateHandle {
+	return append(slices.Clone(a.Base), a.State)
+}
+
 // Manifest describes a checkpoint: everything a restore needs to find and
 // verify its state. Its completion record is the durable proof that the
 // checkpoint is complete.

@@ -112,7 +112,7 @@ func (s *MemStore) Complete(m *Manifest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range m.Subtasks {
-		for _, h := range append(slices.Clone(a.Base), a.State) {
+		for _, h := range a.Handles() {
 			if _, ok := s.state[h.Key]; !ok {
 				return fmt.Errorf("checkpoint %d: state %s of %s is not stored", m.ID, h.Key, a.Task)
 			}

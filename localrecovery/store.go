@@ -296,7 +296,7 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 	err = s.update(func(tx *bolt.Tx) error {
 		blobs := tx.Bucket(bucketBlobs)
 		for _, a := range m.Subtasks {
-			for _, h := range append(slices.Clone(a.Base), a.State) {
+			for _, h := range a.Handles() {
 				id, task, err := parseHandleKey(h.Key)
 				if err != nil {
 					return err
@@ -408,7 +408,7 @@ func (s *Store) retain(atOpen bool) error {
 		for _, r := range kept {
 			newest = max(newest, r.m.ID)
 			for _, a := range r.m.Subtasks {
-				for _, h := range append(slices.Clone(a.Base), a.State) {
+				for _, h := range a.Handles() {
 					referenced[h.Key] = true
 				}
 			}
@@ -512,7 +512,7 @@ func (s *Store) salvage(cause error) (*bolt.DB, error) {
 
 func copyCheckpoint(from, to *Store, m *checkpoint.Manifest) error {
 	for _, a := range m.Subtasks {
-		for _, h := range append(slices.Clone(a.Base), a.State) {
+		for _, h := range a.Handles() {
 			data, err := from.ReadState(h)
 			if err != nil {
 				return err

@@ -26,6 +26,10 @@ type Config struct {
 	// be declined, fail to be written) before the job fails; negative means
 	// any number.
 	TolerableFailures int
+	// AlignmentTimeout, in exactly-once mode, switches a subtask's
+	// checkpoint to unaligned once its alignment has taken this long; 0
+	// never switches.
+	AlignmentTimeout time.Duration
 }
 
 // DefaultConfig is exactly-once every 10 s, one at a time, a 10 min timeout,
@@ -45,6 +49,10 @@ func (c Config) Validate() error {
 		return errors.New("checkpoint timeout must be positive")
 	case c.MaxConcurrent < 1:
 		return errors.New("max concurrent checkpoints must be at least 1")
+	case c.AlignmentTimeout < 0:
+		return errors.New("alignment timeout must not be negative")
+	case c.AlignmentTimeout > 0 && c.Mode != ExactlyOnce:
+		return fmt.Errorf("an alignment timeout needs exactly-once mode; %s checkpoints do not align", c.Mode)
 	}
 	return nil
 }

@@ -44,6 +44,10 @@ const (
 	// Decline: checkpoint ID cannot complete at this subtask; tell the
 	// coordinator, with Reason.
 	Decline
+	// Captured: every input's barrier ID has arrived after an unaligned
+	// snapshot, so ID's channel state is complete once the records in front
+	// of those barriers have been received.
+	Captured
 )
 
 func (k ActionKind) String() string {
@@ -58,6 +62,8 @@ func (k ActionKind) String() string {
 		return "forward"
 	case Decline:
 		return "decline"
+	case Captured:
+		return "captured"
 	}
 	return "unknown"
 }
@@ -73,6 +79,11 @@ type Action struct {
 	// the first barrier here and from the first barrier to the snapshot.
 	StartDelay time.Duration
 	Alignment  time.Duration
+	// Unaligned, on Snapshot, says the snapshot is taken before every
+	// barrier arrived: from now until each input's barrier, the records
+	// received on that input are the checkpoint's channel state. TimedOut
+	// says it switched from aligned because the alignment timed out.
+	Unaligned, TimedOut bool
 }
 
 // Handler is the barrier handler of one subtask with a fixed number of input
@@ -83,6 +94,7 @@ type Handler struct {
 	step     func(h *Handler, ev Event)
 	channels int
 	now      time.Duration
+	timeout  time.Duration // alignment timeout; 0 for none
 
 	ended []bool
 	// The checkpoint being aligned; id 0 means none.
@@ -91,6 +103,9 @@ type Handler struct {
 	arrivedAt  []time.Duration // per channel; -1 if barrier aligning has not arrived
 	blocked    []bool
 	alignStart time.Duration
+	// captured: the checkpoint being aligned was snapshotted unaligned and
+	// its channel state is being captured until every barrier arrives.
+	capturing bool
 
 	// done is the newest checkpoint this subtask snapshotted or declined;
 	// barriers up to it are stale. aborted holds newer ids the coordinator
@@ -115,6 +130,8 @@ func NewHandler(mode Mode, channels int) *Handler {
 	switch mode {
 	case AtLeastOnce:
 		h.step = stepAtLeastOnce
+	case Unaligned:
+		h.step = stepUnaligned
 	default:
 		h.step = stepAligned
 	}
@@ -122,8 +139,31 @@ func NewHandler(mode Mode, channels int) *Handler {
 	return h
 }
 
-// Tick tells the handler the time on the job's monotonic clock.
-func (h *Handler) Tick(now time.Duration) { h.now = now }
+// SetAlignmentTimeout makes an exactly-once handler switch a checkpoint to
+// unaligned once its alignment has taken d (0: never).
+func (h *Handler) SetAlignmentTimeout(d time.Duration) {
+	if h.mode == ExactlyOnce {
+		h.timeout = d
+	}
+}
+
+// Tick tells the handler the time on the job's monotonic clock. An
+// alignment that reached the timeout switches to unaligned here, so Tick
+// may produce actions.
+func (h *Handler) Tick(now time.Duration) {
+	h.now = now
+	if d, ok := h.Deadline(); ok && now >= d {
+		h.snapshotUnaligned(true)
+	}
+}
+
+// Deadline returns when the alignment in progress times out, if it can.
+func (h *Handler) Deadline() (time.Duration, bool) {
+	if h.timeout <= 0 || h.aligning == 0 || h.capturing {
+		return 0, false
+	}
+	return h.alignStart + h.timeout, true
+}
 
 // Step applies one event.
 func (h *Handler) Step(ev Event) {
@@ -173,15 +213,52 @@ func (h *Handler) Step(ev Event) {
 }
 
 // stepAligned is exactly-once: block each channel whose barrier has arrived
-// until all have.
+// until all have. A barrier that comes unaligned (its sender's alignment
+// timed out) switches this checkpoint to unaligned here too.
 func stepAligned(h *Handler, ev Event) {
-	if h.aligned() {
+	switch {
+	case h.capturing:
+		h.captureStep()
+	case ev.Kind == BarrierArrived && ev.Barrier.Unaligned:
+		h.snapshotUnaligned(false)
+	case h.aligned():
 		h.snapshotAndForward()
-		return
-	}
-	if ev.Kind == BarrierArrived {
+	case ev.Kind == BarrierArrived:
 		h.blocked[ev.Channel] = true
 		h.actions = append(h.actions, Action{Kind: Block, Channel: ev.Channel})
+	}
+}
+
+// stepUnaligned snapshots at the first barrier and captures channel state
+// until the last.
+func stepUnaligned(h *Handler, ev Event) {
+	if h.capturing {
+		h.captureStep()
+		return
+	}
+	h.snapshotUnaligned(false)
+}
+
+// snapshotUnaligned snapshots the checkpoint being aligned now and forwards
+// its barrier ahead of the queued records; its channel state is captured
+// until every barrier has arrived.
+func (h *Handler) snapshotUnaligned(timedOut bool) {
+	b := h.barrier
+	b.Unaligned = true
+	h.actions = append(h.actions,
+		Action{Kind: Snapshot, ID: b.ID, StartDelay: h.alignStart - b.Triggered, Alignment: h.now - h.alignStart,
+			Unaligned: true, TimedOut: timedOut},
+		Action{Kind: Forward, ID: b.ID, Barrier: b})
+	h.unblockAll()
+	h.capturing = true
+	h.captureStep()
+}
+
+// captureStep completes the capture once every barrier has arrived.
+func (h *Handler) captureStep() {
+	if h.aligned() {
+		h.actions = append(h.actions, Action{Kind: Captured, ID: h.aligning})
+		h.finish(h.aligning)
 	}
 }
 
@@ -204,10 +281,11 @@ func (h *Handler) aligned() bool {
 }
 
 func (h *Handler) snapshotAndForward() {
-	id := h.aligning
+	id, b := h.aligning, h.barrier
+	b.Unaligned = h.mode == Unaligned // a source's barrier overtakes its queued output
 	h.actions = append(h.actions,
-		Action{Kind: Snapshot, ID: id, StartDelay: h.alignStart - h.barrier.Triggered, Alignment: h.now - h.alignStart},
-		Action{Kind: Forward, ID: id, Barrier: h.barrier})
+		Action{Kind: Snapshot, ID: id, StartDelay: h.alignStart - b.Triggered, Alignment: h.now - h.alignStart},
+		Action{Kind: Forward, ID: id, Barrier: b})
 	h.unblockAll()
 	h.finish(id)
 }
@@ -239,6 +317,7 @@ func (h *Handler) unblockAll() {
 
 func (h *Handler) resetAlignment() {
 	h.aligning = 0
+	h.capturing = false
 	h.barrier = graph.Barrier{}
 	for c := range h.arrivedAt {
 		h.arrivedAt[c] = -1
@@ -276,14 +355,18 @@ type Alignment struct {
 	Arrived []time.Duration
 	// Ended is, per input channel, whether the channel has ended.
 	Ended []bool
+	// Unaligned: the checkpoint was snapshotted unaligned and its channel
+	// state is captured until the pending barriers arrive.
+	Unaligned bool
 }
 
 // Alignment returns a copy of the alignment state.
 func (h *Handler) Alignment() Alignment {
 	return Alignment{
-		ID:      h.aligning,
-		Started: h.alignStart,
-		Arrived: append([]time.Duration(nil), h.arrivedAt...),
-		Ended:   append([]bool(nil), h.ended...),
+		ID:        h.aligning,
+		Started:   h.alignStart,
+		Arrived:   append([]time.Duration(nil), h.arrivedAt...),
+		Ended:     append([]bool(nil), h.ended...),
+		Unaligned: h.capturing,
 	}
 }

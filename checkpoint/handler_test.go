@@ -19,9 +19,68 @@ import (
 type subtaskModel struct {
 	h         *Handler
 	names     []string
-	queues    [][]string // per channel: record names, "|N|" barriers, "eos"
+	queues    [][]string // per channel: record names, "|N|" barriers ("|Nu|" unaligned), "eos"
 	processed []string
 	now       time.Duration
+
+	// The records in front of the barrier that last arrived on each
+	// channel: those it overtook, still queued.
+	arrived   map[uint64][]bool // per checkpoint, per channel
+	overtaken [][]string
+	capture   *captureModel
+}
+
+// captureModel is the channel state of an unaligned snapshot: per channel,
+// the records after the snapshot and before the channel's barrier.
+type captureModel struct {
+	id    uint64
+	open  []bool
+	state [][]string
+}
+
+// parseBarrier reads "|N|" or "|Nu|" (a barrier forwarded unaligned).
+func parseBarrier(t *testing.T, e string) graph.Barrier {
+	body := strings.Trim(e, "|")
+	unaligned := strings.HasSuffix(body, "u")
+	id, err := strconv.ParseUint(strings.TrimSuffix(body, "u"), 10, 64)
+	if err != nil {
+		t.Fatalf("bad barrier %q", e)
+	}
+	return graph.Barrier{ID: id, Unaligned: unaligned}
+}
+
+// barrier hands barrier b to the subtask on channel c, with the records it
+// overtook (none when it came in order).
+func (m *subtaskModel) barrier(c int, b graph.Barrier, overtook []string) string {
+	m.h.Tick(m.now)
+	if m.arrived[b.ID] == nil {
+		m.arrived[b.ID] = make([]bool, len(m.names))
+	}
+	m.arrived[b.ID][c] = true
+	m.overtaken[c] = overtook
+	if cm := m.capture; cm != nil && cm.id == b.ID && cm.open[c] {
+		cm.open[c] = false
+		cm.state[c] = append(cm.state[c], overtook...)
+	}
+	m.h.Step(Event{Kind: BarrierArrived, Channel: c, Barrier: b})
+	desc := fmt.Sprintf("%s: barrier %d", m.names[c], b.ID)
+	if len(overtook) > 0 {
+		desc += " overtakes " + strings.Join(overtook, " ")
+	}
+	return desc + m.actions()
+}
+
+// overtake delivers the first barrier queued on channel c ahead of the
+// records in front of it, as an unaligned barrier travels.
+func (m *subtaskModel) overtake(t *testing.T, c int) string {
+	for i, e := range m.queues[c] {
+		if strings.HasPrefix(e, "|") {
+			overtook := slices.Clone(m.queues[c][:i])
+			m.queues[c] = slices.Delete(m.queues[c], i, i+1)
+			return m.barrier(c, parseBarrier(t, e), overtook)
+		}
+	}
+	return m.names[c] + ": no barrier queued"
 }
 
 func (m *subtaskModel) channel(t *testing.T, name string) int {
@@ -44,20 +103,22 @@ func (m *subtaskModel) deliver(t *testing.T, c int) string {
 	}
 	e := m.queues[c][0]
 	m.queues[c] = m.queues[c][1:]
-	m.h.Tick(m.now)
 	switch {
 	case e == "eos":
+		m.h.Tick(m.now)
+		if cm := m.capture; cm != nil {
+			cm.open[c] = false
+		}
 		m.h.Step(Event{Kind: InputEnded, Channel: c})
 		return name + ": end of stream" + m.actions()
 	case strings.HasPrefix(e, "|"):
-		id, err := strconv.ParseUint(strings.Trim(e, "|"), 10, 64)
-		if err != nil {
-			t.Fatalf("bad barrier %q", e)
-		}
-		m.h.Step(Event{Kind: BarrierArrived, Channel: c, Barrier: graph.Barrier{ID: id}})
-		return fmt.Sprintf("%s: barrier %d", name, id) + m.actions()
+		return m.barrier(c, parseBarrier(t, e), nil)
 	default:
 		m.processed = append(m.processed, e)
+		if cm := m.capture; cm != nil && cm.open[c] {
+			cm.state[c] = append(cm.state[c], e)
+			return name + ": process " + e + " (channel state)"
+		}
 		return name + ": process " + e
 	}
 }
@@ -71,12 +132,26 @@ func (m *subtaskModel) actions() string {
 			out = append(out, fmt.Sprintf("%s %s", a.Kind, m.names[a.Channel]))
 		case Snapshot:
 			s := fmt.Sprintf("snapshot %d {%s}", a.ID, strings.Join(m.processed, " "))
-			if a.Alignment > 0 {
+			switch {
+			case a.TimedOut:
+				s += fmt.Sprintf(" unaligned after %v", a.Alignment)
+			case a.Unaligned:
+				s += " unaligned"
+			case a.Alignment > 0:
 				s += fmt.Sprintf(" aligned in %v", a.Alignment)
+			}
+			if a.Unaligned {
+				m.startCapture(a.ID)
 			}
 			out = append(out, s)
 		case Forward:
-			out = append(out, fmt.Sprintf("forward barrier %d", a.ID))
+			if a.Barrier.Unaligned {
+				out = append(out, fmt.Sprintf("forward barrier %d ahead of queued records", a.ID))
+			} else {
+				out = append(out, fmt.Sprintf("forward barrier %d", a.ID))
+			}
+		case Captured:
+			out = append(out, m.endCapture(a.ID))
 		case Decline:
 			out = append(out, fmt.Sprintf("decline %d: %s", a.ID, a.Reason))
 		}
@@ -85,6 +160,36 @@ func (m *subtaskModel) actions() string {
 		return " → no action"
 	}
 	return " → " + strings.Join(out, ", ")
+}
+
+// startCapture begins the channel state of unaligned snapshot id: channels
+// whose barrier arrived hold what it overtook; the others collect until
+// their barrier comes.
+func (m *subtaskModel) startCapture(id uint64) {
+	cm := &captureModel{id: id, open: make([]bool, len(m.names)), state: make([][]string, len(m.names))}
+	ended := m.h.Alignment().Ended
+	for c := range m.names {
+		switch {
+		case m.arrived[id] != nil && m.arrived[id][c]:
+			cm.state[c] = slices.Clone(m.overtaken[c])
+		case !ended[c]:
+			cm.open[c] = true
+		}
+	}
+	m.capture = cm
+}
+
+func (m *subtaskModel) endCapture(id uint64) string {
+	cm := m.capture
+	m.capture = nil
+	if cm == nil || cm.id != id {
+		return fmt.Sprintf("captured %d without a capture", id)
+	}
+	var parts []string
+	for c, recs := range cm.state {
+		parts = append(parts, fmt.Sprintf("%s{%s}", m.names[c], strings.Join(recs, " ")))
+	}
+	return fmt.Sprintf("channel state %d: %s", id, strings.Join(parts, " "))
 }
 
 func TestHandlerScenarios(t *testing.T) {
@@ -99,7 +204,15 @@ func TestHandlerScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m = &subtaskModel{}
+				var timeout time.Duration
+				if d.HasArg("timeout") {
+					var v string
+					d.ScanArgs(t, "timeout", &v)
+					if timeout, err = time.ParseDuration(v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m = &subtaskModel{arrived: make(map[uint64][]bool)}
 				var out []string
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 					name, elems, ok := strings.Cut(line, ":")
@@ -111,7 +224,13 @@ func TestHandlerScenarios(t *testing.T) {
 					out = append(out, fmt.Sprintf("input %s: %s", strings.TrimSpace(name), strings.Join(strings.Fields(elems), " ")))
 				}
 				m.h = NewHandler(md, len(m.names))
-				return fmt.Sprintf("%s subtask with %d inputs\n%s\n", md, len(m.names), strings.Join(out, "\n"))
+				m.h.SetAlignmentTimeout(timeout)
+				m.overtaken = make([][]string, len(m.names))
+				header := fmt.Sprintf("%s subtask with %d inputs", md, len(m.names))
+				if timeout > 0 {
+					header += fmt.Sprintf(", alignment timeout %v", timeout)
+				}
+				return fmt.Sprintf("%s\n%s\n", header, strings.Join(out, "\n"))
 			case "deliver":
 				var out []string
 				for _, arg := range d.CmdArgs {
@@ -126,6 +245,12 @@ func TestHandlerScenarios(t *testing.T) {
 					for range n {
 						out = append(out, m.deliver(t, c))
 					}
+				}
+				return strings.Join(out, "\n") + "\n"
+			case "overtake":
+				var out []string
+				for _, arg := range d.CmdArgs {
+					out = append(out, m.overtake(t, m.channel(t, arg.Key)))
 				}
 				return strings.Join(out, "\n") + "\n"
 			case "drain":
@@ -149,11 +274,18 @@ func TestHandlerScenarios(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.now = at
+				m.h.Tick(at)
+				if acts := m.actions(); acts != " → no action" {
+					return fmt.Sprintf("tick %v%s\n", at, acts)
+				}
 				return ""
 			case "abort":
 				var id uint64
 				d.ScanArgs(t, "id", &id)
 				m.h.Step(Event{Kind: CheckpointAborted, ID: id})
+				if m.capture != nil && m.capture.id == id {
+					m.capture = nil
+				}
 				return fmt.Sprintf("abort %d", id) + m.actions() + "\n"
 			case "processed":
 				return strings.Join(m.processed, " ") + "\n"
@@ -173,7 +305,11 @@ func TestHandlerScenarios(t *testing.T) {
 						out = append(out, fmt.Sprintf("%s: arrived at %v", m.names[c], at))
 					}
 				}
-				return fmt.Sprintf("aligning %d since %v\n%s\n", a.ID, a.Started, strings.Join(out, "\n"))
+				what := "aligning"
+				if a.Unaligned {
+					what = "capturing channel state of"
+				}
+				return fmt.Sprintf("%s %d since %v\n%s\n", what, a.ID, a.Started, strings.Join(out, "\n"))
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""

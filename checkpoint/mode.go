@@ -18,6 +18,13 @@ const (
 	// processed before the snapshot, so after a restore they are processed
 	// again. Only subtasks with several input channels can duplicate.
 	AtLeastOnce
+	// Unaligned is exactly-once without alignment: a subtask snapshots when
+	// the first barrier n reaches it, barriers overtake the records queued
+	// in front of them, and those records — on each input, the ones after
+	// the snapshot and before that input's barrier n — are persisted with
+	// the checkpoint as channel state and replayed first after a restore
+	// (invariant I1's exception, I5).
+	Unaligned
 )
 
 func (m Mode) String() string {
@@ -26,6 +33,8 @@ func (m Mode) String() string {
 		return "exactly-once"
 	case AtLeastOnce:
 		return "at-least-once"
+	case Unaligned:
+		return "unaligned"
 	}
 	return "mode(" + strconv.Itoa(int(m)) + ")"
 }
@@ -37,8 +46,10 @@ func ParseMode(s string) (Mode, error) {
 		return ExactlyOnce, nil
 	case "at-least-once", "at_least_once":
 		return AtLeastOnce, nil
+	case "unaligned":
+		return Unaligned, nil
 	}
-	return 0, fmt.Errorf("unknown checkpointing mode %q (want exactly-once or at-least-once)", s)
+	return 0, fmt.Errorf("unknown checkpointing mode %q (want exactly-once, at-least-once or unaligned)", s)
 }
 
 // TaskID names a subtask: an operator id and a subtask index.

@@ -54,6 +54,10 @@ type Barrier struct {
 	// Triggered is when the coordinator triggered the checkpoint, on the job's
 	// monotonic clock; subtasks use it to report their start delay.
 	Triggered time.Duration
+	// Unaligned is set on a barrier forwarded by a subtask that took the
+	// checkpoint unaligned: it overtakes the records in front of it, and a
+	// subtask it reaches takes the checkpoint unaligned too.
+	Unaligned bool
 }
 
 // Control is an in-band control element. It is never reordered with the

@@ -1,0 +1,346 @@
+//go:build torture
+
+// Package torture is the crash-torture harness: a test, behind the build
+// tag torture, that proves the agent's delivery guarantees under fire. The
+// package is test-only: without the tag it has no files, so `go test ./...`
+// and the layout test do not see it.
+//
+// It builds the real cairn binary, starts a real mosquitto (persistent
+// sessions, raised queue limits), and runs three pipelines — a keyed count,
+// a union of two skewed inputs, a windowed join of two skewed inputs — in
+// each checkpointing mode. While a publisher sends sequenced QoS 1
+// messages, the agent is killed with SIGKILL at seeded random moments and
+// restarted in place, and the broker is restarted now and then. A
+// persistent QoS 1 consumer of the sink topics drops repeated message ids
+// and counts, per pipeline and mode, the outputs that are lost, duplicated
+// (the same result under another id, or input counted twice), out of order,
+// or wrong. Exactly-once must show none of them; at-least-once must lose
+// nothing and reports the duplicates it saw. Every wait is for a condition
+// with a deadline; only the fault schedule sleeps.
+//
+//	go test -tags torture ./torture -run Torture -v -torture.kills=30   # as in CI
+//	go test -tags torture ./torture -run Torture -v -torture.kills=240 -timeout 1h
+//	go test -tags torture ./torture -run Torture -v -torture.seed=N     # replay a schedule
+//
+// -torture.kills is the total over all runs. A mode is one entry of the
+// modes table, a pipeline one entry of the pipelines table.
+package torture
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+)
+
+var (
+	totalKills = flag.Int("torture.kills", 30, "SIGKILLs of the agent, in total over all runs")
+	seedFlag   = flag.Uint64("torture.seed", 0, "seed of the fault schedule (0: from the clock)")
+)
+
+// mode is a checkpointing mode under torture and what it promises beyond
+// losing nothing, which every mode promises.
+type mode struct {
+	name        string // checkpoints.mode in the pipeline file
+	exactlyOnce bool   // no duplicates and no reordering either
+}
+
+var modes = []mode{
+	{name: "exactly-once", exactlyOnce: true},
+	{name: "at-least-once"},
+}
+
+// row is a run's line in the summary.
+type row struct {
+	pipeline, mode string
+	kills          int // SIGKILLs
+	early          int // of which before the control socket said running
+	restarts       int // broker restarts
+	in             int // messages published and acknowledged by the broker
+	repeats        int // copies of a message id, dropped by the consumer
+	tally
+	ran     bool // the run started (-run may leave it out)
+	stopped bool // the final incarnation stopped cleanly on SIGTERM
+	done    bool // the run got to its final check
+}
+
+// TestTorture runs every pipeline in every mode under SIGKILLs of the
+// agent and broker restarts, then checks the sink's output exactly.
+func TestTorture(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay the schedule with -torture.seed=%d)", seed, seed)
+	bin := buildCairn(t, t.TempDir())
+	runs := len(pipelines) * len(modes)
+	var rows []*row
+	for _, p := range pipelines {
+		for _, m := range modes {
+			i := len(rows)
+			kills := *totalKills / runs
+			if i < *totalKills%runs {
+				kills++
+			}
+			r := &row{pipeline: p.name, mode: m.name}
+			rows = append(rows, r)
+			t.Run(p.name+"/"+m.name, func(t *testing.T) { torture(t, bin, p, m, kills, seed, uint64(i), r) })
+		}
+	}
+	printSummary(rows)
+}
+
+const configHead = `agent:
+  data_dir: %s
+brokers:
+  mq:
+    url: %s
+    client_id: torture
+checkpoints:
+  interval: 100ms
+  mode: %s
+  incremental: true
+`
+
+// torture runs pipeline p in mode m with the given number of kills, on the
+// fault schedule of seed's stream run, and fills r.
+func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run uint64, r *row) {
+	rng := rand.New(rand.NewPCG(seed, run))
+	r.ran = true
+	dir, err := os.MkdirTemp("", "torture-") // short: the control socket's path is limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the agent's log, data directory and the broker's log are kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	b := startMosquitto(t, dir)
+	for _, s := range p.sources {
+		if err := presubscribe(b.url, "torture-"+s+"-0", "in/"+s+"/+"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := startConsumer(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.close)
+	dataDir := filepath.Join(dir, "data")
+	config := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(configHead, dataDir, b.url, m.name)+p.body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "agent.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%s\nthe agent's log ends:\n%s", fmt.Sprintf(format, args...), tail(logPath, 40))
+	}
+
+	pub := &publisher{url: b.url, rate: p.rate, message: p.message, broker: b,
+		restart: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go pub.run()
+	defer func() {
+		select {
+		case <-pub.stop:
+		default:
+			close(pub.stop)
+		}
+		<-pub.done
+	}()
+
+	// The fault schedule: each incarnation is killed at a random moment,
+	// some while starting or restoring, the others after the control
+	// socket said running; some incarnations see a broker restart.
+	restartsAsked := 0
+	began := time.Now()
+	for r.kills < kills {
+		fmt.Fprintf(log, "=== torture: incarnation %d\n", r.kills+1)
+		a := startAgent(t, bin, config, dataDir, log)
+		if rng.IntN(3) == 0 || restartsAsked == 0 && r.kills == kills-1 {
+			select {
+			case pub.restart <- struct{}{}:
+				restartsAsked++
+			case <-pub.done:
+			}
+		}
+		var delay time.Duration
+		if rng.IntN(5) == 0 {
+			delay = time.Duration(rng.IntN(400)) * time.Millisecond
+			r.early++
+		} else {
+			if err := a.waitRunning(30 * time.Second); err != nil {
+				a.kill()
+				fail("incarnation %d: %v", r.kills+1, err)
+			}
+			delay = time.Duration(20+rng.IntN(1500)) * time.Millisecond
+		}
+		select {
+		case <-time.After(delay): // the fault schedule, not a synchronisation
+		case <-a.exited:
+		}
+		if err := a.kill(); err != nil {
+			fail("incarnation %d: %v", r.kills+1, err)
+		}
+		r.kills++
+	}
+	close(pub.stop)
+	<-pub.done
+	r.in, r.restarts = pub.published, pub.restarts
+	if pub.err != nil {
+		fail("publisher: %v", pub.err)
+	}
+	published := make([]message, pub.published)
+	for i := range published {
+		published[i] = p.message(i)
+	}
+
+	// The last incarnation runs until the consumer has every expected
+	// output, then stops with SIGTERM; a fence message published after
+	// its exit shows when the consumer has seen all it ever published.
+	fmt.Fprintf(log, "=== torture: final incarnation\n")
+	a := startAgent(t, bin, config, dataDir, log)
+	if err := a.waitRunning(60 * time.Second); err != nil {
+		a.kill()
+		fail("final incarnation: %v", err)
+	}
+	faults := time.Since(began)
+	const drain = 2 * time.Minute
+	began = time.Now()
+	for deadline := began.Add(drain); ; {
+		outs, _, _ := cons.snapshot()
+		if p.check(published, outs).lost == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the consumer lacks outputs %v after the final start", drain)
+			break
+		}
+		select {
+		case <-a.exited:
+			fail("the final incarnation ended on its own: %v", a.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	drained := time.Since(began)
+	if err := a.stop(30 * time.Second); err != nil {
+		// Not fatal: the agent is gone either way, and the outputs
+		// still tell whether anything was lost.
+		t.Errorf("stopping the final incarnation with SIGTERM: %v\nthe agent's log ends:\n%s", err, tail(logPath, 40))
+	} else {
+		r.stopped = true
+	}
+	if err := publishFence(b.url); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cons.fence:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the consumer did not get the fence within 30s")
+	}
+
+	outs, repeats, garbled := cons.snapshot()
+	r.tally, r.repeats, r.done = p.check(published, outs), repeats, true
+	t.Logf("%d kills (%d while starting or restoring) and %d broker restarts in %v, final outputs %v later; %d messages in, %d outputs (%d repeated ids dropped): %d lost, %d duplicated, %d out of order, %d wrong",
+		r.kills, r.early, r.restarts, faults.Round(time.Millisecond), drained.Round(time.Millisecond), r.in, r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong)
+	var broken []string
+	if len(garbled) > 0 {
+		broken = append(broken, fmt.Sprintf("%d messages on the sink topics are not sink output or reuse an id for another output, first %s", len(garbled), garbled[0]))
+	}
+	if r.lost > 0 || r.wrong > 0 {
+		broken = append(broken, fmt.Sprintf("%d lost and %d wrong outputs", r.lost, r.wrong))
+	}
+	if m.exactlyOnce && (r.duplicated > 0 || r.outOfOrder > 0) {
+		broken = append(broken, fmt.Sprintf("%d duplicated and %d out-of-order outputs in %s mode", r.duplicated, r.outOfOrder, m.name))
+	}
+	if len(broken) > 0 {
+		t.Errorf("%s; seed %d\nfirst problems:\n  %s\nthe agent's log ends:\n%s", strings.Join(broken, "; "), seed,
+			strings.Join(r.examples, "\n  "), tail(logPath, 40))
+	} else if len(r.examples) > 0 {
+		t.Logf("tolerated in %s mode:\n  %s", m.name, strings.Join(r.examples, "\n  "))
+	}
+	if r.in == 0 || r.outputs == 0 {
+		t.Errorf("nothing went through: %d messages in, %d outputs", r.in, r.outputs)
+	}
+}
+
+func publishFence(url string) error {
+	c, err := connect(url, "torture-fence", true, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Disconnect(100)
+	if tok := c.Publish(fenceTopic, 1, false, "fence"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		return fmt.Errorf("publishing the fence: %v", tok.Error())
+	}
+	return nil
+}
+
+// tail returns the last n lines of the agent's log at path, leaving out
+// the routine ones of completed checkpoints.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := slices.DeleteFunc(bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n")), func(l []byte) bool {
+		return bytes.Contains(l, []byte(`msg="checkpoint complete"`))
+	})
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+func printSummary(rows []*row) {
+	var total row
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "pipeline\tmode\tkills\tbroker restarts\tmessages in\toutputs\trepeated ids\tlost\tduplicated\tout-of-order\twrong\tSIGTERM stop\t")
+	line := func(r *row, pipeline, mode, stop string) {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", pipeline, mode, r.kills, r.restarts, r.in,
+			r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong, stop)
+	}
+	for _, r := range rows {
+		if !r.ran {
+			continue
+		}
+		m := r.mode
+		if !r.done {
+			m += " (aborted)"
+		}
+		stop := "clean"
+		switch {
+		case !r.done:
+			stop = "-"
+		case !r.stopped:
+			stop = "FAILED"
+		}
+		line(r, r.pipeline, m, stop)
+		total.kills += r.kills
+		total.restarts += r.restarts
+		total.in += r.in
+		total.outputs += r.outputs
+		total.repeats += r.repeats
+		total.lost += r.lost
+		total.duplicated += r.duplicated
+		total.outOfOrder += r.outOfOrder
+		total.wrong += r.wrong
+	}
+	line(&total, "total", "", "")
+	w.Flush()
+}

@@ -33,6 +33,14 @@ type SubtaskStats struct {
 	Async time.Duration `json:"async"`
 	// StateSize is the size of the stored snapshot in bytes.
 	StateSize int64 `json:"state_size"`
+	// Unaligned: the snapshot was taken before every barrier arrived, and
+	// TimedOut: because the alignment timed out.
+	Unaligned bool `json:"unaligned,omitempty"`
+	TimedOut  bool `json:"timed_out,omitempty"`
+	// InFlightRecords and InFlightBytes are the channel state persisted
+	// with an unaligned snapshot (bytes as stored).
+	InFlightRecords int64 `json:"in_flight_records,omitempty"`
+	InFlightBytes   int64 `json:"in_flight_bytes,omitempty"`
 }
 
 // Ack is a subtask's acknowledgement that its snapshot for a checkpoint is
@@ -45,6 +53,9 @@ type Ack struct {
 	// Base, for an incremental snapshot, is the chain it applies on top of,
 	// oldest (a whole snapshot) first; empty for a whole snapshot.
 	Base []StateHandle `json:"base,omitempty"`
+	// InFlight, for an unaligned snapshot with channel state, is where the
+	// records in flight at the snapshot are stored.
+	InFlight *StateHandle `json:"in_flight,omitempty"`
 	// Source is set by source subtasks: Offset is where to resume reading.
 	Source bool   `json:"source,omitempty"`
 	Offset uint64 `json:"offset,omitempty"`
@@ -57,9 +68,20 @@ type Ack struct {
 }
 
 // Handles returns every stored blob the acknowledgement references: its
-// incremental chain's bases, oldest first, then its own state.
+// incremental chain's bases, oldest first, its own state, then its channel
+// state if it has any.
 func (a *Ack) Handles() []StateHandle {
-	return append(slices.Clone(a.Base), a.State)
+	hs := append(slices.Clone(a.Base), a.State)
+	if a.InFlight != nil {
+		hs = append(hs, *a.InFlight)
+	}
+	return hs
+}
+
+// InFlightTask is the name under which task's channel state is stored
+// (Store.PutState), apart from its snapshot.
+func InFlightTask(task TaskID) TaskID {
+	return TaskID{Operator: task.Operator + "/in-flight", Subtask: task.Subtask}
 }
 
 // Manifest describes a checkpoint: everything a restore needs to find and

@@ -128,8 +128,7 @@ func (s *MemStore) Complete(m *Manifest) error {
 	referenced := make(map[string]bool)
 	for _, r := range s.completed {
 		for _, a := range r.Subtasks {
-			referenced[a.State.Key] = true
-			for _, h := range a.Base {
+			for _, h := range a.Handles() {
 				referenced[h.Key] = true
 			}
 		}

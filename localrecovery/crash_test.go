@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,12 +103,14 @@ func TestCrashRestartEqualsFailureFree(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		env  []string
-	}{{"full", nil}, {"incremental", []string{"CAIRN_INCREMENTAL=1"}}} {
+	}{{"full", nil}, {"incremental", []string{"CAIRN_INCREMENTAL=1"}},
+		{"unaligned", []string{"CAIRN_CHECKPOINT_MODE=unaligned", "CAIRN_INCREMENTAL=1", "CAIRN_SPIN=20000"}}} {
 		t.Run(mode.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
 			kills, finished, restored := 0, 0, 0
 			byPoint := map[string]int{}
-			for kills < (*crashKills+1)/2 {
+			replayed := 0
+			for kills < (*crashKills+2)/3 {
 				var run helperRun
 				if rng.IntN(2) == 0 {
 					fp := failpoints[rng.IntN(len(failpoints))]
@@ -121,6 +125,7 @@ func TestCrashRestartEqualsFailureFree(t *testing.T) {
 					}
 				}
 				restored += strings.Count(run.stderr, "restoring checkpoint")
+				replayed += inFlightRestored(run.stderr)
 				if run.killed {
 					kills++
 					continue
@@ -134,12 +139,29 @@ func TestCrashRestartEqualsFailureFree(t *testing.T) {
 			run := startHelper(t, dir, 0, mode.env...)
 			restored += strings.Count(run.stderr, "restoring checkpoint")
 			checkResult(t, dir)
-			t.Logf("%d kills %v, %d cycles reached the end, %d starts restored a checkpoint", kills, byPoint, finished+1, restored)
+			t.Logf("%d kills %v, %d cycles reached the end, %d starts restored a checkpoint, %d records replayed from channel state",
+				kills, byPoint, finished+1, restored, replayed)
 			if restored == 0 {
 				t.Fatal("no start restored a checkpoint: the test proves nothing")
 			}
+			if mode.name == "unaligned" && replayed == 0 && kills >= 10 {
+				t.Fatal("no restore brought back records in flight: unaligned checkpoints were not exercised")
+			}
 		})
 	}
+}
+
+var inFlightLine = regexp.MustCompile(`msg="restoring checkpoint" .*in_flight_records=(\d+)`)
+
+// inFlightRestored sums the records in flight that a run's restores
+// brought back.
+func inFlightRestored(stderr string) int {
+	n := 0
+	for _, m := range inFlightLine.FindAllStringSubmatch(stderr, -1) {
+		v, _ := strconv.Atoi(m[1])
+		n += v
+	}
+	return n
 }
 
 // interrupted runs the helper until the store has completed a few

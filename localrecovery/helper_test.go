@@ -118,9 +118,13 @@ func (s *pacedSource) Close() error           { close(s.stop); return nil }
 // ends: a timer at the end of event time, checkpointed like the sums.
 type sumAtEnd struct {
 	graph.BaseOperator
-	ctx *graph.Context
-	sum *graph.ValueState[float64]
+	ctx  *graph.Context
+	sum  *graph.ValueState[float64]
+	spin int // busy-loop iterations per record: a costly operator
 }
+
+// spun keeps the busy loop from being optimised away.
+var spun int
 
 func (o *sumAtEnd) Open(ctx *graph.Context) (err error) {
 	o.ctx = ctx
@@ -129,6 +133,9 @@ func (o *sumAtEnd) Open(ctx *graph.Context) (err error) {
 }
 
 func (o *sumAtEnd) ProcessRecord(_ int, r *graph.Record) error {
+	for i := range o.spin {
+		spun += i
+	}
 	s, _ := o.sum.Get()
 	o.sum.Set(s + r.Value)
 	o.ctx.RegisterEventTimer(math.MaxInt64)
@@ -156,10 +163,12 @@ func (s resultSink) ProcessRecord(_ int, r *graph.Record) error {
 }
 
 // helperTopology is source(2) -key-by-> sumAtEnd(2) -> sink(1).
-func helperTopology(recs []graph.Record, perTick int, sink resultSink) (*graph.Topology, error) {
+// With spin, the sums cost that many busy-loop iterations a record, so
+// records queue in front of them.
+func helperTopology(recs []graph.Record, perTick, spin int, sink resultSink) (*graph.Topology, error) {
 	var b graph.Builder
 	src := b.Source("src", 2, func(int) graph.Source { return &pacedSource{records: recs, perTick: perTick} })
-	sums := b.Operator("sums", 2, func(int) graph.Operator { return &sumAtEnd{} }, []graph.Input{graph.In(src, graph.Hash(nil))})
+	sums := b.Operator("sums", 2, func(int) graph.Operator { return &sumAtEnd{spin: spin} }, []graph.Input{graph.In(src, graph.Hash(nil))})
 	b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(sums, graph.Rebalance())})
 	return b.Build()
 }
@@ -168,7 +177,7 @@ func helperTopology(recs []graph.Record, perTick int, sink resultSink) (*graph.T
 // newest intact checkpoint, and writes the final sums to dir/result; with
 // CAIRN_MODE=first-record, it runs runFirstRecord instead. The
 // environment chooses the run: CAIRN_RECORDS, CAIRN_KEYS, CAIRN_PER_TICK,
-// CAIRN_INCREMENTAL, and CAIRN_FAILPOINT=name:n (SIGKILL itself at the n-th
+// CAIRN_SPIN, CAIRN_INCREMENTAL, CAIRN_CHECKPOINT_MODE, and CAIRN_FAILPOINT=name:n (SIGKILL itself at the n-th
 // time the store passes failpoint name).
 func runHelper(dir string) error {
 	if os.Getenv("CAIRN_MODE") == "first-record" {
@@ -177,6 +186,7 @@ func runHelper(dir string) error {
 	n, _ := strconv.Atoi(os.Getenv("CAIRN_RECORDS"))
 	keys, _ := strconv.Atoi(os.Getenv("CAIRN_KEYS"))
 	perTick, _ := strconv.Atoi(os.Getenv("CAIRN_PER_TICK"))
+	spin, _ := strconv.Atoi(os.Getenv("CAIRN_SPIN"))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -206,13 +216,18 @@ func runHelper(dir string) error {
 		return err
 	}
 	sink := resultSink{mu: new(sync.Mutex), sums: make(map[string]float64)}
-	topo, err := helperTopology(helperInput(n, keys), perTick, sink)
+	topo, err := helperTopology(helperInput(n, keys), perTick, spin, sink)
 	if err != nil {
 		return err
 	}
 	cfg := checkpoint.DefaultConfig()
 	cfg.Interval = 10 * time.Millisecond
 	cfg.TolerableFailures = -1
+	if m := os.Getenv("CAIRN_CHECKPOINT_MODE"); m != "" {
+		if cfg.Mode, err = checkpoint.ParseMode(m); err != nil {
+			return err
+		}
+	}
 	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: restore, Logger: logger,
 		Incremental: os.Getenv("CAIRN_INCREMENTAL") != "", MaxChain: 4})
 	if err != nil {

@@ -50,6 +50,15 @@ type Options struct {
 	// goroutine after a checkpoint completes or aborts. They must not block.
 	OnComplete func(*checkpoint.Manifest)
 	OnAbort    func(checkpoint.Abort)
+	// WallClock is the wall clock processing time is read from
+	// (processing-time timers and windows); default time.Now. It may jump
+	// either way, as a device's clock does when NTP corrects it: a
+	// processing-time timer fires once the clock reads its time or later,
+	// never before, and a jump forward is noticed within
+	// wallClockRecheck. Nothing else reads it: intervals, timeouts and
+	// checkpoint statistics use the monotonic clock, checkpoint ids a
+	// persisted counter, event time the records' own timestamps.
+	WallClock func() time.Time
 }
 
 func (o *Options) setDefaults() {
@@ -71,6 +80,9 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.WallClock == nil {
+		o.WallClock = time.Now
+	}
 }
 
 // delivery is a batch on its way to input channel ch of a subtask.
@@ -86,6 +98,7 @@ type chanLink struct {
 	mailbox chan delivery // the receiver's, shared by all its channels
 	done    <-chan struct{}
 	sender  *TaskMetrics
+	ctl     *controlQueue // the receiver's, for unaligned barriers
 	// queued counts the records sent and not yet processed: the channel's
 	// backlog, for status displays.
 	queued atomic.Int64
@@ -111,19 +124,31 @@ func (l *chanLink) send(b *graph.Batch) error {
 	return nil
 }
 
-// controlKind is a message from the coordinator to a subtask.
+// barrier hands an unaligned barrier to the receiver's control queue,
+// which the receiver drains before it processes another batch.
+func (l *chanLink) barrier(b graph.Barrier, mark uint64) {
+	l.ctl.push(controlMsg{kind: ctlBarrier, barrier: b, ch: l.ch, mark: mark})
+}
+
+// controlKind is a message from the coordinator (or, for an unaligned
+// barrier, an upstream subtask) to a subtask.
 type controlKind uint8
 
 const (
 	ctlTrigger controlKind = iota
 	ctlComplete
 	ctlAbort
+	ctlBarrier
 )
 
 type controlMsg struct {
 	kind    controlKind
 	barrier graph.Barrier
 	id      uint64
+	// ch and mark, for ctlBarrier: the receiver's input channel and the
+	// records sent on it before the barrier.
+	ch   int
+	mark uint64
 }
 
 // controlQueue never blocks its sender: the coordinator must not wait on a
@@ -174,6 +199,7 @@ type Job struct {
 	mailboxes []chan delivery
 	inbound   [][]*chanLink // per task, per input channel
 	controls  []*controlQueue
+	held      []*held // per task: batches received and not processed
 
 	acks      chan checkpoint.Ack
 	declines  chan declineMsg
@@ -210,18 +236,21 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 	}
 	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
 	j.plan = build(topo, taskConfig{mode: opts.Checkpoints.Mode, batchSize: opts.BatchSize,
-		incremental: opts.Incremental, maxChain: opts.MaxChain}, j)
+		incremental: opts.Incremental, maxChain: opts.MaxChain, alignmentTimeout: opts.Checkpoints.AlignmentTimeout}, j)
 	n := len(j.plan.tasks)
 	j.mailboxes = make([]chan delivery, n)
 	j.inbound = make([][]*chanLink, n)
 	j.controls = make([]*controlQueue, n)
+	j.held = make([]*held, n)
 	for i, ins := range j.plan.inputs {
 		j.mailboxes[i] = make(chan delivery, len(ins)*opts.Credits)
 		j.inbound[i] = make([]*chanLink, len(ins))
 		j.controls[i] = &controlQueue{signal: make(chan struct{}, 1)}
+		j.held[i] = &held{stash: make([][]*graph.Batch, len(ins)), credited: make(map[*graph.Batch]bool)}
 	}
 	j.plan.connect(func(from *task, to, ch int) link {
-		l := &chanLink{ch: ch, credits: make(chan struct{}, opts.Credits), mailbox: j.mailboxes[to], done: j.done, sender: from.metrics}
+		l := &chanLink{ch: ch, credits: make(chan struct{}, opts.Credits), mailbox: j.mailboxes[to], done: j.done,
+			sender: from.metrics, ctl: j.controls[to]}
 		j.inbound[to][ch] = l
 		return l
 	})
@@ -232,7 +261,13 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 
 func (j *Job) now() time.Duration { return time.Since(j.start) }
 
-func (j *Job) wallMillis() int64 { return time.Now().UnixMilli() }
+func (j *Job) wallMillis() int64 { return j.opts.WallClock().UnixMilli() }
+
+// wallClockRecheck is the longest a subtask with processing-time timers
+// waits before it reads the wall clock again: a timer's wait is measured on
+// the monotonic clock, so a jump of the wall clock forward would otherwise
+// go unnoticed until the wait ends.
+const wallClockRecheck = time.Second
 
 func (j *Job) newBatch() *graph.Batch { return j.pool.Get().(*graph.Batch) }
 
@@ -261,8 +296,24 @@ func (j *Job) snapshot(t *task, req snapshotRequest) {
 			j.decline(t, req.id, "storing snapshot: "+err.Error())
 			return
 		}
+		ack := t.stored(req, h, 0)
+		if req.inflight != nil {
+			var r inflightResult
+			select {
+			case r = <-req.inflight:
+			case <-j.done:
+				return
+			}
+			if ok, reason := storeChannelState(j.opts.Store, &ack, r); !ok {
+				if reason != "" {
+					j.decline(t, req.id, reason)
+				}
+				return
+			}
+		}
+		ack.Stats.Async = time.Since(start)
 		select {
-		case j.acks <- t.stored(req, h, time.Since(start)):
+		case j.acks <- ack:
 		case <-j.done:
 		}
 	}()
@@ -342,7 +393,11 @@ func (j *Job) load() ([]taskRestore, error) {
 		rs, err := j.plan.load(m, from)
 		if err == nil {
 			j.restoredFrom.Store(m)
-			j.opts.Logger.Info("restoring checkpoint", "id", m.ID)
+			var inflight int64
+			for _, a := range m.Subtasks {
+				inflight += a.Stats.InFlightRecords
+			}
+			j.opts.Logger.Info("restoring checkpoint", "id", m.ID, "mode", m.Mode.String(), "in_flight_records", inflight)
 			return rs, nil
 		}
 		j.opts.Logger.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
@@ -483,9 +538,21 @@ func (j *Job) runSource(i int, t *task) error {
 	return nil
 }
 
+// held is what an operator subtask holds of its input: per channel, the
+// batches received and not processed yet (blocked by an alignment, or
+// taken early to capture channel state), oldest first; and those whose
+// credit went back early because they are captured.
+type held struct {
+	stash    [][]*graph.Batch
+	credited map[*graph.Batch]bool
+}
+
+// queued implements env.
+func (j *Job) queued(t *task, ch int) []*graph.Batch { return j.held[t.index].stash[ch] }
+
 func (j *Job) runOperator(i int, t *task) error {
-	mailbox, in, ctl := j.mailboxes[i], j.inbound[i], j.controls[i]
-	stash := make([][]*graph.Batch, len(in)) // per blocked channel, in order
+	mailbox, ctl, h := j.mailboxes[i], j.controls[i], j.held[i]
+	stash := h.stash
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
@@ -493,8 +560,14 @@ func (j *Job) runOperator(i int, t *task) error {
 	procTimer := time.NewTimer(time.Hour) // the next processing-time timer
 	procTimer.Stop()
 	defer procTimer.Stop()
+	alignTimer := time.NewTimer(time.Hour) // the alignment timeout
+	alignTimer.Stop()
+	defer alignTimer.Stop()
+	if err := t.replay(); err != nil {
+		return err
+	}
 	for !t.finished {
-		if err := j.drainStash(t, stash); err != nil {
+		if err := j.drainStash(t); err != nil {
 			return err
 		}
 		if t.finished {
@@ -509,14 +582,25 @@ func (j *Job) runOperator(i int, t *task) error {
 			armed = true
 		}
 		if pending {
-			procTimer.Reset(time.Duration(max(0, next-j.wallMillis())) * time.Millisecond)
+			procTimer.Reset(min(time.Duration(max(0, next-j.wallMillis()))*time.Millisecond, wallClockRecheck))
+		}
+		if deadline, ok := t.handler.Deadline(); ok {
+			alignTimer.Reset(max(deadline-j.now(), 0))
 		}
 		select {
 		case <-procTimer.C:
+		case <-alignTimer.C:
+			if err := t.tick(); err != nil {
+				return err
+			}
 		case d := <-mailbox:
-			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 {
-				stash[d.ch] = append(stash[d.ch], d.batch)
-				t.noteBuffered(d.batch)
+			// An unaligned barrier sent before this batch is handled first.
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+			t.receive(d.ch, d.batch)
+			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 || t.capture != nil {
+				j.hold(t, d)
 				continue
 			}
 			if err := j.deliver(t, d.ch, d.batch); err != nil {
@@ -539,11 +623,52 @@ func (j *Job) runOperator(i int, t *task) error {
 	return nil
 }
 
-// deliver processes a batch, then returns its credit and recycles it.
+// hold stashes a received batch: behind a blocked channel (counted as
+// buffered by the alignment), or, while channel state is captured, to
+// process in order later; a batch that is captured whole returns its credit
+// at once, so the sender's records in flight reach the capture sooner.
+func (j *Job) hold(t *task, d delivery) {
+	h := j.held[t.index]
+	h.stash[d.ch] = append(h.stash[d.ch], d.batch)
+	switch {
+	case t.handler.Blocked(d.ch):
+		t.noteBuffered(d.batch)
+	case t.fullyCaptured(d.ch):
+		h.credited[d.batch] = true
+		<-j.inbound[t.index][d.ch].credits
+	}
+}
+
+// absorb takes every batch waiting in the mailbox while channel state is
+// captured, so the capture does not wait for the subtask to process them.
+func (j *Job) absorb(t *task) error {
+	mailbox, ctl := j.mailboxes[t.index], j.controls[t.index]
+	for t.capture != nil {
+		select {
+		case d := <-mailbox:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+			t.receive(d.ch, d.batch)
+			j.hold(t, d)
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// deliver processes a batch, then returns its credit (unless it went back
+// early) and recycles it.
 func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
 	err := t.process(ch, b)
 	l := j.inbound[t.index][ch]
 	l.queued.Add(-int64(len(b.Records)))
+	if h := j.held[t.index]; h.credited[b] {
+		delete(h.credited, b)
+		j.recycle(b)
+		return err
+	}
 	<-l.credits
 	j.recycle(b)
 	return err
@@ -551,9 +676,14 @@ func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
 
 // drainStash processes held-back batches of channels that are no longer
 // blocked, oldest first, until none is left or all are blocked again.
-func (j *Job) drainStash(t *task, stash [][]*graph.Batch) error {
+// While channel state is captured, the mailbox is absorbed between batches.
+func (j *Job) drainStash(t *task) error {
+	stash := j.held[t.index].stash
 	for progress := true; progress; {
 		progress = false
+		if err := j.absorb(t); err != nil {
+			return err
+		}
 		for ch, q := range stash {
 			if len(q) == 0 || t.handler.Blocked(ch) {
 				continue
@@ -564,6 +694,9 @@ func (j *Job) drainStash(t *task, stash [][]*graph.Batch) error {
 				return err
 			}
 			progress = true
+			if err := j.absorb(t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -579,6 +712,8 @@ func (j *Job) handleControl(t *task, q *controlQueue) error {
 			err = t.completed(m.id)
 		case ctlAbort:
 			err = t.aborted(m.id)
+		case ctlBarrier:
+			err = t.barrierArrived(m.ch, m.barrier, m.mark)
 		}
 		if err != nil {
 			return err

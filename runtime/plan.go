@@ -54,6 +54,8 @@ type taskConfig struct {
 	batchSize   int
 	incremental bool // take incremental snapshots
 	maxChain    int  // fold a chain into a whole snapshot at this length
+	// alignmentTimeout switches exactly-once alignments to unaligned.
+	alignmentTimeout time.Duration
 }
 
 // build creates the subtasks of topo, in topological order, and lists their
@@ -91,7 +93,10 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 				t.wm[c] = graph.MinWatermark
 			}
 			t.open = len(ins)
+			t.received, t.processed = make([]uint64, len(ins)), make([]uint64, len(ins))
+			t.marks, t.marked = make([]uint64, len(ins)), make([]bool, len(ins))
 			t.handler = checkpoint.NewHandler(cfg.mode, len(ins))
+			t.handler.SetAlignmentTimeout(cfg.alignmentTimeout)
 			byNode[n] = append(byNode[n], t)
 			p.tasks = append(p.tasks, t)
 			p.inputs = append(p.inputs, ins)
@@ -136,6 +141,9 @@ func (t *task) outputFor(n *graph.Node, edge graph.Edge, k int) *output {
 type taskRestore struct {
 	snaps []*graph.SubtaskSnapshot
 	own   *restored
+	// inflight is the channel state of an unaligned checkpoint, per input
+	// channel.
+	inflight [][]graph.Record
 }
 
 // load reads, verifies and decodes everything the subtasks need to restore
@@ -150,7 +158,16 @@ func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskResto
 		if own == nil && t.node.IsSource() && slices.Contains(m.Operators(), t.node.ID) {
 			return nil, fmt.Errorf("%s: source parallelism changed to %d; its offsets cannot be redistributed", t.id, t.node.Parallelism)
 		}
-		rs[i] = taskRestore{snaps: snaps, own: own}
+		if own != nil && own.ack.InFlight != nil {
+			if err := sameChannels(t, p.inputs[i], m); err != nil {
+				return nil, fmt.Errorf("checkpoint %d holds records in flight to %s (unaligned), which cannot be restored: %w", m.ID, t.id, err)
+			}
+		}
+		inflight, err := restoreChannelState(own, store, len(p.inputs[i]))
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d, channel state of %s: %w", m.ID, t.id, err)
+		}
+		rs[i] = taskRestore{snaps: snaps, own: own, inflight: inflight}
 	}
 	return rs, nil
 }
@@ -174,6 +191,7 @@ func (t *task) openFrom(r taskRestore) error {
 	var offset uint64
 	var opState []byte
 	t.state.Restore(r.snaps)
+	t.recovered = r.inflight
 	if own := r.own; own != nil {
 		if own.sameParallelism {
 			// Increments continue the restored chain; its keyed state is
@@ -197,6 +215,23 @@ func (t *task) openFrom(r taskRestore) error {
 	}
 	if opState != nil {
 		return t.op.RestoreState(opState)
+	}
+	return nil
+}
+
+// sameChannels checks that t and the subtasks feeding it have the
+// parallelism they had in m, so that its input channels are the ones its
+// channel state was captured on.
+func sameChannels(t *task, ins []*task, m *checkpoint.Manifest) error {
+	count := make(map[string]int)
+	for _, a := range m.Subtasks {
+		count[a.Task.Operator]++
+	}
+	for _, u := range append([]*task{t}, ins...) {
+		if n := count[u.node.ID]; n != u.node.Parallelism {
+			return fmt.Errorf("the parallelism of %s changed from %d to %d; restore with the old parallelism, or from a savepoint (savepoints are aligned)",
+				u.node.ID, n, u.node.Parallelism)
+		}
 	}
 	return nil
 }

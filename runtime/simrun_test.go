@@ -21,24 +21,39 @@ type simulator struct {
 	rng         *rand.Rand
 	mode        checkpoint.Mode
 	incremental bool
-	build       func() *graph.Topology
-	store       *checkpoint.MemStore
-	clock       time.Duration
+	// alignmentTimeout, in exactly-once mode, switches alignments that
+	// take this long to unaligned.
+	alignmentTimeout time.Duration
+	build            func() *graph.Topology
+	store            *checkpoint.MemStore
+	clock            time.Duration
 
 	plan   *plan
 	queues [][][]*graph.Batch // per task, per input channel
 	notes  [][]controlMsg     // per task, pending coordinator messages
 	coord  *checkpoint.Coordinator
 	acks   []checkpoint.Ack
-	decl   []declineMsg
-	final  *checkpoint.Manifest // completion record being written
+	// waiting are unaligned snapshots whose channel state is being
+	// captured; their acknowledgement follows it.
+	waiting []waitingAck
+	decl    []declineMsg
+	final   *checkpoint.Manifest // completion record being written
 	// reported marks the tasks whose finish the coordinator was told of.
 	reported []bool
 
 	crashes, restores, completed int
-	err                          error
+	// replayed counts records restored as channel state and replayed.
+	replayed int
+	err      error
 }
 
+type waitingAck struct {
+	ack      checkpoint.Ack
+	inflight <-chan inflightResult
+}
+
+// simLink delivers into the receiver's queue, which is also what it has
+// received and not processed: a batch is received as it is sent.
 type simLink struct {
 	s      *simulator
 	to, ch int
@@ -46,8 +61,17 @@ type simLink struct {
 
 func (l simLink) send(b *graph.Batch) error {
 	l.s.queues[l.to][l.ch] = append(l.s.queues[l.to][l.ch], b)
+	l.s.plan.tasks[l.to].receive(l.ch, b)
 	return nil
 }
+
+// barrier queues an unaligned barrier with the receiver's notes, which it
+// handles before its next batch.
+func (l simLink) barrier(b graph.Barrier, mark uint64) {
+	l.s.notes[l.to] = append(l.s.notes[l.to], controlMsg{kind: ctlBarrier, barrier: b, ch: l.ch, mark: mark})
+}
+
+func (s *simulator) queued(t *task, ch int) []*graph.Batch { return s.queues[t.index][ch] }
 
 func (s *simulator) now() time.Duration     { return s.clock }
 func (s *simulator) newBatch() *graph.Batch { return &graph.Batch{} }
@@ -62,7 +86,29 @@ func (s *simulator) snapshot(t *task, req snapshotRequest) {
 		s.decline(t, req.id, err.Error())
 		return
 	}
+	if req.inflight != nil {
+		s.waiting = append(s.waiting, waitingAck{ack: t.stored(req, h, 0), inflight: req.inflight})
+		return
+	}
 	s.acks = append(s.acks, t.stored(req, h, 0))
+}
+
+// collect acknowledges the unaligned snapshots whose channel state is in.
+func (s *simulator) collect() {
+	s.waiting = slices.DeleteFunc(s.waiting, func(w waitingAck) bool {
+		select {
+		case r := <-w.inflight:
+			ack := w.ack
+			if ok, reason := storeChannelState(s.store, &ack, r); ok {
+				s.acks = append(s.acks, ack)
+			} else if reason != "" {
+				s.decl = append(s.decl, declineMsg{task: ack.Task, id: ack.ID, reason: reason})
+			}
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 func (s *simulator) decline(t *task, id uint64, reason string) {
@@ -75,7 +121,7 @@ func (s *simulator) start() error {
 	var restore []taskRestore
 	ms, _ := s.store.Completed()
 	s.plan = build(s.build(), taskConfig{mode: s.mode, batchSize: 1 + s.rng.IntN(4),
-		incremental: s.incremental, maxChain: 2 + s.rng.IntN(4)}, s)
+		incremental: s.incremental, maxChain: 2 + s.rng.IntN(4), alignmentTimeout: s.alignmentTimeout}, s)
 	n := len(s.plan.tasks)
 	s.queues = make([][][]*graph.Batch, n)
 	s.notes = make([][]controlMsg, n)
@@ -84,7 +130,7 @@ func (s *simulator) start() error {
 		s.queues[i] = make([][]*graph.Batch, len(ins))
 	}
 	s.plan.connect(func(_ *task, to, ch int) link { return simLink{s: s, to: to, ch: ch} })
-	s.acks, s.decl, s.final = nil, nil, nil
+	s.acks, s.decl, s.final, s.waiting = nil, nil, nil, nil
 	if len(ms) > 0 {
 		var err error
 		if restore, err = s.plan.load(ms[0], s.store); err != nil {
@@ -95,13 +141,24 @@ func (s *simulator) start() error {
 	if err := s.plan.open(restore); err != nil {
 		return err
 	}
+	for _, t := range s.plan.tasks {
+		if t.op != nil {
+			for _, recs := range t.recovered {
+				s.replayed += len(recs)
+			}
+			if err := t.replay(); err != nil {
+				return err
+			}
+		}
+	}
 	lastID, _ := s.store.LastID()
 	var ids []checkpoint.TaskID
 	for _, t := range s.plan.tasks {
 		ids = append(ids, t.id)
 	}
 	cfg := checkpoint.Config{Mode: s.mode, Interval: time.Duration(3+s.rng.IntN(15)) * time.Millisecond,
-		Timeout: 500 * time.Millisecond, MaxConcurrent: 1 + s.rng.IntN(2), TolerableFailures: -1}
+		Timeout: 500 * time.Millisecond, MaxConcurrent: 1 + s.rng.IntN(2), TolerableFailures: -1,
+		AlignmentTimeout: s.alignmentTimeout}
 	var err error
 	s.coord, err = checkpoint.NewCoordinator(cfg, ids, lastID)
 	return err
@@ -136,6 +193,22 @@ func (s *simulator) apply() {
 		if rd.Failed != nil {
 			s.err = rd.Failed
 		}
+	}
+}
+
+// note handles task i's oldest note.
+func (s *simulator) note(t *task, i int) error {
+	m := s.notes[i][0]
+	s.notes[i] = s.notes[i][1:]
+	switch m.kind {
+	case ctlTrigger:
+		return t.trigger(m.barrier)
+	case ctlComplete:
+		return t.completed(m.id)
+	case ctlBarrier:
+		return t.barrierArrived(m.ch, m.barrier, m.mark)
+	default:
+		return t.aborted(m.id)
 	}
 }
 
@@ -197,6 +270,16 @@ func (s *simulator) step() (bool, error) {
 		for ch, q := range s.queues[i] {
 			if len(q) > 0 && !t.handler.Blocked(ch) {
 				enabled = append(enabled, func() error {
+					// As the runtime does, an unaligned barrier sent before
+					// the batch is handled first.
+					for slices.ContainsFunc(s.notes[i], func(m controlMsg) bool { return m.kind == ctlBarrier }) {
+						if err := s.note(t, i); err != nil {
+							return err
+						}
+					}
+					if t.handler.Blocked(ch) || len(s.queues[i][ch]) == 0 {
+						return nil
+					}
 					b := s.queues[i][ch][0]
 					s.queues[i][ch] = s.queues[i][ch][1:]
 					return t.process(ch, b)
@@ -204,23 +287,16 @@ func (s *simulator) step() (bool, error) {
 			}
 		}
 		if len(s.notes[i]) > 0 {
-			enabled = append(enabled, func() error {
-				m := s.notes[i][0]
-				s.notes[i] = s.notes[i][1:]
-				switch m.kind {
-				case ctlTrigger:
-					return t.trigger(m.barrier)
-				case ctlComplete:
-					return t.completed(m.id)
-				default:
-					return t.aborted(m.id)
-				}
-			})
+			enabled = append(enabled, func() error { return s.note(t, i) })
+		}
+		if _, ok := t.handler.Deadline(); ok {
+			enabled = append(enabled, t.tick)
 		}
 		if t.hasPartial() {
 			enabled = append(enabled, func() error { t.flushAll(); return nil })
 		}
 	}
+	s.collect()
 	if len(s.acks) > 0 {
 		enabled = append(enabled, func() error {
 			k := s.rng.IntN(len(s.acks))

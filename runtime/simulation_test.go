@@ -3,6 +3,7 @@ package runtime
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 )
@@ -11,13 +12,15 @@ import (
 // scheduling with a random source derived from seed and salt. Even seeds
 // take incremental snapshots.
 func simulate(seed, salt uint64, mode checkpoint.Mode, crashes int) (keyedState, *simulator, error) {
-	s := &simulator{
-		rng:         rand.New(rand.NewPCG(seed, salt)),
-		mode:        mode,
-		incremental: seed%2 == 0,
-		build:       randomTopology(seed),
-		store:       checkpoint.NewMemStore(2),
-	}
+	return simulateWith(&simulator{mode: mode}, seed, salt, crashes)
+}
+
+// simulateWith runs s, whose mode and alignment timeout are set.
+func simulateWith(s *simulator, seed, salt uint64, crashes int) (keyedState, *simulator, error) {
+	s.rng = rand.New(rand.NewPCG(seed, salt))
+	s.incremental = seed%2 == 0
+	s.build = randomTopology(seed)
+	s.store = checkpoint.NewMemStore(2)
 	if err := s.run(crashes); err != nil {
 		return nil, s, err
 	}
@@ -50,13 +53,40 @@ func multiInput(seed uint64) bool {
 }
 
 func TestSimulationExactlyOnceEqualsFailureFree(t *testing.T) {
-	var crashes, restores, completed int
+	exactlyOnce(t, func() *simulator { return &simulator{mode: checkpoint.ExactlyOnce} })
+}
+
+// TestSimulationUnalignedEqualsFailureFree: unaligned checkpoints, whose
+// records in flight are restored and replayed, are exactly-once too.
+func TestSimulationUnalignedEqualsFailureFree(t *testing.T) {
+	replayed := exactlyOnce(t, func() *simulator { return &simulator{mode: checkpoint.Unaligned} })
+	if len(seeds()) >= 50 && replayed == 0 {
+		t.Fatal("no restore replayed channel state: unaligned checkpoints were not exercised")
+	}
+}
+
+// TestSimulationAlignmentTimeoutEqualsFailureFree: alignments that time
+// out and switch to unaligned midway are exactly-once too.
+func TestSimulationAlignmentTimeoutEqualsFailureFree(t *testing.T) {
+	replayed := exactlyOnce(t, func() *simulator {
+		return &simulator{mode: checkpoint.ExactlyOnce, alignmentTimeout: time.Millisecond}
+	})
+	if len(seeds()) >= 50 && replayed == 0 {
+		t.Fatal("no restore replayed channel state: no alignment timed out")
+	}
+}
+
+// exactlyOnce checks that runs of the simulators that newSim makes, with
+// crashes, end in the state of a failure-free exactly-once run; it returns
+// how many records were replayed from channel state.
+func exactlyOnce(t *testing.T, newSim func() *simulator) int {
+	var crashes, restores, completed, replayed int
 	for _, seed := range seeds() {
 		want, _, err := simulate(seed, 1, checkpoint.ExactlyOnce, 0)
 		if err != nil {
 			t.Fatalf("seed %d, reference run: %v (rerun with -sim.seed=%d)", seed, err, seed)
 		}
-		got, s, err := simulate(seed, 2, checkpoint.ExactlyOnce, 3)
+		got, s, err := simulateWith(newSim(), seed, 2, 3)
 		if err != nil {
 			t.Fatalf("seed %d: %v (rerun with -sim.seed=%d)", seed, err, seed)
 		}
@@ -64,12 +94,14 @@ func TestSimulationExactlyOnceEqualsFailureFree(t *testing.T) {
 			t.Fatalf("seed %d: after %d crashes and %d restores, state differs from a failure-free run (rerun with -sim.seed=%d):\n%s",
 				seed, s.crashes, s.restores, seed, d)
 		}
-		crashes, restores, completed = crashes+s.crashes, restores+s.restores, completed+s.completed
+		crashes, restores, completed, replayed = crashes+s.crashes, restores+s.restores, completed+s.completed, replayed+s.replayed
 	}
-	t.Logf("%d seeds: %d crashes, %d restores from a completed checkpoint, %d checkpoints completed", len(seeds()), crashes, restores, completed)
+	t.Logf("%d seeds: %d crashes, %d restores from a completed checkpoint, %d checkpoints completed, %d records replayed from channel state",
+		len(seeds()), crashes, restores, completed, replayed)
 	if len(seeds()) >= 50 && (restores == 0 || completed == 0) {
 		t.Fatalf("the simulation never restored from a checkpoint: it proves nothing")
 	}
+	return replayed
 }
 
 func TestSimulationAtLeastOnceLosesNothing(t *testing.T) {

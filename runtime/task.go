@@ -21,6 +21,10 @@ type link interface {
 	// send hands b over; it may block for flow control. After send, b
 	// belongs to the receiver.
 	send(b *graph.Batch) error
+	// barrier hands an unaligned barrier to the receiver ahead of the
+	// batches in flight; mark is the number of records sent on the link
+	// before it. It never blocks.
+	barrier(b graph.Barrier, mark uint64)
 }
 
 // env is what a task needs from its executor.
@@ -37,6 +41,9 @@ type env interface {
 	snapshot(t *task, s snapshotRequest)
 	// decline tells the coordinator that t cannot take checkpoint id.
 	decline(t *task, id uint64, reason string)
+	// queued returns the batches t received on channel ch and has not
+	// processed yet, oldest first.
+	queued(t *task, ch int) []*graph.Batch
 }
 
 // snapshotRequest is the synchronous phase's result, handed to the
@@ -45,6 +52,9 @@ type snapshotRequest struct {
 	id     uint64
 	frozen *graph.FrozenState
 	ack    checkpoint.Ack // all but State, and Stats.Async/StateSize
+	// inflight, for an unaligned snapshot, delivers its channel state once
+	// captured; the acknowledgement waits for it.
+	inflight <-chan inflightResult
 }
 
 // chain is a stored snapshot and what it needs to be restored: the handles
@@ -120,6 +130,7 @@ func (c *chains) aborted(id uint64) {
 type outChannel struct {
 	link  link
 	batch *graph.Batch
+	sent  uint64 // records put on the channel, for unaligned barriers' marks
 }
 
 // output is one consumer edge of a subtask: a partitioner over the
@@ -148,6 +159,17 @@ type task struct {
 	inputOf []int   // channel → logical input
 	wm      []int64 // channel → watermark
 	open    int     // channels not yet ended
+
+	// Unaligned checkpoints (see inflight.go): per channel, records
+	// received and processed, and the marks of the barriers of checkpoint
+	// markID that arrived; the capture in progress; and the channel state a
+	// restore brought back, replayed before any new input.
+	received, processed []uint64
+	marks               []uint64
+	marked              []bool
+	markID              uint64
+	capture             *capture
+	recovered           [][]graph.Record
 
 	outputs   []*output
 	batchSize int
@@ -216,6 +238,7 @@ func (t *task) append(c *outChannel, r *graph.Record) *graph.Record {
 		c.batch = t.env.newBatch()
 	}
 	c.batch.Records = append(c.batch.Records, *r)
+	c.sent++
 	return &c.batch.Records[len(c.batch.Records)-1]
 }
 
@@ -273,26 +296,16 @@ func (t *task) broadcast(ctl graph.Control) {
 	}
 }
 
-// process handles one batch from channel ch, which must not be blocked.
+// process handles one batch from channel ch, which must not be blocked and
+// must have been received.
 func (t *task) process(ch int, b *graph.Batch) error {
-	t.metrics.RecordsIn.Add(int64(len(b.Records)))
-	t.state.SetProcessingTime(t.env.wallMillis())
-	input := t.inputOf[ch]
-	for i := range b.Records {
-		r := &b.Records[i]
-		t.state.SetKey(r.Key)
-		if err := t.op.ProcessRecord(input, r); err != nil {
-			return t.fail(err)
-		}
-		if err := t.state.Err(); err != nil {
-			return t.fail(err)
-		}
+	t.processed[ch] += uint64(len(b.Records))
+	if err := t.processRecords(ch, b.Records); err != nil {
+		return err
 	}
 	switch b.Control.Kind {
 	case graph.BarrierControl:
-		t.handler.Tick(t.env.now())
-		t.handler.Step(checkpoint.Event{Kind: checkpoint.BarrierArrived, Channel: ch, Barrier: b.Control.Barrier})
-		return t.act()
+		return t.barrierArrived(ch, b.Control.Barrier, t.processed[ch])
 	case graph.WatermarkControl:
 		if b.Control.Watermark > t.wm[ch] {
 			t.wm[ch] = b.Control.Watermark
@@ -301,6 +314,11 @@ func (t *task) process(ch int, b *graph.Batch) error {
 	case graph.EndOfStreamControl:
 		t.wm[ch] = graph.MaxWatermark
 		t.open--
+		if c := t.capture; c != nil && c.until[ch] == openMark {
+			if err := c.close(ch, t.processed[ch]); err != nil {
+				return t.fail(err)
+			}
+		}
 		if err := t.advanceWatermark(); err != nil {
 			return err
 		}
@@ -314,6 +332,42 @@ func (t *task) process(ch int, b *graph.Batch) error {
 		}
 	}
 	return t.err
+}
+
+// processRecords runs the operator on records of channel ch.
+func (t *task) processRecords(ch int, recs []graph.Record) error {
+	t.metrics.RecordsIn.Add(int64(len(recs)))
+	t.state.SetProcessingTime(t.env.wallMillis())
+	input := t.inputOf[ch]
+	for i := range recs {
+		r := &recs[i]
+		t.state.SetKey(r.Key)
+		if err := t.op.ProcessRecord(input, r); err != nil {
+			return t.fail(err)
+		}
+		if err := t.state.Err(); err != nil {
+			return t.fail(err)
+		}
+	}
+	return nil
+}
+
+// barrierArrived handles barrier b on channel ch, in order (mark is the
+// records processed on ch) or ahead of queued records (mark is the
+// records sent on ch before it).
+func (t *task) barrierArrived(ch int, b graph.Barrier, mark uint64) error {
+	if err := t.noteBarrier(ch, b, mark); err != nil {
+		return t.fail(err)
+	}
+	t.handler.Tick(t.env.now())
+	t.handler.Step(checkpoint.Event{Kind: checkpoint.BarrierArrived, Channel: ch, Barrier: b})
+	return t.act()
+}
+
+// tick tells the handler the time, which may end an alignment.
+func (t *task) tick() error {
+	t.handler.Tick(t.env.now())
+	return t.act()
 }
 
 func (t *task) advanceWatermark() error {
@@ -366,14 +420,34 @@ func (t *task) act() error {
 				return err
 			}
 		case checkpoint.Forward:
-			t.broadcast(graph.Control{Kind: graph.BarrierControl, Barrier: a.Barrier})
+			if a.Barrier.Unaligned {
+				t.overtake(a.Barrier)
+			} else {
+				t.broadcast(graph.Control{Kind: graph.BarrierControl, Barrier: a.Barrier})
+			}
+		case checkpoint.Captured:
+			if c := t.capture; c != nil && c.id == a.ID {
+				c.barriersIn = true
+				t.checkCapture()
+			}
 		case checkpoint.Decline:
+			t.dropCapture(a.ID)
 			t.env.decline(t, a.ID, a.Reason)
 		case checkpoint.Block, checkpoint.Unblock:
 			// The executor asks handler.Blocked before delivering a batch.
 		}
 	}
 	return t.err
+}
+
+// overtake sends an unaligned barrier on every output channel ahead of the
+// records in flight, each with its channel's mark.
+func (t *task) overtake(b graph.Barrier) {
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			c.link.barrier(b, c.sent)
+		}
+	}
 }
 
 // snapshot takes the synchronous phase of checkpoint a.ID and hands the rest
@@ -390,6 +464,8 @@ func (t *task) snapshot(a checkpoint.Action) error {
 			Alignment:       a.Alignment,
 			BufferedRecords: t.buffered,
 			BufferedBytes:   t.bufferedBytes,
+			Unaligned:       a.Unaligned,
+			TimedOut:        a.TimedOut,
 		},
 	}}
 	var opState []byte
@@ -407,6 +483,14 @@ func (t *task) snapshot(a checkpoint.Action) error {
 			t.env.decline(t, a.ID, "operator snapshot: "+err.Error())
 			return nil
 		}
+	}
+	if a.Unaligned {
+		c, err := t.startCapture(a.ID)
+		if err != nil {
+			t.env.decline(t, a.ID, err.Error())
+			return nil
+		}
+		t.capture, req.inflight = c, c.result
 	}
 	base, baseChain, incremental := t.chains.next()
 	req.frozen = t.state.Freeze(opState, base, incremental)
@@ -463,6 +547,7 @@ func (t *task) listener() (graph.CheckpointListener, bool) {
 
 // aborted tells the handler and the operator that checkpoint id was aborted.
 func (t *task) aborted(id uint64) error {
+	t.dropCapture(id)
 	t.chains.aborted(id)
 	delete(t.offsets, id)
 	t.handler.Step(checkpoint.Event{Kind: checkpoint.CheckpointAborted, ID: id})

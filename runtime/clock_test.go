@@ -20,7 +20,7 @@ import (
 // forwards or backwards, as NTP sets a gateway's clock.
 type jumpyClock struct{ offset atomic.Int64 }
 
-func (c *jumpyClock) now() time.Time        { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *jumpyClock) now() time.Time       { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *jumpyClock) jump(d time.Duration) { c.offset.Add(int64(d)) }
 
 // feed is a source fed by the test, one subtask.

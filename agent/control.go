@@ -303,6 +303,7 @@ func (c *control) status() api.Status {
 	for _, m := range inc.sources {
 		out.DeadLetters += m.DeadLetters.Load()
 		out.IngestLag += m.Lag.Load()
+		out.IngestFailures += m.AppendFailures.Load()
 	}
 	return out
 }

@@ -72,6 +72,8 @@ func (c *control) writeMetrics(w io.Writer) {
 	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)
 	metric("cairn_ingest_lag_messages", "gauge", "Logged MQTT messages waiting to be processed.")
 	fmt.Fprintf(w, "cairn_ingest_lag_messages %d\n", st.IngestLag)
+	metric("cairn_ingest_append_failures_total", "counter", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
+	fmt.Fprintf(w, "cairn_ingest_append_failures_total %d\n", st.IngestFailures)
 	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
 	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)
 }

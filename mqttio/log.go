@@ -40,20 +40,47 @@ var bucketLogMeta = []byte("log-meta")
 // file, one bucket per source subtask, keys are 8-byte big-endian offsets.
 // Open it once per process.
 type LogDB struct {
-	db *bolt.DB
-	mu sync.Mutex
+	db   *bolt.DB
+	opts LogOptions
+	mu   sync.Mutex
 	// logs are the open logs by name; a log is shared by the source
 	// incarnations of one subtask across job restarts.
 	logs map[string]*Log
 }
 
+// LogOptions are the ingest log file's fault hooks, for tests.
+type LogOptions struct {
+	// WriteFault, if set, is called at the end of every write transaction,
+	// after its writes and before bbolt commits and fsyncs them. An error
+	// fails the transaction, of which nothing is written, as a full or
+	// broken disk would (tests inject ENOSPC); a delay holds the commit as
+	// a slow fsync would.
+	WriteFault func() error
+}
+
 // OpenLogDB opens or creates the ingest log file at path.
-func OpenLogDB(path string) (*LogDB, error) {
+func OpenLogDB(path string) (*LogDB, error) { return OpenLogDBWith(path, LogOptions{}) }
+
+// OpenLogDBWith is OpenLogDB with fault hooks.
+func OpenLogDBWith(path string, opts LogOptions) (*LogDB, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("opening ingest log %s: %w", path, err)
 	}
-	return &LogDB{db: db, logs: make(map[string]*Log)}, nil
+	return &LogDB{db: db, opts: opts, logs: make(map[string]*Log)}, nil
+}
+
+// update runs a write transaction, asking WriteFault before the commit.
+func (d *LogDB) update(f func(tx *bolt.Tx) error) error {
+	return d.db.Update(func(tx *bolt.Tx) error {
+		if err := f(tx); err != nil {
+			return err
+		}
+		if d.opts.WriteFault != nil {
+			return d.opts.WriteFault()
+		}
+		return nil
+	})
 }
 
 // Close closes the file.
@@ -66,8 +93,8 @@ func (d *LogDB) Log(name string) (*Log, error) {
 	if l := d.logs[name]; l != nil {
 		return l, nil
 	}
-	l := &Log{db: d.db, bucket: []byte(name), grew: make(chan struct{}, 1), first: 1, next: 1}
-	err := d.db.Update(func(tx *bolt.Tx) error {
+	l := &Log{db: d.db, update: d.update, bucket: []byte(name), grew: make(chan struct{}, 1), first: 1, next: 1}
+	err := d.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(l.bucket)
 		if err != nil {
 			return err
@@ -102,6 +129,7 @@ func (d *LogDB) Log(name string) (*Log, error) {
 // messages numbered by offset, durable once Append returns.
 type Log struct {
 	db     *bolt.DB
+	update func(func(tx *bolt.Tx) error) error // the LogDB's write transactions
 	bucket []byte
 
 	appendMu    sync.Mutex // one Append at a time: offsets are reserved for the whole transaction
@@ -125,7 +153,7 @@ func (l *Log) Append(msgs []Message) (uint64, error) {
 		size += 8 + 20 + len(m.Topic) + len(m.Payload)
 	}
 	buf := make([]byte, 0, size)
-	err := l.db.Update(func(tx *bolt.Tx) error {
+	err := l.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(l.bucket)
 		b.FillPercent = 1 // offsets only grow: pack pages full
 		for i, m := range msgs {
@@ -226,7 +254,7 @@ func (l *Log) Truncate(offset uint64) error {
 	// must not be held in one transaction's memory on a small device.
 	for from := first; from < offset; {
 		to := min(offset, from+truncateBatch)
-		err := l.db.Update(func(tx *bolt.Tx) error {
+		err := l.update(func(tx *bolt.Tx) error {
 			c := tx.Bucket(l.bucket).Cursor()
 			end := binary.BigEndian.AppendUint64(nil, to)
 			for k, _ := c.First(); k != nil && bytes.Compare(k, end) < 0; k, _ = c.First() {
@@ -264,7 +292,7 @@ func (l *Log) SkipTo(offset uint64) error {
 	if !empty {
 		return fmt.Errorf("ingest log %s ends at offset %d, before the checkpoint's %d: acknowledged messages are missing", l.bucket, next, offset)
 	}
-	err := l.db.Update(func(tx *bolt.Tx) error {
+	err := l.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLogMeta).Put(l.bucket, binary.BigEndian.AppendUint64(nil, offset))
 	})
 	if err != nil {

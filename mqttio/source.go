@@ -40,7 +40,9 @@ type SourceConfig struct {
 	// holds GroupSize messages or its first message waited GroupDelay;
 	// defaults 1000 and 2 ms. The delay keeps acknowledgements flowing when
 	// the broker's in-flight window (20 in a default mosquitto) is smaller
-	// than a group.
+	// than a group. Messages that arrived while the previous commit was
+	// being written join the group, up to 8 × GroupSize: a slow disk makes
+	// groups larger rather than ingest slower.
 	GroupSize  int
 	GroupDelay time.Duration
 	// MaxLag is how many logged messages may wait to be processed before
@@ -62,6 +64,10 @@ type SourceMetrics struct {
 	Redelivered atomic.Int64 // redeliveries already logged, acknowledged again
 	DeadLetters atomic.Int64 // messages that could not be decoded
 	Lag         atomic.Int64 // logged but not yet read, summed over subtasks' last reads
+	// AppendFailures counts group commits the ingest log refused (a full
+	// or failing disk); their messages were not acknowledged and are
+	// retried.
+	AppendFailures atomic.Int64
 }
 
 func (c *SourceConfig) setDefaults() {
@@ -147,7 +153,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	if s.logged, err = s.log.Logged(RedeliveryWindow); err != nil {
 		return err
 	}
-	s.in = make(chan paho.Message, s.cfg.GroupSize)
+	s.in = make(chan paho.Message, maxGroups*s.cfg.GroupSize)
 	s.consumed = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.ingest()
@@ -197,6 +203,10 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 	}
 }
 
+// maxGroups bounds a group commit that gathered what arrived during the
+// previous one, in groups of SourceConfig.GroupSize.
+const maxGroups = 8
+
 // inbound is a received message waiting for its group commit.
 type inbound struct {
 	m      paho.Message
@@ -215,35 +225,11 @@ func (s *source) ingest() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	backoff := s.cfg.GroupDelay
+	failures := 0 // consecutive failed appends: retry only when the timer says
+	due := false  // a commit is due but held back by MaxLag
 	lagging := func() bool {
 		next, read := s.log.Next(), s.readAt.Load()
 		return next > read && next-read > s.cfg.MaxLag
-	}
-	flush := func() {
-		msgs = msgs[:0]
-		now := time.Now()
-		for _, in := range pending {
-			if !in.logged {
-				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID(), Sum: in.sum})
-			}
-		}
-		if len(msgs) > 0 {
-			if _, err := s.log.Append(msgs); err != nil {
-				// Nothing is acknowledged; the broker holds back and
-				// redelivers after a crash. Retry with backoff.
-				s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging", "source", s.name(), "messages", len(msgs), "err", err)
-				backoff = min(2*backoff, time.Second)
-				timer.Reset(backoff)
-				return
-			}
-		}
-		backoff = s.cfg.GroupDelay
-		for _, in := range pending {
-			s.logged[in.m.MessageID()] = in.sum
-			in.m.Ack()
-		}
-		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
-		pending = pending[:0]
 	}
 	// redelivered reports whether m, which the broker marked as a
 	// redelivery, is already logged or waiting to be.
@@ -261,29 +247,83 @@ func (s *source) ingest() {
 		}
 		return false
 	}
+	add := func(m paho.Message) {
+		in := inbound{m: m, sum: PayloadSum(m.Topic(), m.Payload())}
+		if redelivered(m, in.sum) {
+			// Its PUBACK was lost; acknowledge again, in order.
+			s.cfg.Metrics.Redelivered.Add(1)
+			in.logged = true
+		}
+		pending = append(pending, in)
+	}
+	flush := func() {
+		// What arrived while the previous commit was being written joins
+		// this one: on a slow disk groups grow, and the rate holds.
+		for drained := false; !drained && len(pending) < maxGroups*s.cfg.GroupSize; {
+			select {
+			case m := <-s.in:
+				add(m)
+			default:
+				drained = true
+			}
+		}
+		msgs = msgs[:0]
+		now := time.Now()
+		for _, in := range pending {
+			if !in.logged {
+				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID(), Sum: in.sum})
+			}
+		}
+		if len(msgs) > 0 {
+			if _, err := s.log.Append(msgs); err != nil {
+				// Nothing is acknowledged; the broker holds back and
+				// redelivers after a crash. Retry with backoff.
+				s.cfg.Metrics.AppendFailures.Add(1)
+				failures++
+				s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging, retrying", "source", s.name(),
+					"messages", len(msgs), "failures", failures, "retry_in", min(2*backoff, time.Second), "err", err)
+				backoff = min(2*backoff, time.Second)
+				timer.Reset(backoff)
+				return
+			}
+		}
+		if failures > 0 {
+			s.cfg.Client.Logger.Info("ingest log append succeeded again", "source", s.name(), "failures", failures, "messages", len(msgs))
+			failures = 0
+		}
+		backoff = s.cfg.GroupDelay
+		for _, in := range pending {
+			s.logged[in.m.MessageID()] = in.sum
+			in.m.Ack()
+		}
+		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
+		pending = pending[:0]
+	}
 	for {
 		select {
 		case m := <-s.in:
-			in := inbound{m: m, sum: PayloadSum(m.Topic(), m.Payload())}
-			if redelivered(m, in.sum) {
-				// Its PUBACK was lost; acknowledge again, in order.
-				s.cfg.Metrics.Redelivered.Add(1)
-				in.logged = true
-			}
-			pending = append(pending, in)
+			add(m)
 			if len(pending) == 1 {
 				timer.Reset(s.cfg.GroupDelay)
 			}
-			if len(pending) >= s.cfg.GroupSize && !lagging() {
-				timer.Stop()
-				flush()
+			if len(pending) >= s.cfg.GroupSize && failures == 0 {
+				if due = lagging(); !due {
+					timer.Stop()
+					flush()
+				}
 			}
 		case <-timer.C:
-			if len(pending) > 0 && !lagging() {
-				flush()
+			if len(pending) > 0 {
+				if due = lagging(); !due {
+					flush()
+				}
 			}
 		case <-s.consumed:
-			if len(pending) > 0 && !lagging() {
+			// Only a commit held back by MaxLag goes now: flushing
+			// whenever the reader reads would cut groups short, and
+			// every commit costs an fsync.
+			if due && len(pending) > 0 && !lagging() {
+				due = false
 				timer.Stop()
 				flush()
 			}
@@ -408,7 +448,7 @@ var bucketDeadLetters = []byte("dead-letters")
 // deadLetters stores dead letters under their source and offset, so a
 // replay stores each once.
 func (d *LogDB) deadLetters(dls []DeadLetter) error {
-	return d.db.Update(func(tx *bolt.Tx) error {
+	return d.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketDeadLetters)
 		if err != nil {
 			return err

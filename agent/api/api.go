@@ -16,6 +16,10 @@ type Status struct {
 	DeadLetters  int64      `json:"dead_letters"`
 	// IngestLag is how many logged MQTT messages wait to be processed.
 	IngestLag int64 `json:"ingest_lag"`
+	// IngestFailures counts group commits the ingest log refused (a full
+	// or failing disk): their messages were not acknowledged and are
+	// retried.
+	IngestFailures int64 `json:"ingest_failures"`
 	// ConfigError, if set, says why the last change of the pipeline file
 	// was not applied; the pipeline runs as before.
 	ConfigError string `json:"config_error,omitempty"`

@@ -1,0 +1,267 @@
+// Package s3test starts a real S3-compatible server for tests: versitygw
+// with its posix backend on a temporary directory, on a free loopback port.
+//
+// The binary is found as $CAIRN_VERSITYGW, as versitygw on the PATH, or in
+// ~/.cache/cairn/bin (where .ci/run installs it). Without it a test is
+// skipped, unless CAIRN_REQUIRE_S3 is set (as in CI): then its absence is
+// a failure. Install it with
+//
+//	GOBIN=~/.cache/cairn/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Credentials of every test server. The secret is long and odd enough that
+// a test can search logs for it.
+const (
+	AccessKey = "cairn-test-access"
+	SecretKey = "cairn-test-secret-7f3a9c1e5b"
+)
+
+// Server is a running versitygw.
+type Server struct {
+	// Endpoint is host:port of its S3 API.
+	Endpoint string
+	// Client talks to it with the test credentials.
+	Client *minio.Client
+	cmd    *exec.Cmd
+	out    *syncBuffer
+}
+
+// Binary returns the path of versitygw, or "" when there is none.
+func Binary() string {
+	if p := os.Getenv("CAIRN_VERSITYGW"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		p := filepath.Join(home, ".cache", "cairn", "bin", "versitygw")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// Start starts a server that lives as long as t, or skips t when versitygw
+// is missing and not required.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		if os.Getenv("CAIRN_REQUIRE_S3") != "" {
+			t.Fatal("versitygw is required (CAIRN_REQUIRE_S3) but not found: set CAIRN_VERSITYGW or install it (see internal/s3test)")
+		}
+		t.Skip("versitygw is not installed (see internal/s3test)")
+	}
+	dir := t.TempDir()
+	port := freePort(t)
+	s := &Server{Endpoint: fmt.Sprintf("127.0.0.1:%d", port), out: new(syncBuffer)}
+	s.cmd = exec.Command(bin, "--port", s.Endpoint, "--access", AccessKey, "--secret", SecretKey, "--quiet", "posix", dir)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.cmd.Process.Signal(syscall.SIGCONT) // if a test paused it
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	})
+	var err error
+	s.Client, err = minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := s.Client.ListBuckets(ctx)
+		cancel()
+		if err == nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("versitygw did not answer on %s: %v\n%s", s.Endpoint, err, s.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Bucket creates a bucket.
+func (s *Server) Bucket(t testing.TB, name string) {
+	t.Helper()
+	if err := s.Client.MakeBucket(context.Background(), name, minio.MakeBucketOptions{}); err != nil {
+		t.Fatalf("creating bucket %s: %v", name, err)
+	}
+}
+
+// Pause stops the server's process (SIGSTOP): connections are accepted by
+// the kernel and never answered, like a storage that hangs. Resume lets it
+// go on.
+func (s *Server) Pause(t testing.TB) {
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume undoes Pause.
+func (s *Server) Resume(t testing.TB) {
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Keys lists the object names under prefix in bucket.
+func (s *Server) Keys(t testing.TB, bucket, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for obj := range s.Client.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatalf("listing %s/%s: %v", bucket, prefix, obj.Err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	return keys
+}
+
+// Get reads an object.
+func (s *Server) Get(t testing.TB, bucket, key string) []byte {
+	t.Helper()
+	obj, err := s.Client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("reading %s/%s: %v", bucket, key, err)
+	}
+	return data
+}
+
+// Put writes an object.
+func (s *Server) Put(t testing.TB, bucket, key string, data []byte) {
+	t.Helper()
+	if _, err := s.Client.PutObject(context.Background(), bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatalf("writing %s/%s: %v", bucket, key, err)
+	}
+}
+
+// FlipBit flips one bit in the middle of an object, through the S3 API.
+func (s *Server) FlipBit(t testing.TB, bucket, key string) {
+	t.Helper()
+	data := s.Get(t, bucket, key)
+	if len(data) == 0 {
+		t.Fatalf("%s/%s is empty: no bit to flip", bucket, key)
+	}
+	data[len(data)/2] ^= 0x10
+	s.Put(t, bucket, key, data)
+}
+
+// Throttle starts a TCP proxy to the server that passes at most
+// bytesPerSecond in each direction of each connection, and returns its
+// host:port. It stops with t.
+func (s *Server) Throttle(t testing.TB, bytesPerSecond int) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	slowCopy := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, max(1, bytesPerSecond/20))
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+				time.Sleep(time.Duration(n) * time.Second / time.Duration(bytesPerSecond))
+			}
+			if err != nil {
+				break
+			}
+		}
+		dst.Close()
+		src.Close()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", s.Endpoint)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Add(2)
+			go slowCopy(up, c)
+			go slowCopy(c, up)
+		}
+	}()
+	return l.Addr().String()
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer collects the server's output for failure messages.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -179,7 +179,7 @@ func (c *Coordinator) Tick(now time.Duration) {
 		}
 	}
 	if c.periodicDue() {
-		c.trigger(false)
+		c.trigger(false, false)
 	}
 }
 
@@ -203,16 +203,25 @@ func (c *Coordinator) RequestCheckpoint() uint64 {
 	if c.finished || c.failed != nil {
 		return 0
 	}
-	return c.trigger(true)
+	return c.trigger(true, false)
 }
 
-func (c *Coordinator) trigger(manual bool) uint64 {
+// RequestSavepoint is RequestCheckpoint for a savepoint: its barrier is
+// aligned at every subtask, whatever the mode (graph.Barrier.Aligned).
+func (c *Coordinator) RequestSavepoint() uint64 {
+	if c.finished || c.failed != nil {
+		return 0
+	}
+	return c.trigger(true, true)
+}
+
+func (c *Coordinator) trigger(manual, aligned bool) uint64 {
 	c.lastID++
 	id := c.lastID
 	c.triggeredOnce, c.lastTrigger = true, c.now
 	c.pending = append(c.pending, &pendingCheckpoint{id: id, triggered: c.now, manual: manual, acks: make(map[TaskID]Ack)})
 	c.ready.LastID = id
-	c.ready.Triggers = append(c.ready.Triggers, Trigger{Barrier: graph.Barrier{ID: id, Triggered: c.now}, Manual: manual})
+	c.ready.Triggers = append(c.ready.Triggers, Trigger{Barrier: graph.Barrier{ID: id, Triggered: c.now, Aligned: aligned}, Manual: manual})
 	return id
 }
 

@@ -159,7 +159,7 @@ func (h *Handler) Tick(now time.Duration) {
 
 // Deadline returns when the alignment in progress times out, if it can.
 func (h *Handler) Deadline() (time.Duration, bool) {
-	if h.timeout <= 0 || h.aligning == 0 || h.capturing {
+	if h.timeout <= 0 || h.aligning == 0 || h.capturing || h.barrier.Aligned {
 		return 0, false
 	}
 	return h.alignStart + h.timeout, true
@@ -191,13 +191,19 @@ func (h *Handler) Step(ev Event) {
 			return // duplicate barrier on one channel: ignore
 		}
 		h.arrivedAt[ev.Channel] = h.now
-		h.step(h, ev)
+		if h.barrier.Aligned {
+			stepAligned(h, ev) // a savepoint
+		} else {
+			h.step(h, ev)
+		}
 	case InputEnded:
 		if ev.Channel < 0 || ev.Channel >= h.channels || h.ended[ev.Channel] {
 			return
 		}
 		h.ended[ev.Channel] = true
-		if h.aligning != 0 {
+		if h.aligning != 0 && h.barrier.Aligned {
+			stepAligned(h, ev)
+		} else if h.aligning != 0 {
 			h.step(h, ev)
 		}
 	case CheckpointAborted:
@@ -282,7 +288,7 @@ func (h *Handler) aligned() bool {
 
 func (h *Handler) snapshotAndForward() {
 	id, b := h.aligning, h.barrier
-	b.Unaligned = h.mode == Unaligned // a source's barrier overtakes its queued output
+	b.Unaligned = h.mode == Unaligned && !b.Aligned // a source's barrier overtakes its queued output
 	h.actions = append(h.actions,
 		Action{Kind: Snapshot, ID: id, StartDelay: h.alignStart - b.Triggered, Alignment: h.now - h.alignStart},
 		Action{Kind: Forward, ID: id, Barrier: b})

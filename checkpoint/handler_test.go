@@ -38,15 +38,17 @@ type captureModel struct {
 	state [][]string
 }
 
-// parseBarrier reads "|N|" or "|Nu|" (a barrier forwarded unaligned).
+// parseBarrier reads "|N|", "|Nu|" (a barrier forwarded unaligned) or
+// "|Ns|" (a savepoint's).
 func parseBarrier(t *testing.T, e string) graph.Barrier {
 	body := strings.Trim(e, "|")
-	unaligned := strings.HasSuffix(body, "u")
-	id, err := strconv.ParseUint(strings.TrimSuffix(body, "u"), 10, 64)
+	b := graph.Barrier{Unaligned: strings.HasSuffix(body, "u"), Aligned: strings.HasSuffix(body, "s")}
+	id, err := strconv.ParseUint(strings.TrimRight(body, "us"), 10, 64)
 	if err != nil {
 		t.Fatalf("bad barrier %q", e)
 	}
-	return graph.Barrier{ID: id, Unaligned: unaligned}
+	b.ID = id
+	return b
 }
 
 // barrier hands barrier b to the subtask on channel c, with the records it

@@ -58,6 +58,9 @@ type Barrier struct {
 	// checkpoint unaligned: it overtakes the records in front of it, and a
 	// subtask it reaches takes the checkpoint unaligned too.
 	Unaligned bool
+	// Aligned marks a savepoint: aligned in every mode, so it holds no
+	// channel state and restores under another parallelism.
+	Aligned bool
 }
 
 // Control is an in-band control element. It is never reordered with the

@@ -204,7 +204,7 @@ type Job struct {
 	acks      chan checkpoint.Ack
 	declines  chan declineMsg
 	finished  chan checkpoint.TaskID
-	requests  chan chan uint64
+	requests  chan request
 	finalized chan finalizeResult
 
 	restoredFrom atomic.Pointer[checkpoint.Manifest]
@@ -229,7 +229,7 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 		acks:      make(chan checkpoint.Ack, 64),
 		declines:  make(chan declineMsg, 64),
 		finished:  make(chan checkpoint.TaskID, 64),
-		requests:  make(chan chan uint64),
+		requests:  make(chan request),
 		finalized: make(chan finalizeResult, 1),
 		done:      make(chan struct{}),
 		start:     time.Now(),
@@ -413,12 +413,29 @@ func (j *Job) load() ([]taskRestore, error) {
 // has started the subtasks.
 func (j *Job) RestoredFrom() *checkpoint.Manifest { return j.restoredFrom.Load() }
 
+// request asks the coordinator's loop for a checkpoint now.
+type request struct {
+	savepoint bool
+	reply     chan uint64
+}
+
 // TriggerCheckpoint starts a checkpoint now and returns its id. It fails
 // when the job is not running or a subtask has finished.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (uint64, error) {
+	return j.trigger(ctx, false)
+}
+
+// TriggerSavepoint is TriggerCheckpoint for a savepoint: a checkpoint
+// aligned in every mode, which holds no records in flight and so restores
+// under another parallelism too.
+func (j *Job) TriggerSavepoint(ctx context.Context) (uint64, error) {
+	return j.trigger(ctx, true)
+}
+
+func (j *Job) trigger(ctx context.Context, savepoint bool) (uint64, error) {
 	reply := make(chan uint64, 1)
 	select {
-	case j.requests <- reply:
+	case j.requests <- request{savepoint: savepoint, reply: reply}:
 	case <-j.done:
 		return 0, errStopped
 	case <-ctx.Done():
@@ -739,9 +756,13 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 			coord.Decline(d.task, d.id, d.reason)
 		case id := <-j.finished:
 			coord.TaskFinished(id)
-		case reply := <-j.requests:
+		case r := <-j.requests:
 			coord.Tick(j.now())
-			reply <- coord.RequestCheckpoint()
+			if r.savepoint {
+				r.reply <- coord.RequestSavepoint()
+			} else {
+				r.reply <- coord.RequestCheckpoint()
+			}
 		case f := <-j.finalized:
 			coord.Tick(j.now())
 			coord.Finalized(f.id, f.err)

@@ -30,7 +30,7 @@ func skewedStatus(uptime float64, scale int64) api.Status {
 						{From: "reference/0", Arrived: true, AtMS: 90_100},
 					}}},
 				{Index: 1, RecordsIn: 1190 * scale, Alignment: &api.Alignment{
-					CheckpointID: 42, StartedMS: 91_580, ElapsedMS: 120, BufferedRecords: 2,
+					CheckpointID: 42, StartedMS: 91_580, ElapsedMS: 120, BufferedRecords: 2, Unaligned: true,
 					Channels: []api.Channel{
 						{From: "score/0", Arrived: true, AtMS: 91_580},
 						{From: "reference/0", Queued: 1},
@@ -40,6 +40,10 @@ func skewedStatus(uptime float64, scale int64) api.Status {
 		},
 		InFlight: []api.InFlight{{ID: 42, ElapsedMS: 1710, Acked: 3, Total: 6}},
 		History: []api.CheckpointInfo{
+			{ID: 37, Status: "completed", TriggeredUnixMS: 1_794_999_996_000, DurationMS: 140, SizeBytes: 52_000,
+				AlignmentMS: 0, StartDelayMS: 3, SyncMS: 0, AsyncMS: 130, Unaligned: true, InFlightBytes: 18_400},
+			{ID: 38, Status: "completed", TriggeredUnixMS: 1_794_999_998_000, DurationMS: 520, SizeBytes: 50_100,
+				AlignmentMS: 500, StartDelayMS: 4, SyncMS: 0, AsyncMS: 12, Unaligned: true, TimedOut: true, InFlightBytes: 2_300},
 			{ID: 39, Status: "completed", TriggeredUnixMS: 1_795_000_000_000, DurationMS: 95, SizeBytes: 48_100,
 				AlignmentMS: 81, StartDelayMS: 85, SyncMS: 0, AsyncMS: 1},
 			{ID: 40, Status: "failed", Cause: "expired", TriggeredUnixMS: 1_795_000_002_000, DurationMS: 60_000},

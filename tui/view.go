@@ -201,9 +201,11 @@ func (m *Model) helpPanel() []string {
 		"Barriers: ✓ arrived (+time after the first)  … pending  ■ input ended",
 		fmt.Sprintf("▲ STALL: a subtask aligning for %s or more; its laggard is the pending", millis(m.opts.Stall.Milliseconds())),
 		"  input with the largest backlog (records queued in the channel and upstream).",
-		"Δ incremental checkpoint · IN-FL in-flight data persisted · UPL remote upload",
-		"lag: MQTT messages logged, not yet processed · QUEUED: records waiting in",
-		"an operator's input channels · rates per second on the agent's clock.")
+		"⇢ unaligned: snapshot taken, records in flight captured until the barriers come",
+		"STATUS: completed (aligned), unaligned, timed out (alignment timed out and",
+		"switched to unaligned), FAILED · Δ incremental · IN-FL in-flight data persisted",
+		"· UPL remote upload · lag: MQTT messages logged, not yet processed · QUEUED:",
+		"records waiting in an operator's inputs · rates per second, agent's clock.")
 }
 
 // shown reports whether the operator filter lets op through.
@@ -288,8 +290,8 @@ func (m *Model) stalls() []stall {
 	for _, op := range m.st.Operators {
 		for _, s := range op.Subtasks {
 			a := s.Alignment
-			if a == nil || time.Duration(a.ElapsedMS)*time.Millisecond < m.opts.Stall {
-				continue
+			if a == nil || a.Unaligned || time.Duration(a.ElapsedMS)*time.Millisecond < m.opts.Stall {
+				continue // an unaligned capture blocks nothing
 			}
 			st := stall{subtask: subtaskName(op.ID, s.Index), align: a, backlog: -1}
 			for i := range a.Channels {
@@ -359,6 +361,9 @@ func (m *Model) checkpointPanel(w int) []string {
 			name := subtaskName(op.ID, s.Index)
 			laggard, isStall := stalled[name]
 			elapsed := fmt.Sprintf("%8s", millis(a.ElapsedMS))
+			if a.Unaligned {
+				elapsed = fmt.Sprintf("%8s", "⇢ "+millis(a.ElapsedMS))
+			}
 			if isStall {
 				elapsed = alarmStyle.Render(fmt.Sprintf("%8s", "▲ "+millis(a.ElapsedMS)))
 			}
@@ -449,7 +454,14 @@ func (m *Model) historyPanel(w, h int) []string {
 		if upload == "" {
 			upload = "off"
 		}
-		lines = append(lines, fmt.Sprintf(row, fmt.Sprint(c.ID), c.Status, at, millis(c.DurationMS), millis(c.AlignmentMS),
+		status := c.Status
+		switch {
+		case c.TimedOut:
+			status = "timed out"
+		case c.Unaligned:
+			status = "unaligned"
+		}
+		lines = append(lines, fmt.Sprintf(row, fmt.Sprint(c.ID), status, at, millis(c.DurationMS), millis(c.AlignmentMS),
 			millis(c.StartDelayMS), millis(c.SyncMS), millis(c.AsyncMS), size(c), bytes(c.InFlightBytes), upload))
 	}
 	if len(hist) == 0 {

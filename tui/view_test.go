@@ -143,11 +143,13 @@ func TestRatesFollowTheAgentClock(t *testing.T) {
 	}
 }
 
-// TestStallThreshold checks that only alignments at or above the threshold
-// are stalls, longest first, each naming its pending input with the most
-// backlog.
+// TestStallThreshold checks that only aligned alignments at or above the
+// threshold are stalls, longest first, each naming its pending input with
+// the most backlog; an unaligned capture blocks nothing and is not one.
 func TestStallThreshold(t *testing.T) {
-	m := model(80, 24, skewedNow)
+	st := skewedStatus(91, 11)
+	st.Operators[3].Subtasks[1].Alignment.Unaligned = false
+	m := model(80, 24, st)
 	m.opts.Stall = 100 * time.Millisecond
 	s := m.stalls()
 	if len(s) != 2 || s[0].subtask != "drift/0" || s[1].subtask != "drift/1" {
@@ -155,6 +157,11 @@ func TestStallThreshold(t *testing.T) {
 	}
 	if s[1].laggard.From != "reference/0" || s[1].backlog != 1 {
 		t.Fatalf("drift/1 waits on %+v (backlog %d), want reference/0 with 1", s[1].laggard, s[1].backlog)
+	}
+	m = model(80, 24, skewedNow) // drift/1 captures unaligned
+	m.opts.Stall = 100 * time.Millisecond
+	if s := m.stalls(); len(s) != 1 || s[0].subtask != "drift/0" {
+		t.Fatalf("stalls at 100ms with drift/1 unaligned: %+v", s)
 	}
 	m.opts.Stall = 2 * time.Second
 	if s := m.stalls(); len(s) != 0 {

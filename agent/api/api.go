@@ -59,12 +59,20 @@ type CheckpointInfo struct {
 	AsyncMS      int64 `json:"async_ms"`
 	// Incremental is set when some subtask stored only changes.
 	Incremental bool `json:"incremental"`
+	// Unaligned is set when some subtask snapshotted before all its
+	// barriers arrived; TimedOut when one did so because its alignment
+	// timed out (aligned checkpoints with a timeout).
+	Unaligned bool `json:"unaligned,omitempty"`
+	TimedOut  bool `json:"timed_out,omitempty"`
 	// InFlightBytes is the in-flight data persisted with the checkpoint
 	// (unaligned checkpoints); 0 for aligned ones.
 	InFlightBytes int64 `json:"in_flight_bytes"`
-	// Upload is the remote upload state ("pending", "uploaded", "failed");
-	// empty when remote upload is off.
-	Upload string `json:"upload,omitempty"`
+	// Upload is the remote upload state ("pending", "uploaded", "failed",
+	// or "skipped" when the upload fell behind and went on with a newer
+	// checkpoint); empty when remote upload is off or the state is not
+	// known. UploadError says why an upload failed or was skipped.
+	Upload      string `json:"upload,omitempty"`
+	UploadError string `json:"upload_error,omitempty"`
 }
 
 // Restored says which checkpoint the agent started from.
@@ -105,8 +113,11 @@ type Alignment struct {
 	// ElapsedMS is the alignment time so far.
 	ElapsedMS int64 `json:"elapsed_ms"`
 	// BufferedRecords are held back on the channels whose barrier arrived.
-	BufferedRecords int64     `json:"buffered_records"`
-	Channels        []Channel `json:"channels"`
+	BufferedRecords int64 `json:"buffered_records"`
+	// Unaligned: the subtask has snapshotted and captures the records in
+	// flight until the pending barriers arrive.
+	Unaligned bool      `json:"unaligned,omitempty"`
+	Channels  []Channel `json:"channels"`
 }
 
 // Channel is one input channel's barrier state.

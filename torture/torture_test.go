@@ -8,18 +8,20 @@
 // It builds the real cairn binary, starts a real mosquitto (persistent
 // sessions, raised queue limits), and runs three pipelines — a keyed count,
 // a union of two skewed inputs, a windowed join of two skewed inputs — in
-// each checkpointing mode. While a publisher sends sequenced QoS 1
-// messages, the agent is killed with SIGKILL at seeded random moments and
-// restarted in place, and the broker is restarted now and then. A
-// persistent QoS 1 consumer of the sink topics drops repeated message ids
-// and counts, per pipeline and mode, the outputs that are lost, duplicated
-// (the same result under another id, or input counted twice), out of order,
-// or wrong. Exactly-once must show none of them; at-least-once must lose
-// nothing and reports the duplicates it saw. Every wait is for a condition
-// with a deadline; only the fault schedule sleeps.
+// each checkpointing mode (exactly-once, at-least-once, unaligned). While a
+// publisher sends sequenced QoS 1 messages, the agent is killed with SIGKILL
+// at seeded random moments and restarted in place, and the broker is
+// restarted now and then. A persistent QoS 1 consumer of the sink topics
+// drops repeated message ids and counts, per pipeline and mode, the outputs
+// that are lost, duplicated (the same result under another id, or input
+// counted twice), out of order, or wrong. Exactly-once and unaligned must
+// show none of them; at-least-once must lose nothing and reports the
+// duplicates it saw. The last incarnation of every run must stop cleanly on
+// SIGTERM. Every wait is for a condition with a deadline; only the fault
+// schedule sleeps.
 //
-//	go test -tags torture ./torture -run Torture -v -torture.kills=30   # as in CI
-//	go test -tags torture ./torture -run Torture -v -torture.kills=240 -timeout 1h
+//	go test -tags torture ./torture -run Torture -v -torture.kills=36   # as in CI
+//	go test -tags torture ./torture -run Torture -v -torture.kills=270 -timeout 1h
 //	go test -tags torture ./torture -run Torture -v -torture.seed=N     # replay a schedule
 //
 // -torture.kills is the total over all runs. A mode is one entry of the
@@ -41,7 +43,7 @@ import (
 )
 
 var (
-	totalKills = flag.Int("torture.kills", 30, "SIGKILLs of the agent, in total over all runs")
+	totalKills = flag.Int("torture.kills", 36, "SIGKILLs of the agent, in total over all runs")
 	seedFlag   = flag.Uint64("torture.seed", 0, "seed of the fault schedule (0: from the clock)")
 )
 
@@ -55,6 +57,7 @@ type mode struct {
 var modes = []mode{
 	{name: "exactly-once", exactlyOnce: true},
 	{name: "at-least-once"},
+	{name: "unaligned", exactlyOnce: true},
 }
 
 // row is a run's line in the summary.

@@ -392,6 +392,9 @@ func (j *Job) load() ([]taskRestore, error) {
 		}
 		rs, err := j.plan.load(m, from)
 		if err == nil {
+			if from != j.opts.Store {
+				breakChains(rs)
+			}
 			j.restoredFrom.Store(m)
 			var inflight int64
 			for _, a := range m.Subtasks {

@@ -172,6 +172,18 @@ func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskResto
 	return rs, nil
 }
 
+// breakChains is for a restore from another store than the job's (a
+// savepoint, remote storage): new increments cannot build on the restored
+// chains, whose blobs are not in the job's store, so each subtask's first
+// new snapshot is whole.
+func breakChains(rs []taskRestore) {
+	for _, r := range rs {
+		if r.own != nil {
+			r.own.continueChain = false
+		}
+	}
+}
+
 // open creates every subtask's operator or source and opens it, restoring
 // rs (from load) unless it is nil.
 func (p *plan) open(rs []taskRestore) error {
@@ -193,7 +205,7 @@ func (t *task) openFrom(r taskRestore) error {
 	t.state.Restore(r.snaps)
 	t.recovered = r.inflight
 	if own := r.own; own != nil {
-		if own.sameParallelism {
+		if own.continueChain {
 			// Increments continue the restored chain; its keyed state is
 			// version 0.
 			t.chains.base = chain{handles: append(slices.Clone(own.ack.Base), own.ack.State)}
@@ -240,9 +252,9 @@ func sameChannels(t *task, ins []*task, m *checkpoint.Manifest) error {
 type restored struct {
 	ack  checkpoint.Ack
 	snap *graph.SubtaskSnapshot
-	// sameParallelism: the operator had the same parallelism, so the
-	// snapshot's chain can be continued.
-	sameParallelism bool
+	// continueChain: the operator had the same parallelism and the
+	// snapshot is in the job's store, so its chain can be continued.
+	continueChain bool
 }
 
 func snapOperator(r *restored) []byte {
@@ -300,7 +312,7 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 		}
 		snaps = append(snaps, snap)
 		if isOwn {
-			own = &restored{ack: a, snap: snap, sameParallelism: len(old) == t.node.Parallelism}
+			own = &restored{ack: a, snap: snap, continueChain: len(old) == t.node.Parallelism}
 		}
 	}
 	return snaps, own, nil

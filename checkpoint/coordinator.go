@@ -71,6 +71,10 @@ const (
 	WriteFailed
 	// TaskFinished: a subtask finished, so it cannot complete; not a failure.
 	TaskFinished
+	// Overtaken: a newer checkpoint's barrier reached a subtask capturing
+	// its channel state (unaligned), which goes on with the newer one; not
+	// a failure.
+	Overtaken
 )
 
 func (r AbortReason) String() string {
@@ -85,6 +89,8 @@ func (r AbortReason) String() string {
 		return "write failed"
 	case TaskFinished:
 		return "task finished"
+	case Overtaken:
+		return "overtaken"
 	}
 	return "unknown"
 }
@@ -243,6 +249,15 @@ func (c *Coordinator) Decline(task TaskID, id uint64, cause string) {
 		return
 	}
 	c.abort(id, Declined, task.String()+": "+cause)
+}
+
+// Overtaken aborts checkpoint id, which task gave up for the newer
+// checkpoint by (Action.Overtaken); it does not count as a failure.
+func (c *Coordinator) Overtaken(task TaskID, id, by uint64) {
+	if c.find(id) == nil || id == c.finalizing {
+		return
+	}
+	c.abort(id, Overtaken, fmt.Sprintf("%s: overtaken by checkpoint %d", task, by))
 }
 
 // TriggerFailed aborts checkpoint id, whose trigger could not be carried

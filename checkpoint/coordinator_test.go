@@ -114,6 +114,13 @@ func TestCoordinatorScenarios(t *testing.T) {
 				d.ScanArgs(t, "task", &task)
 				d.ScanArgs(t, "reason", &reason)
 				c.Decline(parseTask(t, task), id, reason)
+			case "overtaken":
+				var id, by uint64
+				var task string
+				d.ScanArgs(t, "id", &id)
+				d.ScanArgs(t, "by", &by)
+				d.ScanArgs(t, "task", &task)
+				c.Overtaken(parseTask(t, task), id, by)
 			case "finalized":
 				var id uint64
 				d.ScanArgs(t, "id", &id)

@@ -42,7 +42,9 @@ const (
 	// Forward: emit Barrier on every output. Always follows its Snapshot.
 	Forward
 	// Decline: checkpoint ID cannot complete at this subtask; tell the
-	// coordinator, with Reason.
+	// coordinator, with Reason — or, when Overtaken is set, that the
+	// subtask gave it up for the newer checkpoint Barrier.ID (not a
+	// failure).
 	Decline
 	// Captured: every input's barrier ID has arrived after an unaligned
 	// snapshot, so ID's channel state is complete once the records in front
@@ -79,6 +81,8 @@ type Action struct {
 	// the first barrier here and from the first barrier to the snapshot.
 	StartDelay time.Duration
 	Alignment  time.Duration
+	// Overtaken, on Decline: see Decline.
+	Overtaken bool
 	// Unaligned, on Snapshot, says the snapshot is taken before every
 	// barrier arrived: from now until each input's barrier, the records
 	// received on that input are the checkpoint's channel state. TimedOut
@@ -106,6 +110,11 @@ type Handler struct {
 	// captured: the checkpoint being aligned was snapshotted unaligned and
 	// its channel state is being captured until every barrier arrives.
 	capturing bool
+
+	// early holds, in at-least-once mode, barriers of newer checkpoints
+	// that arrived on a channel which already delivered the one being
+	// aligned; they are stepped once it is done.
+	early []Event
 
 	// done is the newest checkpoint this subtask snapshotted or declined;
 	// barriers up to it are stale. aborted holds newer ids the coordinator
@@ -177,9 +186,21 @@ func (h *Handler) Step(ev Event) {
 			return // stale: snapshotted, declined or aborted already
 		}
 		if h.aligning != 0 && id > h.aligning {
-			// A newer barrier overtook the one being aligned: that one was
-			// dropped upstream and can never align here.
-			h.decline(h.aligning, fmt.Sprintf("barrier %d arrived on channel %d before barrier %d was aligned", id, ev.Channel, h.aligning))
+			switch {
+			case h.arrivedAt[ev.Channel] < 0:
+				// The channel skipped the barrier being aligned: it was
+				// dropped upstream and can never align here.
+				h.decline(h.aligning, fmt.Sprintf("barrier %d arrived on channel %d before barrier %d was aligned", id, ev.Channel, h.aligning))
+			case h.mode == AtLeastOnce && !h.barrier.Aligned:
+				// Unblocked channels run ahead: this one is done with the
+				// older checkpoint, whose other barriers are still coming.
+				h.early = append(h.early, ev)
+				return
+			default:
+				// Capturing channel state (channels run ahead unblocked):
+				// go on with the newer checkpoint.
+				h.overtake(ev.Barrier)
+			}
 		}
 		if h.aligning != 0 && id < h.aligning {
 			return // an older barrier on a channel that skipped it: stale
@@ -210,11 +231,12 @@ func (h *Handler) Step(ev Event) {
 		if ev.ID <= h.done {
 			return
 		}
+		h.aborted[ev.ID] = true
 		if ev.ID == h.aligning {
 			h.unblockAll()
 			h.resetAlignment()
+			h.stepEarly()
 		}
-		h.aborted[ev.ID] = true
 	}
 }
 
@@ -302,6 +324,15 @@ func (h *Handler) decline(id uint64, reason string) {
 	h.finish(id)
 }
 
+// overtake gives up the checkpoint being aligned for the newer one of b.
+func (h *Handler) overtake(b graph.Barrier) {
+	id := h.aligning
+	h.actions = append(h.actions, Action{Kind: Decline, ID: id, Overtaken: true, Barrier: b,
+		Reason: fmt.Sprintf("overtaken by checkpoint %d", b.ID)})
+	h.unblockAll()
+	h.finish(id)
+}
+
 func (h *Handler) finish(id uint64) {
 	h.done = id
 	for a := range h.aborted {
@@ -310,6 +341,17 @@ func (h *Handler) finish(id uint64) {
 		}
 	}
 	h.resetAlignment()
+	h.stepEarly()
+}
+
+// stepEarly steps the barriers that arrived early, now that the checkpoint
+// they waited behind is done.
+func (h *Handler) stepEarly() {
+	early := h.early
+	h.early = nil
+	for _, ev := range early {
+		h.Step(ev)
+	}
 }
 
 func (h *Handler) unblockAll() {

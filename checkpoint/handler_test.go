@@ -155,7 +155,14 @@ func (m *subtaskModel) actions() string {
 		case Captured:
 			out = append(out, m.endCapture(a.ID))
 		case Decline:
-			out = append(out, fmt.Sprintf("decline %d: %s", a.ID, a.Reason))
+			if a.Overtaken {
+				if m.capture != nil && m.capture.id == a.ID {
+					m.capture = nil
+				}
+				out = append(out, fmt.Sprintf("give up %d, overtaken by %d", a.ID, a.Barrier.ID))
+			} else {
+				out = append(out, fmt.Sprintf("decline %d: %s", a.ID, a.Reason))
+			}
 		}
 	}
 	if len(out) == 0 {

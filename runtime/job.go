@@ -89,6 +89,9 @@ func (o *Options) setDefaults() {
 type delivery struct {
 	ch    int
 	batch *graph.Batch
+	// free: the batch came without a credit (a partial batch sent with an
+	// unaligned barrier), so none goes back for it.
+	free bool
 }
 
 // chanLink is a link between goroutines, with credit-based flow control.
@@ -104,30 +107,57 @@ type chanLink struct {
 	queued atomic.Int64
 }
 
-func (l *chanLink) send(b *graph.Batch) error {
-	select {
-	case l.credits <- struct{}{}:
-	default:
-		start := time.Now()
-		l.sender.waitingSince.Store(start.UnixNano())
-		select {
-		case l.credits <- struct{}{}:
-		case <-l.done:
-			l.sender.waitingSince.Store(0)
-			return errStopped
+func (l *chanLink) send(b *graph.Batch, reserved bool) error {
+	if !reserved {
+		if err := l.acquire(); err != nil {
+			return err
 		}
-		l.sender.waitingSince.Store(0)
-		l.sender.BackpressureNanos.Add(int64(time.Since(start)))
 	}
 	l.queued.Add(int64(len(b.Records)))
 	l.mailbox <- delivery{ch: l.ch, batch: b} // has room: one slot per credit
 	return nil
 }
 
+// acquire takes a credit, waiting (counted as backpressure) while there is
+// none.
+func (l *chanLink) acquire() error {
+	select {
+	case l.credits <- struct{}{}:
+		return nil
+	default:
+	}
+	start := time.Now()
+	l.sender.waitingSince.Store(start.UnixNano())
+	defer func() {
+		l.sender.waitingSince.Store(0)
+		l.sender.BackpressureNanos.Add(int64(time.Since(start)))
+	}()
+	select {
+	case l.credits <- struct{}{}:
+		return nil
+	case <-l.done:
+		return errStopped
+	}
+}
+
+// full reports whether the link has no credit left.
+func (l *chanLink) full() bool { return len(l.credits) == cap(l.credits) }
+
 // barrier hands an unaligned barrier to the receiver's control queue,
 // which the receiver drains before it processes another batch.
-func (l *chanLink) barrier(b graph.Barrier, mark uint64) {
+func (l *chanLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool {
+	took := false
+	if partial != nil {
+		// The mailbox has a slot per channel beyond the credits for this.
+		select {
+		case l.mailbox <- delivery{ch: l.ch, batch: partial, free: true}:
+			l.queued.Add(int64(len(partial.Records)))
+			took = true
+		default:
+		}
+	}
 	l.ctl.push(controlMsg{kind: ctlBarrier, barrier: b, ch: l.ch, mark: mark})
+	return took
 }
 
 // controlKind is a message from the coordinator (or, for an unaligned
@@ -181,6 +211,7 @@ type declineMsg struct {
 	task   checkpoint.TaskID
 	id     uint64
 	reason string
+	by     uint64 // set when id was overtaken by checkpoint by
 }
 
 type finalizeResult struct {
@@ -243,7 +274,7 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 	j.controls = make([]*controlQueue, n)
 	j.held = make([]*held, n)
 	for i, ins := range j.plan.inputs {
-		j.mailboxes[i] = make(chan delivery, len(ins)*opts.Credits)
+		j.mailboxes[i] = make(chan delivery, len(ins)*(opts.Credits+1))
 		j.inbound[i] = make([]*chanLink, len(ins))
 		j.controls[i] = &controlQueue{signal: make(chan struct{}, 1)}
 		j.held[i] = &held{stash: make([][]*graph.Batch, len(ins)), credited: make(map[*graph.Batch]bool)}
@@ -279,6 +310,13 @@ func (j *Job) recycle(b *graph.Batch) {
 func (j *Job) decline(t *task, id uint64, reason string) {
 	select {
 	case j.declines <- declineMsg{task: t.id, id: id, reason: reason}:
+	case <-j.done:
+	}
+}
+
+func (j *Job) overtaken(t *task, id, by uint64) {
+	select {
+	case j.declines <- declineMsg{task: t.id, id: id, by: by}:
 	case <-j.done:
 	}
 }
@@ -534,6 +572,9 @@ func (j *Job) runSource(i int, t *task) error {
 			return errStopped
 		default:
 		}
+		if err := j.awaitOutput(t); err != nil {
+			return err
+		}
 		had, err := t.readSource(buf)
 		if err != nil {
 			return err
@@ -556,6 +597,50 @@ func (j *Job) runSource(i int, t *task) error {
 		}
 	}
 	return nil
+}
+
+// awaitOutput waits, before t processes a batch or reads its source, until
+// every output channel has room for one more batch, reserving the credit.
+// Waiting here, between batches, rather than in the middle of one, t keeps
+// handling control messages: a checkpoint's trigger or an unaligned barrier
+// does not wait for the backpressure to ease.
+func (j *Job) awaitOutput(t *task) error {
+	ctl := j.controls[t.index]
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			l := c.link.(*chanLink)
+			if c.reserved || !l.full() {
+				continue
+			}
+			start := time.Now()
+			t.metrics.waitingSince.Store(start.UnixNano())
+			err := j.reserve(t, c, l, ctl)
+			t.metrics.waitingSince.Store(0)
+			t.metrics.BackpressureNanos.Add(int64(time.Since(start)))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reserve takes a credit of l for c's next send, handling t's control
+// messages while it waits.
+func (j *Job) reserve(t *task, c *outChannel, l *chanLink, ctl *controlQueue) error {
+	for {
+		select {
+		case l.credits <- struct{}{}:
+			c.reserved = true
+			return nil
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-j.done:
+			return errStopped
+		}
+	}
 }
 
 // held is what an operator subtask holds of its input: per channel, the
@@ -614,11 +699,16 @@ func (j *Job) runOperator(i int, t *task) error {
 				return err
 			}
 		case d := <-mailbox:
-			// An unaligned barrier sent before this batch is handled first.
+			// An unaligned barrier sent before this batch is handled first;
+			// the batch is received after the wait for room downstream, so
+			// that a capture begun meanwhile takes it.
 			if err := j.handleControl(t, ctl); err != nil {
 				return err
 			}
-			t.receive(d.ch, d.batch)
+			if err := j.awaitOutput(t); err != nil {
+				return err
+			}
+			j.received(t, d)
 			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 || t.capture != nil {
 				j.hold(t, d)
 				continue
@@ -653,10 +743,19 @@ func (j *Job) hold(t *task, d delivery) {
 	switch {
 	case t.handler.Blocked(d.ch):
 		t.noteBuffered(d.batch)
-	case t.fullyCaptured(d.ch):
+	case t.fullyCaptured(d.ch) && !h.credited[d.batch]:
 		h.credited[d.batch] = true
 		<-j.inbound[t.index][d.ch].credits
 	}
+}
+
+// received counts d as received by t; a batch that came without a credit
+// is noted, so that none goes back for it.
+func (j *Job) received(t *task, d delivery) {
+	if d.free {
+		j.held[t.index].credited[d.batch] = true
+	}
+	t.receive(d.ch, d.batch)
 }
 
 // absorb takes every batch waiting in the mailbox while channel state is
@@ -669,7 +768,7 @@ func (j *Job) absorb(t *task) error {
 			if err := j.handleControl(t, ctl); err != nil {
 				return err
 			}
-			t.receive(d.ch, d.batch)
+			j.received(t, d)
 			j.hold(t, d)
 		default:
 			return nil
@@ -696,24 +795,35 @@ func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
 
 // drainStash processes held-back batches of channels that are no longer
 // blocked, oldest first, until none is left or all are blocked again.
-// While channel state is captured, the mailbox is absorbed between batches.
+// Between batches it handles control messages, so that an unaligned
+// barrier does not wait behind the stash, and while channel state is
+// captured it absorbs the mailbox.
 func (j *Job) drainStash(t *task) error {
-	stash := j.held[t.index].stash
+	stash, ctl := j.held[t.index].stash, j.controls[t.index]
 	for progress := true; progress; {
 		progress = false
 		if err := j.absorb(t); err != nil {
 			return err
 		}
-		for ch, q := range stash {
-			if len(q) == 0 || t.handler.Blocked(ch) {
+		for ch := range stash {
+			if len(stash[ch]) == 0 || t.handler.Blocked(ch) {
 				continue
 			}
-			b := q[0]
-			stash[ch] = q[1:]
+			if err := j.awaitOutput(t); err != nil {
+				return err
+			}
+			if len(stash[ch]) == 0 || t.handler.Blocked(ch) {
+				continue // a control message changed it
+			}
+			b := stash[ch][0]
+			stash[ch] = stash[ch][1:]
 			if err := j.deliver(t, ch, b); err != nil {
 				return err
 			}
 			progress = true
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
 			if err := j.absorb(t); err != nil {
 				return err
 			}
@@ -756,7 +866,11 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 			coord.Acknowledge(a)
 		case d := <-j.declines:
 			coord.Tick(j.now())
-			coord.Decline(d.task, d.id, d.reason)
+			if d.by != 0 {
+				coord.Overtaken(d.task, d.id, d.by)
+			} else {
+				coord.Decline(d.task, d.id, d.reason)
+			}
 		case id := <-j.finished:
 			coord.TaskFinished(id)
 		case r := <-j.requests:

@@ -59,7 +59,7 @@ type simLink struct {
 	to, ch int
 }
 
-func (l simLink) send(b *graph.Batch) error {
+func (l simLink) send(b *graph.Batch, _ bool) error {
 	l.s.queues[l.to][l.ch] = append(l.s.queues[l.to][l.ch], b)
 	l.s.plan.tasks[l.to].receive(l.ch, b)
 	return nil
@@ -67,8 +67,12 @@ func (l simLink) send(b *graph.Batch) error {
 
 // barrier queues an unaligned barrier with the receiver's notes, which it
 // handles before its next batch.
-func (l simLink) barrier(b graph.Barrier, mark uint64) {
+func (l simLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool {
+	if partial != nil {
+		l.send(partial, false)
+	}
 	l.s.notes[l.to] = append(l.s.notes[l.to], controlMsg{kind: ctlBarrier, barrier: b, ch: l.ch, mark: mark})
+	return partial != nil
 }
 
 func (s *simulator) queued(t *task, ch int) []*graph.Batch { return s.queues[t.index][ch] }
@@ -113,6 +117,10 @@ func (s *simulator) collect() {
 
 func (s *simulator) decline(t *task, id uint64, reason string) {
 	s.decl = append(s.decl, declineMsg{task: t.id, id: id, reason: reason})
+}
+
+func (s *simulator) overtaken(t *task, id, by uint64) {
+	s.decl = append(s.decl, declineMsg{task: t.id, id: id, by: by})
 }
 
 // start builds and opens a fresh incarnation of the job, restoring the
@@ -310,7 +318,11 @@ func (s *simulator) step() (bool, error) {
 		enabled = append(enabled, func() error {
 			d := s.decl[0]
 			s.decl = s.decl[1:]
-			s.coord.Decline(d.task, d.id, d.reason)
+			if d.by != 0 {
+				s.coord.Overtaken(d.task, d.id, d.by)
+			} else {
+				s.coord.Decline(d.task, d.id, d.reason)
+			}
 			return nil
 		})
 	}

@@ -18,13 +18,17 @@ var errStopped = errors.New("job stopping")
 // link carries batches from one upstream subtask to one input channel of a
 // downstream subtask.
 type link interface {
-	// send hands b over; it may block for flow control. After send, b
-	// belongs to the receiver.
-	send(b *graph.Batch) error
+	// send hands b over; it may block for flow control, unless the sender
+	// reserved the credit it takes already. After send, b belongs to the
+	// receiver.
+	send(b *graph.Batch, reserved bool) error
 	// barrier hands an unaligned barrier to the receiver ahead of the
-	// batches in flight; mark is the number of records sent on the link
-	// before it. It never blocks.
-	barrier(b graph.Barrier, mark uint64)
+	// batches in flight; mark is the number of records put on the link
+	// before it. The sender's partial batch, if not nil, goes first, in
+	// order with the batches sent before it but without waiting for a
+	// credit, so that the records in it do not wait for the backpressure
+	// to ease either; barrier reports whether it took it. It never blocks.
+	barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool
 }
 
 // env is what a task needs from its executor.
@@ -41,6 +45,9 @@ type env interface {
 	snapshot(t *task, s snapshotRequest)
 	// decline tells the coordinator that t cannot take checkpoint id.
 	decline(t *task, id uint64, reason string)
+	// overtaken tells the coordinator that t gave up checkpoint id for
+	// the newer checkpoint by.
+	overtaken(t *task, id, by uint64)
 	// queued returns the batches t received on channel ch and has not
 	// processed yet, oldest first.
 	queued(t *task, ch int) []*graph.Batch
@@ -131,6 +138,9 @@ type outChannel struct {
 	link  link
 	batch *graph.Batch
 	sent  uint64 // records put on the channel, for unaligned barriers' marks
+	// reserved: the executor took a credit for the next send in advance,
+	// waiting for room before a batch rather than in the middle of one.
+	reserved bool
 }
 
 // output is one consumer edge of a subtask: a partitioner over the
@@ -254,7 +264,9 @@ func (t *task) flush(c *outChannel) {
 	}
 	b := c.batch
 	c.batch = nil
-	if err := c.link.send(b); err != nil {
+	reserved := c.reserved
+	c.reserved = false
+	if err := c.link.send(b, reserved); err != nil {
 		t.err = err
 	}
 }
@@ -432,7 +444,11 @@ func (t *task) act() error {
 			}
 		case checkpoint.Decline:
 			t.dropCapture(a.ID)
-			t.env.decline(t, a.ID, a.Reason)
+			if a.Overtaken {
+				t.env.overtaken(t, a.ID, a.Barrier.ID)
+			} else {
+				t.env.decline(t, a.ID, a.Reason)
+			}
 		case checkpoint.Block, checkpoint.Unblock:
 			// The executor asks handler.Blocked before delivering a batch.
 		}
@@ -445,7 +461,13 @@ func (t *task) act() error {
 func (t *task) overtake(b graph.Barrier) {
 	for _, o := range t.outputs {
 		for _, c := range o.channels {
-			c.link.barrier(b, c.sent)
+			var partial *graph.Batch
+			if c.batch != nil && len(c.batch.Records) > 0 {
+				partial = c.batch
+			}
+			if c.link.barrier(b, c.sent, partial) {
+				c.batch = nil
+			}
 		}
 	}
 }

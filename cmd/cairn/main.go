@@ -10,6 +10,7 @@
 //	cairn savepoint (-c FILE | --data-dir DIR)
 //	cairn checkpoints (-c FILE | --data-dir DIR)
 //	cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
+//	cairn bench [--json] [flags] [scenario...]
 //	cairn version
 package main
 
@@ -57,6 +58,8 @@ Usage:
                                          list a stopped agent's checkpoints
   cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
                                          live terminal UI: barriers, stalls, history
+  cairn bench [--json] [flags] [pipeline|ingest|mqtt|snapshot|restore|footprint...]
+                                         measure this machine (cairn bench -h: flags)
   cairn version                          print the version
   cairn help                             print this help
 
@@ -93,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheckpoint(args[1:], stdout, stderr, "savepoint")
 	case "top":
 		return cmdTop(args[1:], stderr)
+	case "bench":
+		return cmdBench(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
 	return 2

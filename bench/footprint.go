@@ -1,0 +1,552 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
+
+// The footprint targets of a gateway build (issue 8), in decimal
+// megabytes: a stripped binary (go build -ldflags='-s -w', CGO_ENABLED=0),
+// the resident memory of `cairn run` idle with a one-source pipeline, and
+// while it processes a steady MQTT load over 100,000 keys.
+const (
+	TargetBinaryBytes  = 15_000_000
+	TargetIdleRSSBytes = 15_000_000
+	TargetLoadRSSBytes = 64_000_000
+)
+
+// FootprintConfig sizes the footprint scenario.
+type FootprintConfig struct {
+	// Binary is the cairn executable to measure and run; required.
+	// Stripped says it was built with -ldflags='-s -w' (no symbol table,
+	// no DWARF), as the binary-size target assumes.
+	Binary   string
+	Stripped bool
+	// Dir receives the pipeline files and the agents' data; required.
+	Dir string
+	// Broker is the URL of the broker the agent subscribes to and the load
+	// is published to; empty: the agent's embedded broker, whose memory
+	// then counts in the agent's.
+	Broker string
+	// IdleCheckpoints is how many checkpoints (one every 100 ms) the idle
+	// agent completes, with no input, before its figures are read; default
+	// 60.
+	IdleCheckpoints int
+	// Keys distinct devices send Messages readings at Rate per second to
+	// the loaded agent (checkpoints every second); defaults 100,000,
+	// 150,000 and 10,000.
+	Keys     int
+	Messages int
+	Rate     int
+}
+
+// FootprintResult is the size of the binary and the resident memory (from
+// /proc/<pid>/status) of two `cairn run` processes running
+// FootprintPipeline: one idle, one under a steady MQTT load.
+type FootprintResult struct {
+	// Broker is "embedded" (in the agent) or the external broker's URL.
+	Broker      string `json:"broker"`
+	BinaryBytes int64  `json:"binary_bytes"`
+	// BinaryStripped is FootprintConfig.Stripped; the target is for a
+	// stripped binary.
+	BinaryStripped bool `json:"binary_stripped"`
+	// Idle figures: resident set (VmRSS), its anonymous and file-backed
+	// parts (the file-backed part is mostly the binary's own code), and
+	// its high-water mark (VmHWM).
+	IdleCheckpoints int   `json:"idle_checkpoints"`
+	IdleRSSBytes    int64 `json:"idle_rss_bytes"`
+	IdleAnonBytes   int64 `json:"idle_anon_bytes"`
+	IdleFileBytes   int64 `json:"idle_file_bytes"`
+	IdleHWMBytes    int64 `json:"idle_hwm_bytes"`
+	// Load figures: the largest resident set sampled (every 100 ms) from
+	// the first reading published until all were processed, its parts,
+	// the high-water mark at the end, and the largest checkpoint seen.
+	Keys                   int     `json:"keys"`
+	Messages               int     `json:"messages"`
+	PublishMessagesPerSec  float64 `json:"publish_messages_per_sec"`
+	ProcessMessagesPerSec  float64 `json:"process_messages_per_sec"`
+	LoadRSSBytes           int64   `json:"load_rss_bytes"`
+	LoadAnonBytes          int64   `json:"load_anon_bytes"`
+	LoadFileBytes          int64   `json:"load_file_bytes"`
+	LoadHWMBytes           int64   `json:"load_hwm_bytes"`
+	LargestCheckpointBytes int64   `json:"largest_checkpoint_bytes"`
+	// LoadVsIdleRatio is LoadHWMBytes over IdleRSSBytes.
+	LoadVsIdleRatio float64 `json:"load_vs_idle_ratio"`
+	// The targets, and whether the figures meet them (binary size only
+	// counts when the binary is stripped).
+	TargetBinaryBytes  int64 `json:"target_binary_bytes"`
+	TargetIdleRSSBytes int64 `json:"target_idle_rss_bytes"`
+	TargetLoadRSSBytes int64 `json:"target_load_rss_bytes"`
+	WithinTargets      bool  `json:"within_targets"`
+}
+
+func (*FootprintResult) Scenario() string { return "footprint" }
+
+func (r *FootprintResult) Rows() []Row {
+	stripped := "stripped"
+	if !r.BinaryStripped {
+		stripped = "not stripped: build with -ldflags='-s -w' for the target"
+	}
+	within := "yes"
+	if !r.WithinTargets {
+		within = "NO"
+	}
+	return []Row{
+		{"broker", r.Broker},
+		{"binary", fmt.Sprintf("%s, %s (target %s)", mb(r.BinaryBytes), stripped, mb(r.TargetBinaryBytes))},
+		{fmt.Sprintf("idle RSS after %d checkpoints", r.IdleCheckpoints), fmt.Sprintf("%s (target %s)", mb(r.IdleRSSBytes), mb(r.TargetIdleRSSBytes))},
+		{"  anonymous / file-backed", mb(r.IdleAnonBytes) + " / " + mb(r.IdleFileBytes)},
+		{fmt.Sprintf("load: %s readings over %s keys", num(float64(r.Messages)), num(float64(r.Keys))),
+			fmt.Sprintf("published at %s/s, processed at %s/s", num(r.PublishMessagesPerSec), num(r.ProcessMessagesPerSec))},
+		{"load RSS, largest sampled", mb(r.LoadRSSBytes)},
+		{"  anonymous / file-backed", mb(r.LoadAnonBytes) + " / " + mb(r.LoadFileBytes)},
+		{"load RSS high-water mark (VmHWM)", fmt.Sprintf("%s (target %s)", mb(r.LoadHWMBytes), mb(r.TargetLoadRSSBytes))},
+		{"largest checkpoint under load", mb(r.LargestCheckpointBytes)},
+		{"load / idle", fmt.Sprintf("%.2f", r.LoadVsIdleRatio)},
+		{"within targets", within},
+	}
+}
+
+// FootprintPipeline is the pipeline of the footprint scenario, shaped like
+// configs/gateway.yaml: one MQTT source with the durable ingest log and
+// event time from the readings, a per-device average over 1-minute
+// windows, and a sink publishing the averages. It is a format string
+// taking the data directory, the broker's settings (embeddedBroker or
+// externalBroker) and the checkpoint interval.
+const FootprintPipeline = `agent:
+  data_dir: %s
+brokers:
+  local:
+    %s
+checkpoints:
+  interval: %s
+  incremental: true
+sources:
+  - id: readings
+    broker: local
+    topics:
+      - "bench/{device}/telemetry"
+    key: device
+    value: temp
+    time: ts
+    out_of_orderness: 5s
+operators:
+  - id: per-device
+    type: window
+    inputs: [readings]
+    key_by: key
+    window: {kind: tumbling, size: 1m}
+    aggregate: avg
+sinks:
+  - id: averages
+    input: per-device
+    broker: local
+    topic: "bench/avg/{key}"
+`
+
+// The broker settings of FootprintPipeline, format strings taking the
+// embedded broker's address, or the external broker's URL and a client
+// id of the run's own.
+const (
+	embeddedBroker = "embedded: true\n    listen: %s"
+	externalBroker = "url: %s\n    client_id: %s"
+)
+
+// Footprint measures the binary, runs it idle as `cairn run` on
+// FootprintPipeline with checkpoints every 100 ms (so that the idle
+// process reaches its steady state soon), stops it, and runs it again with
+// checkpoints every second under load.
+func Footprint(ctx context.Context, cfg FootprintConfig) (*FootprintResult, error) {
+	if cfg.IdleCheckpoints <= 0 {
+		cfg.IdleCheckpoints = 60
+	}
+	if cfg.Keys <= 0 {
+		cfg.Keys = 100_000
+	}
+	if cfg.Messages <= 0 {
+		cfg.Messages = 150_000
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = 10_000
+	}
+	if cfg.Messages < cfg.Keys {
+		return nil, fmt.Errorf("footprint: %d messages cannot cover %d keys", cfg.Messages, cfg.Keys)
+	}
+	res := &FootprintResult{Broker: cfg.Broker, IdleCheckpoints: cfg.IdleCheckpoints, Keys: cfg.Keys, Messages: cfg.Messages,
+		TargetBinaryBytes: TargetBinaryBytes, TargetIdleRSSBytes: TargetIdleRSSBytes, TargetLoadRSSBytes: TargetLoadRSSBytes}
+	if res.Broker == "" {
+		res.Broker = "embedded"
+	}
+	fi, err := os.Stat(cfg.Binary)
+	if err != nil {
+		return nil, err
+	}
+	res.BinaryBytes = fi.Size()
+	res.BinaryStripped = cfg.Stripped
+
+	idle, err := startAgent(ctx, cfg.Binary, filepath.Join(cfg.Dir, "idle"), cfg.Broker, "100ms")
+	if err != nil {
+		return nil, err
+	}
+	defer idle.kill()
+	if _, err := idle.waitStatus(ctx, time.Duration(cfg.IdleCheckpoints)*time.Second+30*time.Second, fmt.Sprintf("%d checkpoints", cfg.IdleCheckpoints),
+		func(st *api.Status) bool { return st.Checkpoints.Completed >= int64(cfg.IdleCheckpoints) }); err != nil {
+		return nil, err
+	}
+	m, err := readMemory(idle.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	res.IdleRSSBytes, res.IdleAnonBytes, res.IdleFileBytes, res.IdleHWMBytes = m.rss, m.anon, m.file, m.hwm
+	if err := idle.stop(); err != nil {
+		return nil, err
+	}
+
+	loaded, err := startAgent(ctx, cfg.Binary, filepath.Join(cfg.Dir, "load"), cfg.Broker, "1s")
+	if err != nil {
+		return nil, err
+	}
+	defer loaded.kill()
+	if err := loaded.load(ctx, cfg, res); err != nil {
+		return nil, err
+	}
+	if err := loaded.stop(); err != nil {
+		return nil, err
+	}
+	res.LoadVsIdleRatio = ratio(float64(res.LoadHWMBytes), float64(res.IdleRSSBytes))
+	res.WithinTargets = res.BinaryStripped && res.BinaryBytes <= TargetBinaryBytes &&
+		res.IdleRSSBytes <= TargetIdleRSSBytes && res.LoadHWMBytes <= TargetLoadRSSBytes
+	return res, nil
+}
+
+// agentProc is a `cairn run` process.
+type agentProc struct {
+	cmd     *exec.Cmd
+	dataDir string
+	broker  string // its embedded broker's URL
+	logPath string
+	exited  chan struct{} // closed when the process has ended
+	client  *api.Client
+}
+
+// startAgent starts `binary run` on FootprintPipeline in dir, with broker
+// (a URL) or else an embedded broker on a free port, and waits until the
+// pipeline runs.
+func startAgent(ctx context.Context, binary, dir, broker, interval string) (*agentProc, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &agentProc{dataDir: filepath.Join(dir, "data"), broker: broker, logPath: filepath.Join(dir, "agent.log"),
+		exited: make(chan struct{})}
+	settings := fmt.Sprintf(externalBroker, broker, fmt.Sprintf("cairn-bench-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if broker == "" {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p.broker, settings = "tcp://"+addr, fmt.Sprintf(embeddedBroker, addr)
+	}
+	file := filepath.Join(dir, "footprint.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(FootprintPipeline, p.dataDir, settings, interval)), 0o600); err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	p.cmd = exec.CommandContext(ctx, binary, "run", "-c", file)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.cmd.Wait()
+		close(p.exited)
+	}()
+	p.client = api.NewClient(filepath.Join(p.dataDir, "cairn.sock")) // the control API's documented socket
+	if _, err := p.waitStatus(ctx, 30*time.Second, "the pipeline to run", func(st *api.Status) bool { return st.State == "running" }); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// freeAddr returns a free loopback address.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// status asks the agent for its status.
+func (p *agentProc) status() (*api.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := p.client.Status(ctx)
+	return &st, err
+}
+
+// waitStatus polls the agent's status until ok holds, failing after d or
+// if the agent exits.
+func (p *agentProc) waitStatus(ctx context.Context, d time.Duration, what string, ok func(*api.Status) bool) (*api.Status, error) {
+	deadline := time.Now().Add(d)
+	for {
+		st, err := p.status()
+		if err == nil && ok(st) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("footprint: waited %v for %s (last status error: %v); agent log %s", d, what, err, p.logPath)
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("footprint: the agent exited while waiting for %s: %v; see %s", what, p.cmd.ProcessState, p.logPath)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// eventStart is the event time of the first reading: the start of a
+// minute, so that the first Keys readings fill one window.
+const eventStart = 28_333_333 * 60_000
+
+// load publishes cfg.Messages readings over cfg.Keys devices at cfg.Rate
+// to the agent's broker and waits until the agent has read them all and
+// published the averages of the first window, sampling its memory
+// meanwhile. Reading i is from device i mod Keys at event time
+// eventStart + i·60s/Keys: every device has a reading in the first minute,
+// and the readings after the first Keys move the watermark past its end,
+// so the window fires for every device while the load goes on.
+func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *FootprintResult) error {
+	id := fmt.Sprintf("cairn-bench-footprint-%d-%d", os.Getpid(), time.Now().UnixNano())
+	pub, err := connect(p.broker, id+"-publisher")
+	if err != nil {
+		return err
+	}
+	defer pub.Disconnect(100)
+	averages, err := connect(p.broker, id+"-averages")
+	if err != nil {
+		return err
+	}
+	defer averages.Disconnect(100)
+	var mu sync.Mutex
+	keys := make(map[string]bool)
+	tok := averages.Subscribe("bench/avg/+", 1, func(_ paho.Client, m paho.Message) {
+		mu.Lock()
+		keys[m.Topic()] = true
+		mu.Unlock()
+	})
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		return fmt.Errorf("footprint: subscribe to the averages: %v", tok.Error())
+	}
+	// The source subscribes once connected: probe until it hears.
+	if err := p.probe(ctx, pub); err != nil {
+		return err
+	}
+	before, err := p.status()
+	if err != nil {
+		return err
+	}
+	base := sourceRecords(before)
+
+	type peaks struct {
+		mem        memory
+		checkpoint int64
+	}
+	sampled := make(chan peaks, 1)
+	stopSampling := make(chan struct{})
+	go func() {
+		var pk peaks
+		for i := 0; ; i++ {
+			if m, err := readMemory(p.cmd.Process.Pid); err == nil && m.rss > pk.mem.rss {
+				pk.mem = m
+			}
+			if i%10 == 0 {
+				if st, err := p.status(); err == nil && st.Checkpoints.LastCompleted != nil {
+					pk.checkpoint = max(pk.checkpoint, st.Checkpoints.LastCompleted.SizeBytes)
+				}
+			}
+			select {
+			case <-stopSampling:
+				sampled <- pk
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	finish := func(err error) error {
+		close(stopSampling)
+		pk := <-sampled
+		if err != nil {
+			return err
+		}
+		end, err := readMemory(p.cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		if end.rss > pk.mem.rss {
+			pk.mem = end
+		}
+		res.LoadRSSBytes, res.LoadAnonBytes, res.LoadFileBytes, res.LoadHWMBytes = pk.mem.rss, pk.mem.anon, pk.mem.file, end.hwm
+		res.LargestCheckpointBytes = pk.checkpoint
+		return nil
+	}
+
+	// At most 1000 readings wait for the broker's acknowledgement: a
+	// broker that falls behind slows the load instead of exhausting the
+	// publisher's packet ids.
+	inflight := make(chan paho.Token, 1000)
+	acked := make(chan error, 1)
+	go func() {
+		var err error
+		for t := range inflight {
+			if err == nil && (!t.WaitTimeout(time.Minute) || t.Error() != nil) {
+				err = fmt.Errorf("footprint: publish: %v", t.Error())
+			}
+		}
+		acked <- err
+	}()
+	start := time.Now()
+	const ticks = 100 // per second
+	perTick := max(1, cfg.Rate/ticks)
+	next := start
+	for i := 0; i < cfg.Messages; {
+		for end := min(cfg.Messages, i+perTick); i < end; i++ {
+			inflight <- pub.Publish(fmt.Sprintf("bench/d%06d/telemetry", i%cfg.Keys), 1, false,
+				fmt.Sprintf(`{"temp":%d.5,"ts":%d}`, i%40, eventStart+int64(i)*60_000/int64(cfg.Keys)))
+		}
+		next = next.Add(time.Second / ticks)
+		time.Sleep(time.Until(next)) // pacing the load, not waiting for an event
+	}
+	close(inflight)
+	if err := <-acked; err != nil {
+		return finish(err)
+	}
+	res.PublishMessagesPerSec = perSec(cfg.Messages, time.Since(start))
+	want := base + int64(cfg.Messages)
+	wantAverages := cfg.Keys + 1 // and the probe's
+	_, err = p.waitStatus(ctx, time.Duration(cfg.Messages/1000)*time.Second+2*time.Minute,
+		fmt.Sprintf("%d readings to be processed and %d averages published", cfg.Messages, wantAverages),
+		func(st *api.Status) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return sourceRecords(st) >= want && st.IngestLag == 0 && len(keys) >= wantAverages
+		})
+	if err != nil {
+		return finish(err)
+	}
+	res.ProcessMessagesPerSec = perSec(cfg.Messages, time.Since(start))
+	return finish(nil)
+}
+
+// probe publishes a reading of device "probe" every 50 ms until the
+// agent's source has read one.
+func (p *agentProc) probe(ctx context.Context, pub paho.Client) error {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			pub.Publish("bench/probe/telemetry", 1, false, fmt.Sprintf(`{"temp":0,"ts":%d}`, eventStart))
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	_, err := p.waitStatus(ctx, time.Minute, "the source to receive", func(st *api.Status) bool { return sourceRecords(st) > 0 })
+	return err
+}
+
+// sourceRecords is how many records the source has emitted.
+func sourceRecords(st *api.Status) int64 {
+	var n int64
+	for _, op := range st.Operators {
+		if op.ID == "readings" {
+			for _, s := range op.Subtasks {
+				n += s.RecordsOut
+			}
+		}
+	}
+	return n
+}
+
+// stopWait bounds an agent's stop: its final checkpoint, then the exit.
+const stopWait = 30 * time.Second
+
+// stop ends the agent with SIGTERM, as systemd would, and waits for it.
+func (p *agentProc) stop() error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if !p.cmd.ProcessState.Success() {
+			return fmt.Errorf("footprint: the agent exited with %v after SIGTERM; see %s", p.cmd.ProcessState, p.logPath)
+		}
+		return nil
+	case <-time.After(stopWait):
+		return errors.New("footprint: the agent did not stop after SIGTERM; see " + p.logPath)
+	}
+}
+
+// kill ends the agent if it still runs.
+func (p *agentProc) kill() {
+	select {
+	case <-p.exited:
+	default:
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// memory is a process's resident memory, from /proc/<pid>/status.
+type memory struct{ rss, anon, file, hwm int64 }
+
+func readMemory(pid int) (memory, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memory{}, fmt.Errorf("footprint reads /proc/<pid>/status (Linux only): %w", err)
+	}
+	var m memory
+	fields := map[string]*int64{"VmRSS:": &m.rss, "RssAnon:": &m.anon, "RssFile:": &m.file, "VmHWM:": &m.hwm}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		if dst, ok := fields[f[0]]; ok {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return memory{}, fmt.Errorf("/proc/%d/status: %q: %w", pid, sc.Text(), err)
+			}
+			*dst = kb * 1024
+			delete(fields, f[0])
+		}
+	}
+	if len(fields) > 0 {
+		return memory{}, fmt.Errorf("/proc/%d/status lacks %d of VmRSS, RssAnon, RssFile, VmHWM", pid, len(fields))
+	}
+	return m, nil
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-edge/cairn/bench"
+)
+
+// scenarios are `cairn bench`'s scenarios, in the order `cairn bench` runs
+// them all.
+var scenarios = []string{"pipeline", "ingest", "mqtt", "snapshot", "restore", "footprint"}
+
+const benchUsage = `usage: cairn bench [flags] [scenario...]
+
+Scenarios (all of them when none is named): %s.
+Each prints a table, or with --json one JSON object per line.
+
+Flags:
+`
+
+// cmdBench runs the benchmark scenarios named in args, or all of them.
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cairn bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, benchUsage, strings.Join(scenarios, ", "))
+		fs.PrintDefaults()
+	}
+	asJSON := fs.Bool("json", false, "print one JSON object per scenario")
+	dir := fs.String("dir", "", "directory for the scenarios' files (default: a temporary one, removed after)")
+	var (
+		pipe = bench.PipelineConfig{}
+		ing  = bench.IngestConfig{}
+		mq   = bench.MQTTConfig{}
+		snap = bench.SnapshotConfig{}
+		rest = bench.RestoreConfig{}
+		foot = bench.FootprintConfig{}
+	)
+	fs.IntVar(&pipe.Records, "records", 2_000_000, "pipeline: records per run")
+	fs.IntVar(&pipe.Keys, "keys", 10_000, "pipeline: distinct keys")
+	fs.DurationVar(&pipe.Interval, "interval", 100*time.Millisecond, "pipeline, mqtt: checkpoint interval")
+	fs.IntVar(&ing.Messages, "ingest-messages", 200_000, "ingest: messages appended in groups")
+	fs.IntVar(&ing.GroupSize, "group", 1000, "ingest: messages per fsynced group")
+	fs.IntVar(&mq.Messages, "mqtt-messages", 20_000, "mqtt: messages per side")
+	fs.IntVar(&mq.Rounds, "rounds", 3, "mqtt: rounds per side, alternating")
+	fs.StringVar(&mq.Broker, "broker", "", "mqtt, footprint: broker URL, e.g. tcp://127.0.0.1:1883 (default: an embedded broker)")
+	fs.IntVar(&snap.Keys, "snapshot-keys", 100_000, "snapshot, restore: keys in the state")
+	fs.Float64Var(&snap.Changed, "changed", 0.01, "snapshot: fraction of keys changed before the incremental snapshot")
+	fs.IntVar(&foot.IdleCheckpoints, "idle-checkpoints", 60, "footprint: checkpoints (every 100 ms) before the idle figures")
+	fs.IntVar(&foot.Keys, "load-keys", 100_000, "footprint: distinct keys of the load")
+	fs.IntVar(&foot.Messages, "load-messages", 150_000, "footprint: readings published")
+	fs.IntVar(&foot.Rate, "load-rate", 10_000, "footprint: readings per second")
+
+	// Scenario names and flags may come in any order.
+	var names []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if !slices.Contains(scenarios, fs.Arg(0)) {
+			fmt.Fprintf(stderr, "cairn bench: unknown scenario %q (known: %s)\n", fs.Arg(0), strings.Join(scenarios, ", "))
+			return 2
+		}
+		names, rest = append(names, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(names) == 0 {
+		names = scenarios
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	root := *dir
+	if root == "" {
+		tmp, err := os.MkdirTemp("", "cairn-bench-")
+		if err != nil {
+			fmt.Fprintln(stderr, "cairn bench:", err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		root = tmp
+	}
+	code := 0
+	for _, name := range names {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			fmt.Fprintln(stderr, "cairn bench:", err)
+			return 1
+		}
+		var r bench.Result
+		var err error
+		switch name {
+		case "pipeline":
+			r, err = bench.Pipeline(ctx, pipe)
+		case "ingest":
+			ing.Dir = d
+			r, err = bench.Ingest(ing)
+		case "mqtt":
+			mq.Dir, mq.Interval = d, pipe.Interval
+			r, err = bench.MQTT(ctx, mq)
+		case "snapshot":
+			snap.Dir = d
+			r, err = bench.Snapshot(snap)
+		case "restore":
+			rest.Dir, rest.Keys = d, snap.Keys
+			r, err = bench.Restore(rest)
+		case "footprint":
+			foot.Dir, foot.Broker, foot.Stripped = d, mq.Broker, stripped()
+			if foot.Binary, err = os.Executable(); err == nil {
+				r, err = bench.Footprint(ctx, foot)
+			}
+		}
+		if err == nil {
+			err = bench.Print(stdout, r, *asJSON)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "cairn bench %s: %v\n", name, err)
+			code = 1
+		}
+		if ctx.Err() != nil {
+			return 1
+		}
+	}
+	return code
+}
+
+// stripped reports whether this binary was linked with -s (no symbol
+// table; since Go 1.22 no DWARF either), as the size target assumes.
+func stripped() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-ldflags" {
+			return slices.Contains(strings.Fields(s.Value), "-s")
+		}
+	}
+	return false
+}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-edge/cairn/bench"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/localrecovery"
@@ -21,24 +22,6 @@ import (
 )
 
 var task0 = checkpoint.TaskID{Operator: "sums", Subtask: 0}
-
-// filledState returns the state of one subtask holding keys values.
-func filledState(b *testing.B, keys int) (*graph.TaskState, *graph.ValueState[float64]) {
-	s := graph.NewTaskState(graph.TaskInfo{Operator: "sums", Parallelism: 1}, discard{})
-	v, err := graph.NewValueState(s.Context(), "sum", graph.Float64Codec{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range keys {
-		s.SetKey(fmt.Sprintf("device-%07d", i))
-		v.Set(float64(i))
-	}
-	return s, v
-}
-
-type discard struct{}
-
-func (discard) Emit(*graph.Record) {}
 
 func openStore(b *testing.B) *localrecovery.Store {
 	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{})
@@ -49,18 +32,26 @@ func openStore(b *testing.B) *localrecovery.Store {
 	return s
 }
 
+func newState(b *testing.B, keys int) *bench.State {
+	s, err := bench.NewState(keys)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
 // BenchmarkSnapshotWrite measures a whole snapshot: freeze, encode, and a
-// durable write to the bbolt store.
+// durable write to the bbolt store (bench.State.Write, as `cairn bench
+// snapshot`).
 func BenchmarkSnapshotWrite(b *testing.B) {
 	for _, keys := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			s, _ := filledState(b, keys)
+			s := newState(b, keys)
 			store := openStore(b)
 			var size int64
 			b.ResetTimer()
 			for i := range b.N {
-				data := s.Freeze(nil, 0, false).Encode()
-				h, err := store.PutState(uint64(i+1), task0, data)
+				h, _, err := s.Write(store, uint64(i+1), false)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -75,29 +66,19 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 }
 
 // BenchmarkSnapshotRestore measures reading, verifying, decoding and loading
-// a whole snapshot back into keyed state.
+// a whole snapshot back into keyed state (bench.RestoreState, as `cairn
+// bench restore`).
 func BenchmarkSnapshotRestore(b *testing.B) {
 	for _, keys := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			s, _ := filledState(b, keys)
 			store := openStore(b)
-			h, err := store.PutState(1, task0, s.Freeze(nil, 0, false).Encode())
+			h, _, err := newState(b, keys).Write(store, 1, false)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for range b.N {
-				data, err := store.ReadState(h)
-				if err != nil {
-					b.Fatal(err)
-				}
-				snap, err := graph.DecodeSubtaskSnapshot(data, graph.KeyGroupRange{Start: 0, End: graph.DefaultMaxParallelism})
-				if err != nil {
-					b.Fatal(err)
-				}
-				r := graph.NewTaskState(graph.TaskInfo{Operator: "sums", Parallelism: 1}, discard{})
-				r.Restore([]*graph.SubtaskSnapshot{snap})
-				if _, err := graph.NewValueState(r.Context(), "sum", graph.Float64Codec{}); err != nil {
+				if err := bench.RestoreState(store, h, keys); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -110,24 +91,13 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 // deleted) with the whole snapshot.
 func BenchmarkIncrementalSize(b *testing.B) {
 	const keys = 1_000_000
-	s, v := filledState(b, keys)
-	whole := s.Freeze(nil, 0, false)
-	base := whole.Version()
-	wholeSize := len(whole.Encode())
+	s := newState(b, keys)
+	wholeSize := len(s.Snapshot(false))
 	var incSize int
 	b.ResetTimer()
 	for i := range b.N {
-		for k := 0; k < keys/100; k++ {
-			s.SetKey(fmt.Sprintf("device-%07d", (k*97+i)%keys))
-			if k%10 == 0 {
-				v.Delete()
-			} else {
-				v.Set(float64(i))
-			}
-		}
-		inc := s.Freeze(nil, base, true)
-		incSize = len(inc.Encode())
-		base = inc.Version()
+		s.Change(keys/100, i)
+		incSize = len(s.Snapshot(true))
 	}
 	b.ReportMetric(float64(wholeSize)/1e6, "MB-whole")
 	b.ReportMetric(float64(incSize)/1e6, "MB-incremental")

@@ -44,6 +44,16 @@ type Operator interface {
 	Close() error
 }
 
+// RescalableState is implemented by operators whose non-keyed state can be
+// split among another number of subtasks, like Flink's union list state.
+// After a restore with a changed parallelism p, subtask i is handed, instead
+// of RestoreState, the states of the old subtasks j with j mod p == i, in
+// order of j (none, when it has no such old subtask). An operator with
+// non-keyed state that does not implement it cannot change its parallelism.
+type RescalableState interface {
+	RestoreStates(states [][]byte) error
+}
+
 // ProcessingTimeOperator is implemented by operators that register
 // processing-time timers.
 type ProcessingTimeOperator interface {

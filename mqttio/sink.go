@@ -1,9 +1,11 @@
 package mqttio
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +61,19 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 type staged struct {
 	Checkpoint uint64    `json:"c"`
 	Messages   []message `json:"m"`
+	// Subtask is the sink subtask that staged the batch (absent in states
+	// written before it was recorded: the restoring subtask's own). Its
+	// messages' ids name it, so that a batch published again after a
+	// restore under another parallelism keeps its ids.
+	Subtask *int `json:"s,omitempty"`
+}
+
+// origin returns the subtask whose ids b's messages carry.
+func (b *staged) origin(own int) int {
+	if b.Subtask != nil {
+		return *b.Subtask
+	}
+	return own
 }
 
 type message struct {
@@ -118,7 +133,7 @@ func (s *sink) SnapshotState(id uint64) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.current) > 0 {
-		s.pending = append(s.pending, &staged{Checkpoint: id, Messages: s.current})
+		s.pending = append(s.pending, &staged{Checkpoint: id, Messages: s.current, Subtask: &s.subtask})
 		s.current = nil
 	}
 	if len(s.pending) == 0 {
@@ -129,11 +144,21 @@ func (s *sink) SnapshotState(id uint64) ([]byte, error) {
 
 // RestoreState takes back batches of the restored checkpoint, which is
 // complete: they are published (again).
-func (s *sink) RestoreState(data []byte) error {
+func (s *sink) RestoreState(data []byte) error { return s.RestoreStates([][]byte{data}) }
+
+// RestoreStates implements graph.RescalableState: after a restore under
+// another parallelism, a subtask publishes the batches of the old subtasks
+// that fall to it, each with its own ids, in checkpoint order.
+func (s *sink) RestoreStates(states [][]byte) error {
 	var batches []*staged
-	if err := json.Unmarshal(data, &batches); err != nil {
-		return fmt.Errorf("sink state: %w", err)
+	for _, data := range states {
+		var some []*staged
+		if err := json.Unmarshal(data, &some); err != nil {
+			return fmt.Errorf("sink state: %w", err)
+		}
+		batches = append(batches, some...)
 	}
+	slices.SortStableFunc(batches, func(a, b *staged) int { return cmp.Compare(a.Checkpoint, b.Checkpoint) })
 	s.mu.Lock()
 	s.pending = batches
 	s.mu.Unlock()
@@ -187,7 +212,7 @@ func (s *sink) publish() {
 			}
 		}
 		for i, m := range b.Messages {
-			payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, s.subtask, i)
+			payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, b.origin(s.subtask), i)
 			payload = append(payload, m.Body...)
 			if !s.publishOne(m.Topic, payload) {
 				return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -403,4 +404,53 @@ func TestRestoreRefusesRescalingOperatorState(t *testing.T) {
 	}
 	m, store := checkpointAtGate(t, topo(3))
 	restoreRefused(t, topo(2), store, m, "operator state (not keyed) cannot be redistributed")
+}
+
+// listState keeps non-keyed state that can be split among subtasks: each
+// subtask's state is its index; a restore records what it was handed.
+type listState struct {
+	graph.BaseOperator
+	index int
+	got   *[][]string // per subtask
+}
+
+func (s *listState) ProcessRecord(int, *graph.Record) error { return nil }
+func (s *listState) SnapshotState(uint64) ([]byte, error) {
+	return []byte(fmt.Sprint("from ", s.index)), nil
+}
+func (s *listState) RestoreStates(states [][]byte) error {
+	for _, st := range states {
+		(*s.got)[s.index] = append((*s.got)[s.index], string(st))
+	}
+	return nil
+}
+
+func TestRestoreRedistributesRescalableState(t *testing.T) {
+	got := make([][]string, 3)
+	topo := func(par int) func(func(int) graph.Source) *graph.Topology {
+		return func(src func(int) graph.Source) *graph.Topology {
+			var b graph.Builder
+			s := b.Source("src", 2, src)
+			b.Operator("sink", par, func(i int) graph.Operator { return &listState{index: i, got: &got} },
+				[]graph.Input{graph.In(s, graph.Rebalance())})
+			tp, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tp
+		}
+	}
+	m, store := checkpointAtGate(t, topo(3))
+	job, err := New(topo(2)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: []*checkpoint.Manifest{m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = make([][]string, 3)
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"from 0", "from 2"}, {"from 1"}, nil}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("3 → 2 subtasks handed %q, want %q", got, want)
+	}
 }

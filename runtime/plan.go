@@ -141,6 +141,10 @@ func (t *task) outputFor(n *graph.Node, edge graph.Edge, k int) *output {
 type taskRestore struct {
 	snaps []*graph.SubtaskSnapshot
 	own   *restored
+	// rescaled holds, when the operator's parallelism changed, the
+	// non-keyed states of the old subtasks that fall to this one
+	// (graph.RescalableState).
+	rescaled [][]byte
 	// inflight is the channel state of an unaligned checkpoint, per input
 	// channel.
 	inflight [][]graph.Record
@@ -151,7 +155,7 @@ type taskRestore struct {
 func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskRestore, error) {
 	rs := make([]taskRestore, len(p.tasks))
 	for i, t := range p.tasks {
-		snaps, own, err := restoredSnapshots(t, m, store)
+		snaps, own, rescaled, err := restoredSnapshots(t, m, store)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +171,7 @@ func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskResto
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint %d, channel state of %s: %w", m.ID, t.id, err)
 		}
-		rs[i] = taskRestore{snaps: snaps, own: own, inflight: inflight}
+		rs[i] = taskRestore{snaps: snaps, own: own, inflight: inflight, rescaled: rescaled}
 	}
 	return rs, nil
 }
@@ -225,6 +229,13 @@ func (t *task) openFrom(r taskRestore) error {
 	if err := t.op.Open(t.state.Context()); err != nil {
 		return err
 	}
+	if r.rescaled != nil {
+		rs, ok := t.op.(graph.RescalableState)
+		if !ok {
+			return fmt.Errorf("parallelism changed, and its operator state (not keyed) cannot be redistributed")
+		}
+		return rs.RestoreStates(r.rescaled)
+	}
 	if opState != nil {
 		return t.op.RestoreState(opState)
 	}
@@ -267,8 +278,11 @@ func snapOperator(r *restored) []byte {
 // restoredSnapshots reads, verifies and decodes the snapshots in m of the
 // old subtasks of t's operator whose key groups overlap t's, and returns them
 // with the one of t's own index (nil if the operator had fewer subtasks or
-// is new). Key groups outside t's range are dropped while decoding.
-func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) ([]*graph.SubtaskSnapshot, *restored, error) {
+// is new). Key groups outside t's range are dropped while decoding. When the
+// parallelism changed and the operator had non-keyed state, it also returns
+// the states of the old subtasks that fall to t (graph.RescalableState):
+// non-nil, though maybe empty, in that case only.
+func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) ([]*graph.SubtaskSnapshot, *restored, [][]byte, error) {
 	var old []checkpoint.Ack
 	for _, a := range m.Subtasks {
 		if a.Task.Operator == t.node.ID {
@@ -277,43 +291,56 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 	}
 	for _, a := range old {
 		if a.MaxParallelism != 0 && a.MaxParallelism != t.node.MaxParallelism {
-			return nil, nil, fmt.Errorf("%s: max parallelism changed from %d to %d; keyed state cannot be mapped to the new key groups",
+			return nil, nil, nil, fmt.Errorf("%s: max parallelism changed from %d to %d; keyed state cannot be mapped to the new key groups",
 				t.node.ID, a.MaxParallelism, t.node.MaxParallelism)
 		}
 	}
+	rescaling := len(old) > 0 && len(old) != t.node.Parallelism
 	mine := graph.KeyGroupRangeFor(t.id.Subtask, t.node.Parallelism, t.node.MaxParallelism)
 	var snaps []*graph.SubtaskSnapshot
 	var own *restored
+	var states [][]byte
+	hasOperatorState := false
 	for _, a := range old {
 		theirs := graph.KeyGroupRangeFor(a.Task.Subtask, len(old), t.node.MaxParallelism)
 		isOwn := a.Task.Subtask == t.id.Subtask
-		if !isOwn && (theirs.End <= mine.Start || theirs.Start >= mine.End) {
+		overlaps := theirs.End > mine.Start && theirs.Start < mine.End
+		fallsHere := rescaling && a.Task.Subtask%t.node.Parallelism == t.id.Subtask
+		if !isOwn && !overlaps && !fallsHere {
 			continue
 		}
 		var links []*graph.SubtaskSnapshot
 		for _, h := range append(slices.Clone(a.Base), a.State) {
 			data, err := store.ReadState(h)
 			if err != nil {
-				return nil, nil, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+				return nil, nil, nil, fmt.Errorf("checkpoint %d: %w", m.ID, err)
 			}
 			snap, err := graph.DecodeSubtaskSnapshot(data, mine)
 			if err != nil {
-				return nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
+				return nil, nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
 			}
 			links = append(links, snap)
 		}
 		snap, err := graph.MergeChain(links)
 		if err != nil {
-			return nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
+			return nil, nil, nil, fmt.Errorf("checkpoint %d, state of %s: %w", m.ID, a.Task, err)
 		}
-		if len(old) != t.node.Parallelism && len(snap.Operator) > 0 {
-			return nil, nil, fmt.Errorf("%s: parallelism changed from %d to %d, and its operator state (not keyed) cannot be redistributed",
-				t.node.ID, len(old), t.node.Parallelism)
+		hasOperatorState = hasOperatorState || len(snap.Operator) > 0
+		if fallsHere && len(snap.Operator) > 0 {
+			states = append(states, snap.Operator)
 		}
-		snaps = append(snaps, snap)
+		if overlaps || isOwn {
+			snaps = append(snaps, snap)
+		}
 		if isOwn {
-			own = &restored{ack: a, snap: snap, continueChain: len(old) == t.node.Parallelism}
+			own = &restored{ack: a, snap: snap, continueChain: !rescaling}
 		}
 	}
-	return snaps, own, nil
+	if !rescaling || !hasOperatorState {
+		return snaps, own, nil, nil
+	}
+	if states == nil {
+		states = [][]byte{}
+	}
+	return snaps, own, states, nil
 }

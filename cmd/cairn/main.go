@@ -209,9 +209,16 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL")
+	fmt.Fprintln(w, "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL\tKIND\tIN FLIGHT")
 	for _, c := range infos {
-		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\n", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental)
+		kind := "aligned"
+		switch {
+		case c.TimedOut:
+			kind = "timed out"
+		case c.Unaligned:
+			kind = "unaligned"
+		}
+		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\t%s\t%d B\n", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental, kind, c.InFlightBytes)
 	}
 	w.Flush()
 	return 0

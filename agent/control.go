@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,8 +113,49 @@ func (c *control) handler() http.Handler {
 	mux.HandleFunc("POST /savepoint", c.checkpoint)
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /checkpoints", c.checkpoints)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(&jsonAnswers{ResponseWriter: w, r: r}, r)
+	})
 }
+
+// jsonAnswers turns the answers the mux writes itself (no such endpoint,
+// method not allowed, redirect to a clean path) into JSON api.Errors like
+// every other answer; the endpoints' own answers pass through.
+type jsonAnswers struct {
+	http.ResponseWriter
+	r       *http.Request
+	swallow bool // the mux's text body is replaced
+}
+
+func (w *jsonAnswers) WriteHeader(code int) {
+	switch ct := w.Header().Get("Content-Type"); {
+	case w.swallow:
+	case ct == "application/json" || ct == "text/event-stream":
+		w.ResponseWriter.WriteHeader(code)
+	default:
+		w.swallow = true
+		msg := fmt.Sprintf("%s %s: %s", w.r.Method, w.r.URL.Path, strings.ToLower(http.StatusText(code)))
+		if allow := w.Header().Get("Allow"); allow != "" {
+			msg += " (allowed: " + allow + ")"
+		}
+		if loc := w.Header().Get("Location"); loc != "" {
+			msg += " (see " + loc + ")"
+		}
+		w.Header().Del("X-Content-Type-Options")
+		reply(w.ResponseWriter, code, apiError(msg))
+	}
+}
+
+func (w *jsonAnswers) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (the event
+// stream flushes through it).
+func (w *jsonAnswers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // serve listens on the unix socket (mode 0600) until ctx is done.
 func (c *control) serve(ctx context.Context, path string) error {
@@ -206,11 +248,7 @@ func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
 
 // events streams the status as server-sent events, ten a second at most.
 func (c *control) events(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		reply(w, http.StatusInternalServerError, api.Error{Error: "streaming unsupported"})
-		return
-	}
+	flusher := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -220,7 +258,9 @@ func (c *control) events(w http.ResponseWriter, r *http.Request) {
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", data); err != nil {
 			return
 		}
-		flusher.Flush()
+		if err := flusher.Flush(); err != nil {
+			return
+		}
 		select {
 		case <-tick.C:
 		case <-r.Context().Done():

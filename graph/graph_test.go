@@ -189,26 +189,6 @@ func TestDecodeRejectsDamage(t *testing.T) {
 	}
 }
 
-func FuzzDecodeSubtaskSnapshot(f *testing.F) {
-	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
-	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
-	s.SetKey("k")
-	v.Set(7)
-	s.Context().RegisterEventTimer(9)
-	f.Add(s.Freeze([]byte("op"), 0, false).Encode())
-	f.Add([]byte(snapshotMagic))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		snap, err := DecodeSubtaskSnapshot(data, KeyGroupRange{0, DefaultMaxParallelism})
-		if err != nil {
-			return
-		}
-		// Whatever decodes must restore without panicking.
-		r := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
-		r.Restore([]*SubtaskSnapshot{snap})
-		_, _ = NewValueState(r.Context(), "v", Int64Codec{})
-	})
-}
-
 func TestTimersFireInOrderOnce(t *testing.T) {
 	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
 	op := &timerOp{ctx: s.Context()}

@@ -61,18 +61,3 @@ func TestDecodeFields(t *testing.T) {
 		}
 	}
 }
-
-// FuzzDecode feeds arbitrary payloads and topics to the decoder: it must
-// return a record or a reason, never panic.
-func FuzzDecode(f *testing.F) {
-	f.Add("sensors/d1/telemetry", []byte(`{"temp":21.5,"ts":1700000000000}`))
-	f.Add("sensors/d1/telemetry", []byte(`{"temp":"x"}`))
-	f.Add("a", []byte(`[`))
-	d := Decoding{TopicFields: map[int]string{1: "device"}, KeyField: "device", ValueField: "temp", TimeField: "ts", MaxPayload: 1 << 12}
-	f.Fuzz(func(t *testing.T, topic string, payload []byte) {
-		var r graph.Record
-		if err := d.decode(Message{Topic: topic, Payload: payload}, &r); err == nil && r.Payload == nil {
-			t.Fatal("decoded without a payload")
-		}
-	})
-}

@@ -5,8 +5,10 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,6 +171,11 @@ func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 	}
 	v := validator{file: file, errs: errs, c: c}
 	v.validate()
+	// The checks run section by section (and brokers in map order): put
+	// what they found in file order, as Errors promises.
+	slices.SortStableFunc(v.errs, func(a, b Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
 	return c, v.errs
 }
 

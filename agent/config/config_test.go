@@ -187,16 +187,6 @@ func TestNotYAML(t *testing.T) {
 	}
 }
 
-// FuzzParse: no config, however broken, makes the loader panic.
-func FuzzParse(f *testing.F) {
-	f.Add([]byte(good))
-	f.Add([]byte("sources: [{id: a, simulator: {devices: 1}}]\noperators: [{id: b, type: window, inputs: [a], window: {kind: x}}]"))
-	f.Add([]byte("&a [*a]"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u"}))
-	})
-}
-
 func TestMoreRefusals(t *testing.T) {
 	for src, want := range map[string]string{
 		"~\n": "the file is empty",

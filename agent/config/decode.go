@@ -109,6 +109,13 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
+		if v.Type().Elem().Kind() == reflect.Struct && n.Kind != yaml.MappingNode {
+			// Left nil, and dropped from a list or mapping: a section
+			// that is not one must not also fail the checks of an empty
+			// one, at no position.
+			d.errorf(n, "want a mapping, not %s", kindName(n))
+			return
+		}
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
@@ -128,6 +135,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
 			d.decode(item, elem)
+			if elem.Kind() == reflect.Pointer && elem.IsNil() {
+				continue
+			}
 			s = reflect.Append(s, elem)
 		}
 		v.Set(s)
@@ -145,6 +155,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
 			d.decode(val, elem)
+			if elem.Kind() == reflect.Pointer && elem.IsNil() {
+				continue
+			}
 			m.SetMapIndex(reflect.ValueOf(k.Value), elem)
 		}
 		v.Set(m)

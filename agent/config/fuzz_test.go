@@ -1,0 +1,94 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// FuzzParse feeds arbitrary files to the loader. It must never panic; it
+// either accepts a file or names every problem at a position inside it,
+// in file order; and a file it accepts is one the agent can run: a known
+// checkpointing mode, operators reading streams defined above them, window
+// settings that make a window, sinks on known brokers. Seeds (with the
+// crash it once found): testdata/fuzz/FuzzParse.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("sources: [{id: a, simulator: {devices: 1}}]\noperators: [{id: b, type: window, inputs: [a], window: {kind: x}}]"))
+	f.Add([]byte("&a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, errs := Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u"}))
+		lines := yamlLines(data)
+		for _, e := range errs {
+			if e.File != "fuzz.yaml" || e.Line < 1 || e.Line > lines || e.Col < 1 || e.Msg == "" {
+				t.Fatalf("error %q is not at a position in the %d-line file", e.Error(), lines)
+			}
+		}
+		if !slices.IsSortedFunc(errs, func(a, b Error) int {
+			if a.Line != b.Line {
+				return a.Line - b.Line
+			}
+			return a.Col - b.Col
+		}) {
+			t.Fatalf("errors are not in file order:\n%v", errs)
+		}
+		if len(errs) > 0 {
+			return
+		}
+		if c == nil {
+			t.Fatal("no config and no error")
+		}
+		if _, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
+			t.Fatalf("accepted mode %q: %v", c.Checkpoints.Mode, err)
+		}
+		if len(c.Sources) == 0 {
+			t.Fatal("accepted a file without sources")
+		}
+		defined := map[string]bool{}
+		for _, s := range c.Sources {
+			defined[s.ID] = true
+			if s.Parallelism < 1 || (s.Simulator == nil && c.Brokers[s.Broker] == nil) {
+				t.Fatalf("accepted source %+v", s)
+			}
+		}
+		for _, o := range c.Operators {
+			for _, in := range o.Inputs {
+				if !defined[in] {
+					t.Fatalf("operator %q reads %q, which is not defined above it", o.ID, in)
+				}
+			}
+			if o.Type == "window" || o.Type == "join" {
+				agg, err := graph.ParseAggregate(o.Aggregate)
+				if err != nil || o.Window == nil {
+					t.Fatalf("accepted window operator %q: %v", o.ID, err)
+				}
+				if _, err := o.Window.Spec(agg); err != nil {
+					t.Fatalf("accepted window of %q: %v", o.ID, err)
+				}
+			}
+			defined[o.ID] = true
+		}
+		for _, s := range c.Sinks {
+			if !defined[s.Input] || c.Brokers[s.Broker] == nil {
+				t.Fatalf("accepted sink %+v", s)
+			}
+		}
+	})
+}
+
+// yamlLines is how many lines a YAML parser sees in data: it breaks lines at
+// \n, \r\n, a lone \r, and NEL, LS and PS.
+func yamlLines(data []byte) int {
+	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	n := 1
+	for _, r := range s {
+		switch r {
+		case '\n', '\r', '\u0085', '\u2028', '\u2029':
+			n++
+		}
+	}
+	return n
+}

@@ -330,7 +330,7 @@ func (p *agentProc) waitStatus(ctx context.Context, d time.Duration, what string
 
 // eventStart is the event time of the first reading: the start of a
 // minute, so that the first Keys readings fill one window.
-const eventStart = 28_333_333 * 60_000
+const eventStart int64 = 28_333_333 * 60_000
 
 // load publishes cfg.Messages readings over cfg.Keys devices at cfg.Rate
 // to the agent's broker and waits until the agent has read them all and

@@ -85,6 +85,13 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer store.Close()
+	rem, err := openRemote(cfg.Remote, store, log)
+	if err != nil {
+		return err
+	}
+	if rem != nil {
+		defer rem.close()
+	}
 	if d.logs, err = mqttio.OpenLogDB(filepath.Join(dataDir, "ingest.db")); err != nil {
 		return err
 	}
@@ -95,7 +102,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer stopWatch()
-	ctl := &control{pipeline: path, host: d.clientID, log: log}
+	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
 	served := make(chan error, 3)
@@ -173,6 +180,10 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	source := "local"
 	if from != nil {
 		restore, restoreStore, source = []*checkpoint.Manifest{from.Manifest}, from, "savepoint"
+	} else if rem := ctl.remote; rem != nil {
+		if restore, restoreStore, source, err = rem.chooseRestore(store, restore, log); err != nil {
+			return nil, false, err
+		}
 	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
@@ -182,6 +193,9 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		OnComplete: func(m *checkpoint.Manifest) {
 			log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
+			if ctl.remote != nil {
+				ctl.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
+			}
 			done.completed(m.ID)
 		},
 	})
@@ -266,6 +280,8 @@ func unappliable(old, next *config.Config) string {
 		return "brokers"
 	case old.Checkpoints.Retained != next.Checkpoints.Retained:
 		return "checkpoints.retained"
+	case !sameRemote(old.Remote, next.Remote):
+		return "remote"
 	}
 	// A source's offsets cannot be redistributed over another parallelism.
 	for _, s := range next.Sources {

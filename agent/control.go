@@ -89,6 +89,8 @@ type control struct {
 	log      *slog.Logger
 	stopping atomic.Bool
 	current  atomic.Pointer[incarnation]
+	// remote is set when remote upload is on.
+	remote *remoteSide
 
 	mu          sync.Mutex
 	configError string // why the last change of the file was not applied
@@ -290,6 +292,7 @@ func (c *control) status() api.Status {
 	}
 	if m := st.LastCompleted; m != nil {
 		info := CheckpointInfo(m)
+		c.uploadState(&info)
 		out.Checkpoints.LastCompleted = &info
 	}
 	if m := st.RestoredFrom; m != nil {
@@ -335,6 +338,7 @@ func (c *control) status() api.Status {
 		}
 		if o.Manifest != nil {
 			info = CheckpointInfo(o.Manifest)
+			c.uploadState(&info)
 		}
 		info.TriggeredUnixMS = st.Started.Add(o.Triggered).UnixMilli()
 		info.DurationMS = o.Duration.Milliseconds()
@@ -376,7 +380,9 @@ func (c *control) checkpoints(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.CheckpointInfo, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, CheckpointInfo(m))
+		info := CheckpointInfo(m)
+		c.uploadState(&info)
+		out = append(out, info)
 	}
 	reply(w, http.StatusOK, out)
 }

@@ -28,6 +28,8 @@ type Config struct {
 	Sources     []*Source          `yaml:"sources"`
 	Operators   []*Operator        `yaml:"operators"`
 	Sinks       []*Sink            `yaml:"sinks"`
+	// Remote is off when absent.
+	Remote *Remote `yaml:"remote"`
 }
 
 // Agent is the daemon's own settings.
@@ -201,6 +203,7 @@ func (v *validator) validate() {
 	if c.Checkpoints.Timeout <= 0 || c.Checkpoints.MaxConcurrent < 1 || c.Checkpoints.Retained < 1 {
 		v.errorf(c.Checkpoints.Pos, "timeout, max_concurrent and retained must be positive")
 	}
+	v.remote()
 	for name, b := range c.Brokers {
 		switch {
 		case b.Embedded && b.URL != "":

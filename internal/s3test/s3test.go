@@ -1,12 +1,13 @@
 // Package s3test starts a real S3-compatible server for tests: versitygw
 // with its posix backend on a temporary directory, on a free loopback port.
 //
-// The binary is found as $CAIRN_VERSITYGW, as versitygw on the PATH, or in
-// ~/.cache/cairn/bin (where .ci/run installs it). Without it a test is
-// skipped, unless CAIRN_REQUIRE_S3 is set (as in CI): then its absence is
-// a failure. Install it with
+// The binary is found as $CAIRN_VERSITYGW, as versitygw on the PATH, or as
+// ~/.cache/cairn/bin/versitygw-v1.8.0, where .ci/run builds it. Without it
+// a test is skipped, unless CAIRN_REQUIRE_S3 is set (as in CI): then its
+// absence is a failure. To build it by hand:
 //
-//	GOBIN=~/.cache/cairn/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+//	GOBIN=/tmp/vgw go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+//	mkdir -p ~/.cache/cairn/bin && mv /tmp/vgw/versitygw ~/.cache/cairn/bin/versitygw-v1.8.0
 package s3test
 
 import (
@@ -53,7 +54,7 @@ func Binary() string {
 		return p
 	}
 	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "cairn", "bin", "versitygw")
+		p := filepath.Join(home, ".cache", "cairn", "bin", "versitygw-v1.8.0")
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}

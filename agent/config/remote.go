@@ -1,0 +1,76 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cairn-edge/cairn/remote"
+)
+
+// Remote is the optional upload of completed checkpoints to S3-compatible
+// storage, and the restore from there when the local store has nothing
+// that verifies. Secrets come from the environment (${VAR}) or from files;
+// they are never logged.
+type Remote struct {
+	Pos
+	// Endpoint is the S3 API's host:port, without a scheme.
+	Endpoint string `yaml:"endpoint,required"`
+	Bucket   string `yaml:"bucket,required"`
+	Prefix   string `yaml:"prefix"`
+	// Device names this agent's area in the bucket; default the host name.
+	Device string `yaml:"device"`
+	// RestoreFromDevice, if set, is the device whose checkpoints a restore
+	// reads: a replacement device names the one it replaces. Uploads go
+	// to Device in any case.
+	RestoreFromDevice string `yaml:"restore_from_device"`
+	AccessKey         string `yaml:"access_key"`
+	AccessKeyFile     string `yaml:"access_key_file"`
+	SecretKey         string `yaml:"secret_key"`
+	SecretKeyFile     string `yaml:"secret_key_file"`
+	TLS               bool   `yaml:"tls"`
+	CAFile            string `yaml:"ca_file"`
+	// Retained is how many uploaded checkpoints are kept; default
+	// checkpoints.retained.
+	Retained int `yaml:"retained"`
+	// Timeout bounds each request to the storage; default 1m.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// remote checks the remote section and fills in its defaults, except the
+// device's (the host name, which the agent knows).
+func (v *validator) remote() {
+	r := v.c.Remote
+	if r == nil {
+		return
+	}
+	if r.Retained == 0 {
+		r.Retained = v.c.Checkpoints.Retained
+	}
+	if r.Timeout == 0 {
+		r.Timeout = time.Minute
+	}
+	if strings.Contains(r.Endpoint, "://") || strings.Contains(r.Endpoint, "/") {
+		v.errorf(r.Pos, "remote: endpoint %q: want host:port, without a scheme or a path (tls: true for https)", r.Endpoint)
+	}
+	for i, name := range []string{r.Device, r.RestoreFromDevice} {
+		if err := remote.ValidDevice(name); name != "" && err != nil {
+			v.errorf(r.Pos, "remote: %s: %v", []string{"device", "restore_from_device"}[i], err)
+		}
+	}
+	secret := func(field, value, file string) {
+		switch {
+		case value != "" && file != "":
+			v.errorf(r.Pos, "remote: %s or %s_file, not both", field, field)
+		case value == "" && file == "":
+			v.errorf(r.Pos, "remote: needs %s (for example ${S3_%s}) or %s_file", field, strings.ToUpper(field), field)
+		}
+	}
+	secret("access_key", r.AccessKey, r.AccessKeyFile)
+	secret("secret_key", r.SecretKey, r.SecretKeyFile)
+	if r.CAFile != "" && !r.TLS {
+		v.errorf(r.Pos, "remote: ca_file needs tls: true")
+	}
+	if r.Retained < 1 {
+		v.errorf(r.Pos, "remote: retained must be positive")
+	}
+}

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/remote"
+)
+
+// remoteSide is the agent's use of remote storage: the uploader of its own
+// checkpoints, its own area (whose ids a device that lost its disk must
+// continue above) and the area a restore reads.
+type remoteSide struct {
+	uploads *remote.Uploader
+	own     *remote.Device
+	restore *remote.Device
+}
+
+// openRemote starts uploading store's checkpoints as c says; nil when c
+// is nil (remote storage is off).
+func openRemote(c *config.Remote, store checkpoint.Store, log *slog.Logger) (*remoteSide, error) {
+	if c == nil {
+		return nil, nil
+	}
+	access, err := secret(c.AccessKey, c.AccessKeyFile, "access_key_file")
+	if err != nil {
+		return nil, err
+	}
+	key, err := secret(c.SecretKey, c.SecretKeyFile, "secret_key_file")
+	if err != nil {
+		return nil, err
+	}
+	cfg := remote.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, AccessKey: access, SecretKey: key,
+		TLS: c.TLS, CAFile: c.CAFile, Timeout: c.Timeout}
+	r, err := remote.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	device := c.Device
+	if device == "" {
+		if device, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("remote: the host name is not known (%v): set remote.device", err)
+		}
+	}
+	own, err := r.Device(device, log)
+	if err != nil {
+		return nil, err
+	}
+	from := own
+	if c.RestoreFromDevice != "" {
+		if from, err = r.Device(c.RestoreFromDevice, log); err != nil {
+			return nil, err
+		}
+	}
+	uploads, err := remote.NewUploader(r, store, remote.UploadOptions{Device: device, Retain: c.Retained, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("remote upload on", "remote", cfg, "device", device, "restore_from_device", from.Name(), "retained", c.Retained)
+	return &remoteSide{uploads: uploads, own: own, restore: from}, nil
+}
+
+// secret is value, or the content of file without its trailing newline.
+func secret(value, file, field string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("remote: reading %s: %w", field, err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// close waits at most StopTimeout for the queued uploads (the final
+// checkpoint's among them).
+func (r *remoteSide) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+	defer cancel()
+	r.uploads.Close(ctx)
+}
+
+// chooseRestore picks what an incarnation restores: local, the local
+// store's completed checkpoints from the newest whose state verifies; if
+// none does, the restore device's uploaded checkpoints, newest first, read
+// from remote storage (the runtime verifies them in turn and falls back to
+// older ones). Before a remote restore, the local id counter is raised
+// above every id this device uploaded (invariant I6).
+func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoint.Manifest, log *slog.Logger) ([]*checkpoint.Manifest, checkpoint.Store, string, error) {
+	for i, m := range local {
+		err := verifyState(store, m)
+		if err == nil {
+			return local[i:], nil, "local", nil
+		}
+		log.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
+	}
+	last, err := r.own.LastID()
+	if err == nil {
+		err = store.SaveLastID(last)
+	}
+	var uploaded []*checkpoint.Manifest
+	if err == nil {
+		uploaded, err = r.restore.Completed()
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("no local checkpoint to restore, and remote storage cannot be read: %w", err)
+	}
+	if len(uploaded) == 0 {
+		if len(local) == 0 {
+			log.Info("no checkpoint to restore, locally or in remote storage: starting afresh", "device", r.restore.Name())
+		}
+		return local, nil, "local", nil // damaged local ones fail the start (I9)
+	}
+	log.Info("no local checkpoint to restore; restoring from remote storage", "device", r.restore.Name(), "newest", uploaded[0].ID)
+	return uploaded, r.restore, "remote", nil
+}
+
+// verifyState reads and verifies every blob of m.
+func verifyState(store checkpoint.Store, m *checkpoint.Manifest) error {
+	for _, a := range m.Subtasks {
+		for _, h := range a.Handles() {
+			if _, err := store.ReadState(h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// uploadState fills in info's upload state, when remote upload is on.
+func (c *control) uploadState(info *api.CheckpointInfo) {
+	if c.remote == nil || info.Status != "completed" {
+		return
+	}
+	s := c.remote.uploads.State(info.ID)
+	info.Upload, info.UploadError = s.Status, s.Err
+}
+
+// sameRemote reports whether two remote sections say the same, wherever
+// they are in their files.
+func sameRemote(a, b *config.Remote) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Pos, y.Pos = config.Pos{}, config.Pos{}
+	return x == y
+}

@@ -1,0 +1,207 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/s3test"
+	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/runtime"
+)
+
+func benchRemote(b *testing.B, srv *s3test.Server) *Remote {
+	r, err := Open(Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// BenchmarkUpload measures the upload of whole checkpoints of four 4 MiB
+// blobs to a local versitygw, retention included: one op is one
+// checkpoint, MB/s is the upload throughput and cpu-ms/MB this process's
+// CPU time per MB sent (the server's is not counted).
+func BenchmarkUpload(b *testing.B) {
+	srv := s3test.Start(b)
+	srv.Bucket(b, bucket)
+	local := checkpoint.NewMemStore(2)
+	u, err := NewUploader(benchRemote(b, srv), local, UploadOptions{Device: "bench", Retain: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer u.Close(context.Background())
+	const blob = 4 << 20
+	data := make([]byte, blob)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	b.SetBytes(4 * blob)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		id := uint64(i + 1)
+		m := &checkpoint.Manifest{ID: id}
+		for s := range 4 {
+			data[0] = byte(i) // every blob differs from the last
+			task := checkpoint.TaskID{Operator: "op", Subtask: s}
+			h, err := local.PutState(id, task, data)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.Subtasks = append(m.Subtasks, checkpoint.Ack{Task: task, ID: id, State: h})
+		}
+		if err := local.Complete(m); err != nil {
+			b.Fatal(err)
+		}
+		u.Upload(m)
+		for {
+			s := u.State(id)
+			if s.Status == Uploaded {
+				break
+			}
+			if s.Status != Pending {
+				b.Fatalf("checkpoint %d: %+v", id, s)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/(float64(b.N)*4*blob/1e6), "cpu-ms/MB")
+}
+
+// cycleSource emits n records cycling over records.
+type cycleSource struct {
+	records []graph.Record
+	n, i    int
+}
+
+func (s *cycleSource) Open(*graph.Context, uint64) error { return nil }
+func (s *cycleSource) Read(buf []graph.Record) (int, error) {
+	if s.i >= s.n {
+		return 0, io.EOF
+	}
+	k := min(len(buf), s.n-s.i)
+	for j := range k {
+		buf[j] = s.records[(s.i+j)%len(s.records)]
+	}
+	s.i += k
+	return k, nil
+}
+func (s *cycleSource) Offset() uint64         { return uint64(s.i) }
+func (s *cycleSource) Ready() <-chan struct{} { return nil }
+func (s *cycleSource) Close() error           { return nil }
+
+// BenchmarkUploadEffect measures what uploading does to processing:
+// source(2) -key-by-> keyed sum(2) over 100,000 keys, checkpoints every
+// 100 ms into a real bbolt store, with remote upload off and on, in
+// alternating pairs of rounds of b.N records each (nine pairs, or
+// CAIRN_BENCH_INTERVAL for another interval). It reports the
+// median records/s of each, the median of each pair's slowdown (target:
+// at most 5%) and of its extra CPU time per record (this process's, which
+// the uploader's work is part of, not the S3 server's), and the MB/s of
+// checkpoints uploaded.
+func BenchmarkUploadEffect(b *testing.B) {
+	srv := s3test.Start(b)
+	srv.Bucket(b, bucket)
+	r := benchRemote(b, srv)
+	records := make([]graph.Record, 100_000)
+	for i := range records {
+		records[i] = graph.Record{Key: fmt.Sprintf("device-%06d", i), Value: float64(i % 10)}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	interval, rounds := 100*time.Millisecond, 9
+	if v := os.Getenv("CAIRN_BENCH_INTERVAL"); v != "" {
+		interval, _ = time.ParseDuration(v)
+	}
+	round := func(n int, upload bool) (rate, cpuPerRecord, uploadMBps float64) {
+		var bld graph.Builder
+		src := bld.Source("src", 2, func(int) graph.Source { return &cycleSource{records: records, n: n / 2} })
+		bld.Operator("sum", 2, graph.Sum(), []graph.Input{graph.In(src, graph.Hash(nil))})
+		topo, err := bld.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		store, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer store.Close()
+		var u *Uploader
+		var completed []*checkpoint.Manifest
+		onComplete := func(m *checkpoint.Manifest) { completed = append(completed, m) }
+		if upload {
+			u, err = NewUploader(r, store, UploadOptions{Device: fmt.Sprintf("effect-%d", time.Now().UnixNano()), Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			onComplete = func(m *checkpoint.Manifest) { completed = append(completed, m); u.Upload(m) }
+		}
+		cfg := checkpoint.DefaultConfig()
+		cfg.Interval = interval
+		job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Logger: quiet, OnComplete: onComplete})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start, cpu0 := time.Now(), cpuTime()
+		if err := job.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		elapsed, cpu := time.Since(start), cpuTime()-cpu0
+		var sent int64
+		if u != nil {
+			for _, m := range completed {
+				if u.State(m.ID).Status == Uploaded {
+					for _, a := range m.Subtasks {
+						sent += a.State.Size
+					}
+				}
+			}
+			u.Close(context.Background())
+		}
+		return float64(n) / elapsed.Seconds(), float64(cpu.Nanoseconds()) / float64(n), float64(sent) / 1e6 / elapsed.Seconds()
+	}
+	// Rounds come in pairs, in alternating order, and each pair is
+	// compared on its own: load from other processes drifts, and hits both
+	// rounds of a pair alike.
+	var slower, moreCPU, off, on, uploads []float64
+	b.ResetTimer()
+	for i := range rounds {
+		offRate, offCPU, _ := 0.0, 0.0, 0.0
+		onRate, onCPU, up := 0.0, 0.0, 0.0
+		if i%2 == 0 {
+			offRate, offCPU, _ = round(b.N, false)
+			onRate, onCPU, up = round(b.N, true)
+		} else {
+			onRate, onCPU, up = round(b.N, true)
+			offRate, offCPU, _ = round(b.N, false)
+		}
+		slower = append(slower, 100*(offRate-onRate)/offRate)
+		moreCPU = append(moreCPU, 100*(onCPU-offCPU)/offCPU)
+		off, on, uploads = append(off, offRate), append(on, onRate), append(uploads, up)
+		b.Logf("pair %d: %.0f records/s off, %.0f on (uploading %.1f MB/s); CPU per record %.0fns off, %.0fns on", i, offRate, onRate, up, offCPU, onCPU)
+	}
+	b.StopTimer()
+	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	b.ReportMetric(median(off), "records/s-off")
+	b.ReportMetric(median(on), "records/s-on")
+	b.ReportMetric(median(slower), "%-slower")
+	b.ReportMetric(median(moreCPU), "%-more-cpu")
+	b.ReportMetric(median(uploads), "upload-MB/s")
+}
+
+// cpuTime is the CPU time this process has used (all threads; the S3
+// server is another process).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

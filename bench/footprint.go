@@ -74,9 +74,11 @@ type FootprintResult struct {
 	IdleAnonBytes   int64 `json:"idle_anon_bytes"`
 	IdleFileBytes   int64 `json:"idle_file_bytes"`
 	IdleHWMBytes    int64 `json:"idle_hwm_bytes"`
-	// Load figures: the largest resident set sampled (every 100 ms) from
-	// the first reading published until all were processed, its parts,
-	// the high-water mark at the end, and the largest checkpoint seen.
+	// Load figures: the rates of publishing and of processing (readings
+	// over the time from the first published until the agent had read all
+	// and published the averages of the first window), the largest
+	// resident set sampled (every 100 ms) meanwhile, its parts, the
+	// high-water mark at the end, and the largest checkpoint seen.
 	Keys                   int     `json:"keys"`
 	Messages               int     `json:"messages"`
 	PublishMessagesPerSec  float64 `json:"publish_messages_per_sec"`

@@ -47,7 +47,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		rest = bench.RestoreConfig{}
 		foot = bench.FootprintConfig{}
 	)
-	fs.IntVar(&pipe.Records, "records", 2_000_000, "pipeline: records per run")
+	fs.IntVar(&pipe.Records, "records", 4_000_000, "pipeline: records per run")
 	fs.IntVar(&pipe.Keys, "keys", 10_000, "pipeline: distinct keys")
 	fs.DurationVar(&pipe.Interval, "interval", 100*time.Millisecond, "pipeline, mqtt: checkpoint interval")
 	fs.IntVar(&ing.Messages, "ingest-messages", 200_000, "ingest: messages appended in groups")

@@ -189,7 +189,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	done := new(completions)
 	job, err := runtime.New(topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
-			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures},
+			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
+			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
 		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		OnComplete: func(m *checkpoint.Manifest) {
 			log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
@@ -198,6 +199,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			}
 			done.completed(m.ID)
 		},
+		OnAbort: func(a checkpoint.Abort) { done.abort(a.ID, a.Reason.String()+": "+a.Cause) },
 	})
 	if err != nil {
 		return nil, false, err
@@ -208,7 +210,11 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	jobCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() { ran <- job.Run(jobCtx) }()
+	go func() {
+		err := job.Run(jobCtx)
+		done.stopped(err)
+		ran <- err
+	}()
 	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late,
 		completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints")})
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
@@ -307,13 +313,13 @@ func reportDropped(m *checkpoint.Manifest, cfg *config.Config, log *slog.Logger)
 func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
-	id, err := job.TriggerCheckpoint(ctx)
+	id, err := job.TriggerSavepoint(ctx) // aligned: a reload may change parallelism
 	if err != nil {
 		log.Warn("no final checkpoint", "err", err)
 		return
 	}
 	if err := done.wait(ctx, id); err != nil {
-		log.Warn("final checkpoint did not complete in time; the last completed one stands", "id", id, "waited", StopTimeout)
+		log.Warn("no final checkpoint; the last completed one stands", "id", id, "err", err)
 		return
 	}
 	log.Info("final checkpoint complete", "id", id)

@@ -30,6 +30,8 @@ func SocketPath(dataDir string) string { return filepath.Join(dataDir, "cairn.so
 type completions struct {
 	mu      sync.Mutex
 	last    uint64
+	aborted map[uint64]string // newer than last: why they were aborted
+	stop    error             // set when the job stopped
 	waiters []chan struct{}
 }
 
@@ -37,6 +39,40 @@ func (c *completions) completed(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last = max(c.last, id)
+	for a := range c.aborted {
+		if a <= c.last {
+			delete(c.aborted, a)
+		}
+	}
+	c.wakeLocked()
+}
+
+// abort records that checkpoint id will not complete, and why.
+func (c *completions) abort(id uint64, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id <= c.last {
+		return
+	}
+	if c.aborted == nil {
+		c.aborted = make(map[uint64]string)
+	}
+	c.aborted[id] = why
+	c.wakeLocked()
+}
+
+// stopped records that the job stopped (err nil: it was asked to).
+func (c *completions) stopped(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		err = errors.New("the pipeline stopped")
+	}
+	c.stop = err
+	c.wakeLocked()
+}
+
+func (c *completions) wakeLocked() {
 	for _, w := range c.waiters {
 		close(w)
 	}
@@ -50,13 +86,22 @@ func (c *completions) completedAny() bool {
 	return c.last > 0
 }
 
-// wait returns when checkpoint id (or a later one) completed.
+// wait returns when checkpoint id (or a later one) completed, or with an
+// error when it was aborted or the job stopped first.
 func (c *completions) wait(ctx context.Context, id uint64) error {
 	for {
 		c.mu.Lock()
 		if c.last >= id {
 			c.mu.Unlock()
 			return nil
+		}
+		if why, ok := c.aborted[id]; ok {
+			c.mu.Unlock()
+			return fmt.Errorf("checkpoint %d was aborted: %s", id, why)
+		}
+		if err := c.stop; err != nil {
+			c.mu.Unlock()
+			return err
 		}
 		w := make(chan struct{})
 		c.waiters = append(c.waiters, w)
@@ -219,7 +264,11 @@ func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable, api.Error{Error: "the pipeline is starting"})
 		return
 	}
-	id, err := inc.job.TriggerCheckpoint(r.Context())
+	trigger := inc.job.TriggerCheckpoint
+	if r.URL.Path == "/savepoint" {
+		trigger = inc.job.TriggerSavepoint // aligned in every mode
+	}
+	id, err := trigger(r.Context())
 	if err != nil {
 		reply(w, http.StatusConflict, api.Error{Error: err.Error()})
 		return
@@ -320,7 +369,7 @@ func (c *control) status() api.Status {
 		}
 		if a := t.Alignment; a.ID != 0 {
 			al := &api.Alignment{CheckpointID: a.ID, StartedMS: a.Started.Milliseconds(),
-				ElapsedMS: (st.Uptime - a.Started).Milliseconds(), BufferedRecords: t.Buffered}
+				ElapsedMS: (st.Uptime - a.Started).Milliseconds(), BufferedRecords: t.Buffered, Unaligned: a.Unaligned}
 			for ch, at := range a.Arrived {
 				al.Channels = append(al.Channels, api.Channel{
 					From: t.Upstream[ch].String(), Arrived: at >= 0, AtMS: max(0, at.Milliseconds()),
@@ -362,6 +411,9 @@ func CheckpointInfo(m *checkpoint.Manifest) api.CheckpointInfo {
 		info.SyncMS = max(info.SyncMS, a.Stats.Sync.Milliseconds())
 		info.AsyncMS = max(info.AsyncMS, a.Stats.Async.Milliseconds())
 		info.Incremental = info.Incremental || len(a.Base) > 0
+		info.Unaligned = info.Unaligned || a.Stats.Unaligned
+		info.TimedOut = info.TimedOut || a.Stats.TimedOut
+		info.InFlightBytes += a.Stats.InFlightBytes
 	}
 	return info
 }

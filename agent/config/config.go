@@ -76,6 +76,9 @@ type Checkpoints struct {
 	Retained          int           `yaml:"retained"`
 	Incremental       bool          `yaml:"incremental"`
 	MaxChain          int           `yaml:"max_chain"`
+	// AlignmentTimeout, in exactly-once mode, switches a checkpoint whose
+	// barrier alignment takes this long to unaligned.
+	AlignmentTimeout time.Duration `yaml:"alignment_timeout"`
 }
 
 // Source is an input: an MQTT subscription or the built-in simulator.
@@ -197,8 +200,10 @@ func (v *validator) validate() {
 	if c.Agent.API != "" && c.Agent.APITokenFile == "" {
 		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
 	}
-	if _, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
+	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
 		v.errorf(c.Checkpoints.Pos, "%v", err)
+	} else if t := c.Checkpoints.AlignmentTimeout; t < 0 || t > 0 && mode != checkpoint.ExactlyOnce {
+		v.errorf(c.Checkpoints.Pos, "alignment_timeout must be positive and needs mode exactly-once (%s checkpoints do not align)", mode)
 	}
 	if c.Checkpoints.Timeout <= 0 || c.Checkpoints.MaxConcurrent < 1 || c.Checkpoints.Retained < 1 {
 		v.errorf(c.Checkpoints.Pos, "timeout, max_concurrent and retained must be positive")

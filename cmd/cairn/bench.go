@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -65,7 +66,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	// Scenario names and flags may come in any order.
 	var names []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
+		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
+			return 0
+		} else if err != nil {
 			return 2
 		}
 		if fs.NArg() == 0 {

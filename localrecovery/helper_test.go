@@ -121,10 +121,8 @@ type sumAtEnd struct {
 	ctx  *graph.Context
 	sum  *graph.ValueState[float64]
 	spin int // busy-loop iterations per record: a costly operator
+	spun int // keeps the busy loop from being optimised away
 }
-
-// spun keeps the busy loop from being optimised away.
-var spun int
 
 func (o *sumAtEnd) Open(ctx *graph.Context) (err error) {
 	o.ctx = ctx
@@ -134,7 +132,7 @@ func (o *sumAtEnd) Open(ctx *graph.Context) (err error) {
 
 func (o *sumAtEnd) ProcessRecord(_ int, r *graph.Record) error {
 	for i := range o.spin {
-		spun += i
+		o.spun += i
 	}
 	s, _ := o.sum.Get()
 	o.sum.Set(s + r.Value)

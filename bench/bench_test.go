@@ -9,7 +9,7 @@ import (
 )
 
 // TestScenarios runs the scenarios other than pipeline (the CLI's test
-// runs that one) and footprint (TestFootprintTargets) with small sizes on
+// runs that one) and footprint (BenchmarkFootprint) with small sizes on
 // real parts and checks that their figures agree with each other.
 func TestScenarios(t *testing.T) {
 	ctx := context.Background()

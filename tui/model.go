@@ -9,7 +9,6 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/progress"
-	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/cairn-edge/cairn/agent/api"
@@ -109,7 +108,11 @@ type Model struct {
 	lost          *lostMsg // why the stream broke, while reconnecting
 
 	panel     int
-	filter    textinput.Model
+	// filter narrows the operators shown to those whose id contains it;
+	// filtering: it is being typed. (A line of its own rather than
+	// bubbles' textinput, whose Unicode width tables alone weigh 2 MB in
+	// a gateway's binary.)
+	filter    []rune
 	filtering bool
 	help      help.Model
 	showHelp  bool
@@ -124,13 +127,10 @@ type Model struct {
 func New(client *api.Client, opts Options) *Model {
 	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	f := textinput.New()
-	f.Prompt = "filter: "
-	f.Placeholder = "operator id"
 	return &Model{
 		client: client, ctx: ctx, cancel: cancel, events: make(chan tea.Msg, 1), opts: opts,
 		width: 80, height: 24, rates: map[string]rate{},
-		filter: f, help: help.New(),
+		help: help.New(),
 		bar: progress.New(progress.WithFillCharacters('█', '░'), progress.WithoutPercentage(),
 			progress.WithColors(colorOK)),
 	}
@@ -283,17 +283,18 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		switch msg.String() {
 		case "enter":
 			m.filtering = false
-			m.filter.Blur()
-			return nil
 		case "esc":
-			m.filtering = false
-			m.filter.Blur()
-			m.filter.SetValue("")
-			return nil
+			m.filtering, m.filter = false, nil
+		case "backspace":
+			if len(m.filter) > 0 {
+				m.filter = m.filter[:len(m.filter)-1]
+			}
+		default:
+			if msg.Text != "" {
+				m.filter = append(m.filter, []rune(msg.Text)...)
+			}
 		}
-		var cmd tea.Cmd
-		m.filter, cmd = m.filter.Update(msg)
-		return cmd
+		return nil
 	}
 	switch {
 	case key.Matches(msg, keys.Quit):
@@ -307,10 +308,9 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		m.panel = (m.panel + panelCount - 1) % panelCount
 	case key.Matches(msg, keys.Filter):
 		m.filtering = true
-		return m.filter.Focus()
 	case msg.String() == "esc":
 		m.showHelp = false
-		m.filter.SetValue("")
+		m.filter = nil
 	case key.Matches(msg, keys.Checkpoint):
 		return m.request("checkpoint", m.client.Checkpoint)
 	case key.Matches(msg, keys.Savepoint):

@@ -181,7 +181,7 @@ func (m *Model) titled(panel, w int, lines []string) []string {
 func (m *Model) footer() string {
 	switch {
 	case m.filtering:
-		return m.filter.View()
+		return "filter: " + string(m.filter) + "█" + dimStyle.Render("  (enter keeps it, esc clears it)")
 	case m.flash != "":
 		if m.alarm {
 			return badStyle.Render("! ") + m.flash
@@ -189,7 +189,7 @@ func (m *Model) footer() string {
 		return okStyle.Render("» ") + m.flash
 	}
 	short := m.help.ShortHelpView(keys.ShortHelp())
-	if f := m.filter.Value(); f != "" {
+	if f := string(m.filter); f != "" {
 		short = warnStyle.Render("filter "+f) + " (esc clears) · " + short
 	}
 	return short
@@ -210,7 +210,7 @@ func (m *Model) helpPanel() []string {
 
 // shown reports whether the operator filter lets op through.
 func (m *Model) shown(op string) bool {
-	f := strings.ToLower(m.filter.Value())
+	f := strings.ToLower(string(m.filter))
 	return f == "" || strings.Contains(strings.ToLower(op), f)
 }
 

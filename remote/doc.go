@@ -26,7 +26,10 @@
 //	<prefix>/<device>/state/<state handle key>
 //	        one subtask snapshot, byte for byte as the local store holds it
 //
-// Blobs shared by an incremental chain are uploaded once per process.
+// Blobs shared by an incremental chain are uploaded once per process. An
+// upload first reads the blobs it will send into memory (the checkpoint's
+// new state: about one snapshot's worth), so that a link slower than the
+// local store's retention still gets the checkpoint across.
 // Checkpoint ids never repeat on a device (invariant I6), so an object is
 // never rewritten with other contents; device names must be unique among
 // the agents that share a bucket and prefix.

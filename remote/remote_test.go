@@ -456,3 +456,80 @@ func (b *logBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Over TLS, the server is verified with ca_file's certificates: uploads go
+// through with them and fail without them.
+func TestTLS(t *testing.T) {
+	srv, ca := s3test.StartTLS(t)
+	srv.Bucket(t, bucket)
+	f := &fixture{srv: srv, local: checkpoint.NewMemStore(0), log: new(logBuffer)}
+	var err error
+	f.r, err = Open(Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, TLS: true, CAFile: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := f.uploader(t, UploadOptions{})
+	m := f.complete(t, 1, nil)
+	u.Upload(m)
+	awaitState(t, u, 1, Uploaded)
+	dev, _ := f.r.Device("gw-1", nil)
+	if data, err := dev.ReadState(m.Subtasks[0].State); err != nil || int64(len(data)) != m.Subtasks[0].State.Size {
+		t.Fatalf("reading back over TLS: %v", err)
+	}
+
+	f.r, err = Open(Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusting := f.uploader(t, UploadOptions{Device: "gw-2"})
+	untrusting.Upload(m)
+	awaitState(t, untrusting, 1, Failed)
+	if s := untrusting.State(1); !strings.Contains(s.Err, "certificate") {
+		t.Fatalf("without the CA: %+v", s)
+	}
+	f.r, err = Open(Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := f.uploader(t, UploadOptions{Device: "gw-3"})
+	plain.Upload(m)
+	awaitState(t, plain, 1, Failed)
+}
+
+// An upload slower than the local store keeps a checkpoint still succeeds:
+// the uploader reads the checkpoint's blobs before it sends them, so local
+// retention cannot delete them under it.
+func TestSlowLinkOutlivesLocalRetention(t *testing.T) {
+	f := newFixture(t, "")
+	var err error
+	f.r, err = Open(Config{Endpoint: f.srv.Throttle(t, 8<<10), Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.local = checkpoint.NewMemStore(3)
+	u := f.uploader(t, UploadOptions{})
+	var uploaded *checkpoint.Manifest
+	ms := make(map[uint64]*checkpoint.Manifest)
+	deadline := time.Now().Add(30 * time.Second)
+	for id := uint64(1); uploaded == nil; id++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing uploaded in 30s:\n%s", f.log)
+		}
+		ms[id] = f.complete(t, id, nil)
+		u.Upload(ms[id])
+		time.Sleep(50 * time.Millisecond) // checkpoints come every 50ms
+		for done := range id {
+			if u.State(done+1).Status == Uploaded {
+				uploaded = ms[done+1]
+			}
+		}
+	}
+	h := uploaded.Subtasks[2].State
+	if _, err := f.local.ReadState(h); err == nil {
+		t.Fatalf("checkpoint %d is still in the local store: the link was not slower than local retention", uploaded.ID)
+	}
+	dev, _ := f.r.Device("gw-1", nil)
+	if _, err := dev.ReadState(h); err != nil {
+		t.Fatalf("checkpoint %d, uploaded after local retention deleted it: %v", uploaded.ID, err)
+	}
+}

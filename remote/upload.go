@@ -78,6 +78,7 @@ type Uploader struct {
 	sent      map[string]checkpoint.StateHandle // blobs in the bucket, by key
 	manifests map[uint64]*checkpoint.Manifest   // uploaded or read back
 	failing   bool                              // the last attempt failed
+	retaining bool                              // the last retention failed
 }
 
 // NewUploader starts an uploader of local's checkpoints to r.
@@ -234,43 +235,57 @@ func (u *Uploader) run() {
 			u.failing = false
 		}
 		u.opts.Logger.Debug("checkpoint uploaded", "id", m.ID, "blobs", n, "bytes", bytes, "duration", time.Since(start))
-		if err := u.retain(); err != nil {
-			u.opts.Logger.Warn("remote retention failed; it is tried again after the next upload", "err", err)
+		switch err := u.retain(); {
+		case err != nil && !u.retaining:
+			u.opts.Logger.Warn("remote retention failed; it is tried again after each upload", "err", err)
+			u.retaining = true
+		case err == nil && u.retaining:
+			u.opts.Logger.Info("remote retention works again")
+			u.retaining = false
 		}
 	}
 }
 
 // upload stores m's blobs that are not in the bucket yet, then its
-// manifest, and returns how many blobs and bytes it sent.
+// manifest, and returns how many blobs and bytes it sent. It reads those
+// blobs from the local store first, all of them: sending can take longer
+// than the local store keeps m, whose retention would delete them under a
+// slow upload.
 func (u *Uploader) upload(m *checkpoint.Manifest) (int, int64, error) {
-	var n int
+	type blob struct {
+		h    checkpoint.StateHandle
+		data []byte
+	}
+	var blobs []blob
 	var total int64
 	for _, a := range m.Subtasks {
 		for _, h := range a.Handles() {
-			if u.sent[h.Key] == h {
+			if u.sent[h.Key] == h || slices.ContainsFunc(blobs, func(b blob) bool { return b.h == h }) {
 				continue
 			}
 			data, err := u.local.ReadState(h)
 			if err != nil {
-				return n, total, fmt.Errorf("checkpoint %d: reading the local state of %s: %w", m.ID, a.Task, err)
+				return 0, 0, fmt.Errorf("checkpoint %d: reading the local state of %s: %w", m.ID, a.Task, err)
 			}
-			if err := u.r.put(u.ctx, u.r.stateName(u.dev.name, h.Key), data, "application/octet-stream"); err != nil {
-				return n, total, fmt.Errorf("checkpoint %d: %w", m.ID, err)
-			}
-			u.sent[h.Key] = h
-			n++
+			blobs = append(blobs, blob{h, data})
 			total += h.Size
 		}
 	}
+	for _, b := range blobs {
+		if err := u.r.put(u.ctx, u.r.stateName(u.dev.name, b.h.Key), b.data, "application/octet-stream"); err != nil {
+			return 0, 0, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+		}
+		u.sent[b.h.Key] = b.h
+	}
 	rec, err := encodeManifest(m)
 	if err != nil {
-		return n, total, err
+		return 0, 0, err
 	}
 	if err := u.r.put(u.ctx, u.r.manifestName(u.dev.name, m.ID), rec, "application/json"); err != nil {
-		return n, total, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+		return 0, 0, fmt.Errorf("checkpoint %d: %w", m.ID, err)
 	}
 	u.manifests[m.ID] = m
-	return n, total, nil
+	return len(blobs), total, nil
 }
 
 // refresh learns which manifests are in the bucket.

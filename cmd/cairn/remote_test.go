@@ -57,6 +57,8 @@ remote:
   restore_from_device: %s
   access_key: ${CAIRN_E2E_S3_ACCESS}
   secret_key_file: %s
+  tls: true
+  ca_file: %s
   retained: 3
   timeout: 2s
 `
@@ -168,26 +170,28 @@ func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// s3Env is a bucket on a fresh server and the credentials for it: the
-// access key in the environment, the secret key in a file.
+// s3Env is a bucket on a fresh server, over TLS, and the credentials for
+// it: the access key in the environment, the secret key in a file.
 type s3Env struct {
 	srv        *s3test.Server
 	secretFile string
+	caFile     string
 }
 
 func newS3Env(t *testing.T) s3Env {
-	srv := s3test.Start(t)
+	srv, ca := s3test.StartTLS(t)
 	srv.Bucket(t, "cairn")
 	t.Setenv("CAIRN_E2E_S3_ACCESS", s3test.AccessKey)
 	secret := filepath.Join(t.TempDir(), "s3.secret")
 	if err := os.WriteFile(secret, []byte(s3test.SecretKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return s3Env{srv: srv, secretFile: secret}
+	return s3Env{srv: srv, secretFile: secret, caFile: ca}
 }
 
 func (e s3Env) device(t *testing.T, name string) *remote.Device {
-	r, err := remote.Open(remote.Config{Endpoint: e.srv.Endpoint, Bucket: "cairn", Prefix: "fleet", AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+	r, err := remote.Open(remote.Config{Endpoint: e.srv.Endpoint, Bucket: "cairn", Prefix: "fleet", AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey,
+		TLS: true, CAFile: e.caFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,12 +310,12 @@ func TestRemoteRestore(t *testing.T) {
 	dataA := filepath.Join(dir, "a")
 	portA := freePort(t)
 	configA := filepath.Join(dir, "a.yaml")
-	os.WriteFile(configA, []byte(fmt.Sprintf(remoteConfig, dataA, portA, env.srv.Endpoint, "gw-a", "", env.secretFile)), 0o600)
+	os.WriteFile(configA, []byte(fmt.Sprintf(remoteConfig, dataA, portA, env.srv.Endpoint, "gw-a", "", env.secretFile, env.caFile)), 0o600)
 	var logs []string
 
 	// 1. Device A runs and uploads.
 	a := startRemoteAgent(t, bin, configA)
-	a.await(t, regexp.MustCompile(`msg="remote upload on" remote="endpoint=`+regexp.QuoteMeta(env.srv.Endpoint)), 30*time.Second)
+	a.await(t, regexp.MustCompile(`msg="remote upload on" remote="endpoint=`+regexp.QuoteMeta(env.srv.Endpoint)+`.* tls=true"`), 30*time.Second)
 	a.await(t, completeLine, 30*time.Second)
 	want := feed(t, bin, dataA, portA, 500)
 	var uploaded *checkpoint.Manifest
@@ -409,7 +413,7 @@ func TestRemoteRestore(t *testing.T) {
 	aLast := newest(t, devA)
 	dataB := filepath.Join(dir, "b")
 	configB := filepath.Join(dir, "b.yaml")
-	os.WriteFile(configB, []byte(fmt.Sprintf(remoteConfig, dataB, freePort(t), env.srv.Endpoint, "gw-b", "gw-a", env.secretFile)), 0o600)
+	os.WriteFile(configB, []byte(fmt.Sprintf(remoteConfig, dataB, freePort(t), env.srv.Endpoint, "gw-b", "gw-a", env.secretFile, env.caFile)), 0o600)
 	b := startRemoteAgent(t, bin, configB)
 	if m := b.await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-a" || m[2] != fmt.Sprint(aLast.ID) {
 		t.Fatalf("replacement: %q, want gw-a's %d", m[0], aLast.ID)
@@ -442,50 +446,67 @@ func TestRemoteRestore(t *testing.T) {
 	}
 }
 
-// TestRemoteHangDoesNotDelayCheckpoints: while the storage hangs (its
-// process stopped), local checkpoints go on completing at the rate they had
-// before, uploads fail or are skipped, and the status says so; once it
-// answers again, uploads resume.
+// TestRemoteHangDoesNotDelayCheckpoints: with the storage behind a slow
+// link (16 KB/s, slower than checkpoints are taken), and then hanging (its
+// process stopped), local checkpoints go on completing as fast as those of
+// the same pipeline without remote upload, run at the same time (so that
+// the load of other processes falls on both); uploads fail or are skipped,
+// and the status says so; once the storage answers again, uploads resume.
 func TestRemoteHangDoesNotDelayCheckpoints(t *testing.T) {
 	bin := buildCairn(t)
 	env := newS3Env(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	config := filepath.Join(dir, "a.yaml")
 	sim := strings.Replace(remoteConfig, `  - id: readings
     broker: local
     topics: ["e2e/{device}/t"]
     key: device
     value: v
 `, "  - id: readings\n    simulator: {devices: 50, rate: 2000}\n", 1)
-	os.WriteFile(config, []byte(fmt.Sprintf(sim, data, freePort(t), env.srv.Endpoint, "gw-h", "", env.secretFile)), 0o600)
+	config := filepath.Join(dir, "a.yaml")
+	slow := env.srv.Throttle(t, 16<<10)
+	os.WriteFile(config, []byte(fmt.Sprintf(sim, data, freePort(t), slow, "gw-h", "", env.secretFile, env.caFile)), 0o600)
+	local := filepath.Join(dir, "local.yaml")
+	withoutRemote, _, _ := strings.Cut(fmt.Sprintf(sim, filepath.Join(dir, "local"), freePort(t), "", "", "", "", ""), "remote:")
+	os.WriteFile(local, []byte(withoutRemote), 0o600)
 	a := startRemoteAgent(t, bin, config)
+	control := startRemoteAgent(t, bin, local)
 	dev := env.device(t, "gw-h")
 	pollUntil(t, 30*time.Second, "nothing uploaded", func() bool { return newest(t, dev) != nil })
+	control.await(t, completeLine, 30*time.Second)
 
-	// completions counts "checkpoint complete" lines over d.
-	completions := func(d time.Duration) int {
-		a.mu.Lock()
-		a.read = len(a.all)
-		a.mu.Unlock()
+	// completions counts each agent's "checkpoint complete" lines over d.
+	completions := func(d time.Duration) (n [2]int) {
+		agents := [2]*remoteAgent{a, control}
+		for _, p := range agents {
+			p.mu.Lock()
+			p.read = len(p.all)
+			p.mu.Unlock()
+		}
 		time.Sleep(d) // a measurement window, not a synchronisation
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		n := 0
-		for _, l := range a.all[a.read:] {
-			if completeLine.MatchString(l) {
-				n++
+		for i, p := range agents {
+			p.mu.Lock()
+			for _, l := range p.all[p.read:] {
+				if completeLine.MatchString(l) {
+					n[i]++
+				}
 			}
+			p.read = len(p.all)
+			p.mu.Unlock()
 		}
 		return n
 	}
 	before := completions(3 * time.Second)
 	env.srv.Pause(t)
 	during := completions(3 * time.Second)
-	t.Logf("checkpoints completed in 3s: %d with the storage answering, %d with it hanging", before, during)
-	if before < 10 || float64(during) < 0.7*float64(before) {
-		t.Fatalf("checkpoints completed in 3s: %d before the storage hung, %d while it hung", before, during)
+	t.Logf("checkpoints completed in 3s, with upload and without: %d and %d with a slow link, %d and %d with the storage hanging",
+		before[0], before[1], during[0], during[1])
+	for i, n := range [][2]int{before, during} {
+		if n[1] < 10 || float64(n[0]) < 0.7*float64(n[1]) {
+			t.Fatalf("%s, %d checkpoints completed in 3s with upload, %d without:\n%s", []string{"over a slow link", "while the storage hung"}[i], n[0], n[1], a.log())
+		}
 	}
+	control.stop(t, syscall.SIGTERM)
 	var failed, skipped int
 	for _, c := range remoteStatus(t, bin, data).History {
 		switch c.Upload {
@@ -504,7 +525,7 @@ func TestRemoteHangDoesNotDelayCheckpoints(t *testing.T) {
 	env.srv.Resume(t)
 	a.await(t, regexp.MustCompile(`msg="remote upload works again"`), 60*time.Second)
 	hung := newest(t, dev).ID
-	pollUntil(t, 30*time.Second, "uploads did not resume", func() bool { return newest(t, dev).ID > hung })
+	pollUntil(t, 30*time.Second, "uploads did not resume:\n"+a.log(), func() bool { return newest(t, dev).ID > hung })
 	a.stop(t, syscall.SIGTERM)
 	if !slices.ContainsFunc(strings.Split(a.log(), "\n"), func(l string) bool { return strings.Contains(l, "remote upload failed") }) {
 		t.Fatalf("the failure was not logged:\n%s", a.log())

@@ -13,9 +13,18 @@ package s3test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +75,43 @@ func Binary() string {
 // is missing and not required.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, "")
+}
+
+// StartTLS starts a server that speaks HTTPS with a self-signed certificate
+// for 127.0.0.1, and returns it with the certificate's PEM file, which
+// verifies it.
+func StartTLS(t testing.TB) (*Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "s3test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile := filepath.Join(dir, "cert.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	return start(t, dir), certFile
+}
+
+// start starts versitygw, with the certificate and key in tlsDir if set.
+func start(t testing.TB, tlsDir string) *Server {
+	t.Helper()
 	bin := Binary()
 	if bin == "" {
 		if os.Getenv("CAIRN_REQUIRE_S3") != "" {
@@ -76,7 +122,19 @@ func Start(t testing.TB) *Server {
 	dir := t.TempDir()
 	port := freePort(t)
 	s := &Server{Endpoint: fmt.Sprintf("127.0.0.1:%d", port), out: new(syncBuffer)}
-	s.cmd = exec.Command(bin, "--port", s.Endpoint, "--access", AccessKey, "--secret", SecretKey, "--quiet", "posix", dir)
+	args := []string{"--port", s.Endpoint, "--access", AccessKey, "--secret", SecretKey, "--quiet"}
+	opts := &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, "")}
+	if tlsDir != "" {
+		args = append(args, "--cert", filepath.Join(tlsDir, "cert.pem"), "--key", filepath.Join(tlsDir, "key.pem"))
+		pool := x509.NewCertPool()
+		certPEM, err := os.ReadFile(filepath.Join(tlsDir, "cert.pem"))
+		if err != nil || !pool.AppendCertsFromPEM(certPEM) {
+			t.Fatalf("test certificate: %v", err)
+		}
+		opts.Secure = true
+		opts.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	}
+	s.cmd = exec.Command(bin, append(args, "posix", dir)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -87,7 +145,7 @@ func Start(t testing.TB) *Server {
 		s.cmd.Wait()
 	})
 	var err error
-	s.Client, err = minio.New(s.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, "")})
+	s.Client, err = minio.New(s.Endpoint, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

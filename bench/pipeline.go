@@ -138,7 +138,7 @@ func RunPipeline(ctx context.Context, records []graph.Record, n int, interval ti
 	}
 	var seen atomic.Int64
 	var bld graph.Builder
-	src := bld.Source("src", 2, func(int) graph.Source { return &cycleSource{records: records, n: n / 2} })
+	src := bld.Source("src", 2, func(int) graph.Source { return CycleSource(records, n/2) })
 	cnt := bld.Operator("count", 2, graph.Count(), []graph.Input{graph.In(src, graph.Hash(nil))})
 	bld.Operator("sink", 2, func(int) graph.Operator { return &countingSink{seen: &seen} },
 		[]graph.Input{graph.In(cnt, graph.Forward())})
@@ -164,7 +164,12 @@ func RunPipeline(ctx context.Context, records []graph.Record, n int, interval ti
 	return run, nil
 }
 
-// cycleSource emits n records cycling over a pre-built slice.
+// CycleSource returns a source that emits n records cycling over records
+// (math.MaxInt: endlessly), at no cost of its own.
+func CycleSource(records []graph.Record, n int) graph.Source {
+	return &cycleSource{records: records, n: n}
+}
+
 type cycleSource struct {
 	records []graph.Record
 	n, i    int

@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-edge/cairn/bench"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/runtime"
 )
 
 // slowSink spends cost per record, sleeping it off a millisecond at a time,
@@ -39,7 +41,7 @@ func BenchmarkCheckpointUnderBackpressure(b *testing.B) {
 	for _, mode := range []checkpoint.Mode{checkpoint.ExactlyOnce, checkpoint.Unaligned} {
 		b.Run("mode="+mode.String(), func(b *testing.B) {
 			var bld graph.Builder
-			src := bld.Source("src", 1, func(int) graph.Source { return &cycleSource{records: records, n: math.MaxInt} })
+			src := bld.Source("src", 1, func(int) graph.Source { return bench.CycleSource(records, math.MaxInt) })
 			m := bld.Operator("map", 2, graph.Map(func(r *graph.Record) { r.Value++ }),
 				[]graph.Input{graph.In(src, graph.Rebalance())})
 			c := bld.Operator("count", 2, graph.Count(), []graph.Input{graph.In(m, graph.Hash(nil))})
@@ -52,7 +54,7 @@ func BenchmarkCheckpointUnderBackpressure(b *testing.B) {
 			cfg := checkpoint.DefaultConfig()
 			cfg.Mode, cfg.Interval = mode, 0
 			completed := make(chan *checkpoint.Manifest, 1)
-			job, err := New(topo, Options{Checkpoints: cfg, OnComplete: func(m *checkpoint.Manifest) { completed <- m }})
+			job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, OnComplete: func(m *checkpoint.Manifest) { completed <- m }})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -94,7 +96,7 @@ func BenchmarkCheckpointUnderBackpressure(b *testing.B) {
 
 // awaitBackpressure waits until the sinks' inputs are full and the maps
 // wait for credits: the state in which aligned checkpoints crawl.
-func awaitBackpressure(b *testing.B, job *Job) {
+func awaitBackpressure(b *testing.B, job *runtime.Job) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		full := 0

@@ -60,7 +60,6 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(5 * time.Second).
 		SetOrderMatters(true).
-		SetStore(newOrderedStore()).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			log.Warn("MQTT connection lost; reconnecting", "broker", c.Broker, "client", id, "err", err)
 		})

@@ -211,8 +211,13 @@ func (s *sink) publish() {
 				return
 			}
 		}
-		if !s.publishBatch(b) {
-			return
+		for i, m := range b.Messages {
+			payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, b.origin(s.subtask), i)
+			payload = append(payload, m.Body...)
+			if !s.publishOne(m.Topic, payload) {
+				return
+			}
+			s.cfg.Metrics.Published.Add(1)
 		}
 		s.mu.Lock()
 		if len(s.pending) > 0 && s.pending[0] == b {
@@ -222,55 +227,26 @@ func (s *sink) publish() {
 	}
 }
 
-// publishWindow is how many publishes of a sink may await their
-// acknowledgement at once.
-const publishWindow = 256
-
-// publishBatch publishes b's messages at QoS 1 until the broker has
-// acknowledged each, keeping up to publishWindow of them awaiting an
-// acknowledgement, in order: the client sends them in order on its one
-// connection and sends the unacknowledged ones again in order after a
-// reconnect (orderedStore); when one fails, it and every later one are sent
-// again, after a pause. False means the sink is closing.
-func (s *sink) publishBatch(b *staged) bool {
-	type inFlight struct {
-		i   int
-		tok paho.Token
-	}
-	var window []inFlight
-	for next := 0; next < len(b.Messages) || len(window) > 0; {
-		for ; next < len(b.Messages) && len(window) < publishWindow; next++ {
-			m := b.Messages[next]
-			payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, b.origin(s.subtask), next)
-			window = append(window, inFlight{next, s.client.Publish(m.Topic, 1, s.cfg.Retain, append(payload, m.Body...))})
-		}
-		head := window[0]
+// publishOne publishes until the broker acknowledges; false means the sink
+// is closing.
+func (s *sink) publishOne(topic string, payload []byte) bool {
+	for {
+		tok := s.client.Publish(topic, 1, s.cfg.Retain, payload)
 		select {
-		case <-head.tok.Done():
+		case <-tok.Done():
 		case <-s.stop:
 			return false
 		}
-		if err := head.tok.Error(); err != nil {
-			s.cfg.Client.Logger.Warn("MQTT publish failed; publishing again from it", "topic", b.Messages[head.i].Topic, "err", err)
-			for _, f := range window[1:] { // let the rest settle before sending them again
-				select {
-				case <-f.tok.Done():
-				case <-s.stop:
-					return false
-				}
-			}
-			select {
-			case <-time.After(500 * time.Millisecond):
-			case <-s.stop:
-				return false
-			}
-			window, next = window[:0], head.i
-			continue
+		if tok.Error() == nil {
+			return true
 		}
-		window = window[1:]
-		s.cfg.Metrics.Published.Add(1)
+		s.cfg.Client.Logger.Warn("MQTT publish failed; retrying", "topic", topic, "err", tok.Error())
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-s.stop:
+			return false
+		}
 	}
-	return true
 }
 
 // Close stops publishing; what was not acknowledged stays in the last

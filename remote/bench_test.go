@@ -102,15 +102,17 @@ func (s *cycleSource) Close() error           { return nil }
 
 // BenchmarkUploadEffect measures what uploading does to processing:
 // source(2) -key-by-> keyed sum(2) over 100,000 keys, checkpoints every
-// 100 ms into a real bbolt store, with remote upload off and on, in
-// alternating pairs of rounds of b.N records each (nine pairs, or
-// CAIRN_BENCH_INTERVAL for another interval). It reports the
-// median records/s of each, the median of each pair's slowdown (target:
-// at most 5%) and of its extra CPU time per record (this process's, which
-// the uploader's work is part of, not the S3 server's), and the MB/s of
-// checkpoints uploaded.
+// 100 ms (CAIRN_BENCH_INTERVAL sets another interval) into a real bbolt
+// store, with remote upload off and on, in nine alternating pairs of rounds
+// of b.N records each. It reports the median records/s of each, the median
+// of each pair's slowdown (target: at most 5%) and of its extra CPU time
+// per record (this process's, which the uploader's work is part of), the
+// MB/s of checkpoints uploaded, and how much of a core the S3 server used
+// meanwhile. The server runs at the lowest priority, so that it takes only
+// CPU time the pipeline leaves, as a server on another machine would; it
+// still shares the caches and memory bandwidth of this one.
 func BenchmarkUploadEffect(b *testing.B) {
-	srv := s3test.Start(b)
+	srv := s3test.StartBackground(b)
 	srv.Bucket(b, bucket)
 	r := benchRemote(b, srv)
 	records := make([]graph.Record, 100_000)
@@ -122,7 +124,7 @@ func BenchmarkUploadEffect(b *testing.B) {
 	if v := os.Getenv("CAIRN_BENCH_INTERVAL"); v != "" {
 		interval, _ = time.ParseDuration(v)
 	}
-	round := func(n int, upload bool) (rate, cpuPerRecord, uploadMBps float64) {
+	round := func(n int, upload bool) (rate, cpuPerRecord, uploadMBps, serverCPU float64) {
 		var bld graph.Builder
 		src := bld.Source("src", 2, func(int) graph.Source { return &cycleSource{records: records, n: n / 2} })
 		bld.Operator("sum", 2, graph.Sum(), []graph.Input{graph.In(src, graph.Hash(nil))})
@@ -151,11 +153,11 @@ func BenchmarkUploadEffect(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		start, cpu0 := time.Now(), cpuTime()
+		start, cpu0, server0 := time.Now(), cpuTime(), srv.CPUTime(b)
 		if err := job.Run(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		elapsed, cpu := time.Since(start), cpuTime()-cpu0
+		elapsed, cpu, server := time.Since(start), cpuTime()-cpu0, srv.CPUTime(b)-server0
 		var sent int64
 		if u != nil {
 			for _, m := range completed {
@@ -167,27 +169,28 @@ func BenchmarkUploadEffect(b *testing.B) {
 			}
 			u.Close(context.Background())
 		}
-		return float64(n) / elapsed.Seconds(), float64(cpu.Nanoseconds()) / float64(n), float64(sent) / 1e6 / elapsed.Seconds()
+		return float64(n) / elapsed.Seconds(), float64(cpu.Nanoseconds()) / float64(n), float64(sent) / 1e6 / elapsed.Seconds(),
+			100 * server.Seconds() / elapsed.Seconds()
 	}
 	// Rounds come in pairs, in alternating order, and each pair is
 	// compared on its own: load from other processes drifts, and hits both
 	// rounds of a pair alike.
-	var slower, moreCPU, off, on, uploads []float64
+	var slower, moreCPU, off, on, uploads, servers []float64
 	b.ResetTimer()
 	for i := range rounds {
-		offRate, offCPU, _ := 0.0, 0.0, 0.0
-		onRate, onCPU, up := 0.0, 0.0, 0.0
+		var offRate, offCPU, onRate, onCPU, up, server float64
 		if i%2 == 0 {
-			offRate, offCPU, _ = round(b.N, false)
-			onRate, onCPU, up = round(b.N, true)
+			offRate, offCPU, _, _ = round(b.N, false)
+			onRate, onCPU, up, server = round(b.N, true)
 		} else {
-			onRate, onCPU, up = round(b.N, true)
-			offRate, offCPU, _ = round(b.N, false)
+			onRate, onCPU, up, server = round(b.N, true)
+			offRate, offCPU, _, _ = round(b.N, false)
 		}
 		slower = append(slower, 100*(offRate-onRate)/offRate)
 		moreCPU = append(moreCPU, 100*(onCPU-offCPU)/offCPU)
-		off, on, uploads = append(off, offRate), append(on, onRate), append(uploads, up)
-		b.Logf("pair %d: %.0f records/s off, %.0f on (uploading %.1f MB/s); CPU per record %.0fns off, %.0fns on", i, offRate, onRate, up, offCPU, onCPU)
+		off, on, uploads, servers = append(off, offRate), append(on, onRate), append(uploads, up), append(servers, server)
+		b.Logf("pair %d: %.0f records/s off, %.0f on (uploading %.1f MB/s, the server using %.0f%% of a core); CPU per record %.0fns off, %.0fns on",
+			i, offRate, onRate, up, server, offCPU, onCPU)
 	}
 	b.StopTimer()
 	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
@@ -196,6 +199,7 @@ func BenchmarkUploadEffect(b *testing.B) {
 	b.ReportMetric(median(slower), "%-slower")
 	b.ReportMetric(median(moreCPU), "%-more-cpu")
 	b.ReportMetric(median(uploads), "upload-MB/s")
+	b.ReportMetric(median(servers), "server-%-of-a-core")
 }
 
 // cpuTime is the CPU time this process has used (all threads; the S3

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,7 +76,15 @@ func Binary() string {
 // is missing and not required.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, "")
+	return start(t, "", false)
+}
+
+// StartBackground starts a server at the lowest CPU priority (nice 19), so
+// that it takes only CPU time nothing else wants, as if it ran on another
+// machine: for benchmarks of what uploading costs the device.
+func StartBackground(t testing.TB) *Server {
+	t.Helper()
+	return start(t, "", true)
 }
 
 // StartTLS starts a server that speaks HTTPS with a self-signed certificate
@@ -106,11 +115,12 @@ func StartTLS(t testing.TB) (*Server, string) {
 	certFile := filepath.Join(dir, "cert.pem")
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 	os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	return start(t, dir), certFile
+	return start(t, dir, false), certFile
 }
 
-// start starts versitygw, with the certificate and key in tlsDir if set.
-func start(t testing.TB, tlsDir string) *Server {
+// start starts versitygw, with the certificate and key in tlsDir if set,
+// and at nice 19 if background.
+func start(t testing.TB, tlsDir string, background bool) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
@@ -135,6 +145,10 @@ func start(t testing.TB, tlsDir string) *Server {
 		opts.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	}
 	s.cmd = exec.Command(bin, append(args, "posix", dir)...)
+	if background {
+		// nice execs versitygw in its own process: the pid stays.
+		s.cmd = exec.Command("nice", append([]string{"-n", "19", bin}, append(args, "posix", dir)...)...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -162,6 +176,21 @@ func start(t testing.TB, tlsDir string) *Server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// CPUTime is the CPU time the server has used so far.
+func (s *Server) CPUTime(t testing.TB) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces): state is the
+	// first, utime and stime the 12th and 13th, in clock ticks (1/100 s).
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // Bucket creates a bucket.

@@ -1,9 +1,8 @@
-package remote
+package remote_test
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,15 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-edge/cairn/bench"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/internal/s3test"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/remote"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
-func benchRemote(b *testing.B, srv *s3test.Server) *Remote {
-	r, err := Open(Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
+const bucket = "cairn"
+
+func benchRemote(b *testing.B, srv *s3test.Server) *remote.Remote {
+	r, err := remote.Open(remote.Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func BenchmarkUpload(b *testing.B) {
 	srv := s3test.Start(b)
 	srv.Bucket(b, bucket)
 	local := checkpoint.NewMemStore(2)
-	u, err := NewUploader(benchRemote(b, srv), local, UploadOptions{Device: "bench", Retain: 2, Logger: slog.New(slog.DiscardHandler)})
+	u, err := remote.NewUploader(benchRemote(b, srv), local, remote.UploadOptions{Device: "bench", Retain: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,10 +69,10 @@ func BenchmarkUpload(b *testing.B) {
 		u.Upload(m)
 		for {
 			s := u.State(id)
-			if s.Status == Uploaded {
+			if s.Status == remote.Uploaded {
 				break
 			}
-			if s.Status != Pending {
+			if s.Status != remote.Pending {
 				b.Fatalf("checkpoint %d: %+v", id, s)
 			}
 			time.Sleep(time.Millisecond)
@@ -77,28 +80,6 @@ func BenchmarkUpload(b *testing.B) {
 	}
 	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/(float64(b.N)*4*blob/1e6), "cpu-ms/MB")
 }
-
-// cycleSource emits n records cycling over records.
-type cycleSource struct {
-	records []graph.Record
-	n, i    int
-}
-
-func (s *cycleSource) Open(*graph.Context, uint64) error { return nil }
-func (s *cycleSource) Read(buf []graph.Record) (int, error) {
-	if s.i >= s.n {
-		return 0, io.EOF
-	}
-	k := min(len(buf), s.n-s.i)
-	for j := range k {
-		buf[j] = s.records[(s.i+j)%len(s.records)]
-	}
-	s.i += k
-	return k, nil
-}
-func (s *cycleSource) Offset() uint64         { return uint64(s.i) }
-func (s *cycleSource) Ready() <-chan struct{} { return nil }
-func (s *cycleSource) Close() error           { return nil }
 
 // BenchmarkUploadEffect measures what uploading does to processing:
 // source(2) -key-by-> keyed sum(2) over 100,000 keys, checkpoints every
@@ -126,7 +107,7 @@ func BenchmarkUploadEffect(b *testing.B) {
 	}
 	round := func(n int, upload bool) (rate, cpuPerRecord, uploadMBps, serverCPU float64) {
 		var bld graph.Builder
-		src := bld.Source("src", 2, func(int) graph.Source { return &cycleSource{records: records, n: n / 2} })
+		src := bld.Source("src", 2, func(int) graph.Source { return bench.CycleSource(records, n/2) })
 		bld.Operator("sum", 2, graph.Sum(), []graph.Input{graph.In(src, graph.Hash(nil))})
 		topo, err := bld.Build()
 		if err != nil {
@@ -137,11 +118,11 @@ func BenchmarkUploadEffect(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer store.Close()
-		var u *Uploader
+		var u *remote.Uploader
 		var completed []*checkpoint.Manifest
 		onComplete := func(m *checkpoint.Manifest) { completed = append(completed, m) }
 		if upload {
-			u, err = NewUploader(r, store, UploadOptions{Device: fmt.Sprintf("effect-%d", time.Now().UnixNano()), Logger: quiet})
+			u, err = remote.NewUploader(r, store, remote.UploadOptions{Device: fmt.Sprintf("effect-%d", time.Now().UnixNano()), Logger: quiet})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -161,7 +142,7 @@ func BenchmarkUploadEffect(b *testing.B) {
 		var sent int64
 		if u != nil {
 			for _, m := range completed {
-				if u.State(m.ID).Status == Uploaded {
+				if u.State(m.ID).Status == remote.Uploaded {
 					for _, a := range m.Subtasks {
 						sent += a.State.Size
 					}

@@ -45,10 +45,10 @@ func skewedStatus(uptime float64, scale int64) api.Status {
 			{ID: 38, Status: "completed", TriggeredUnixMS: 1_794_999_998_000, DurationMS: 520, SizeBytes: 50_100,
 				AlignmentMS: 500, StartDelayMS: 4, SyncMS: 0, AsyncMS: 12, Unaligned: true, TimedOut: true, InFlightBytes: 2_300},
 			{ID: 39, Status: "completed", TriggeredUnixMS: 1_795_000_000_000, DurationMS: 95, SizeBytes: 48_100,
-				AlignmentMS: 81, StartDelayMS: 85, SyncMS: 0, AsyncMS: 1},
+				AlignmentMS: 81, StartDelayMS: 85, SyncMS: 0, AsyncMS: 1, Upload: "failed"},
 			{ID: 40, Status: "failed", Cause: "expired", TriggeredUnixMS: 1_795_000_002_000, DurationMS: 60_000},
 			{ID: 41, Status: "completed", TriggeredUnixMS: 1_795_000_064_000, DurationMS: 812, SizeBytes: 73_400,
-				AlignmentMS: 790, StartDelayMS: 5, SyncMS: 1, AsyncMS: 3, Incremental: true},
+				AlignmentMS: 790, StartDelayMS: 5, SyncMS: 1, AsyncMS: 3, Incremental: true, Upload: "uploaded"},
 		},
 	}
 }

@@ -204,8 +204,9 @@ func (m *Model) helpPanel() []string {
 		"⇢ unaligned: snapshot taken, records in flight captured until the barriers come",
 		"STATUS: completed (aligned), unaligned, timed out (alignment timed out and",
 		"switched to unaligned), FAILED · Δ incremental · IN-FL in-flight data persisted",
-		"· UPL remote upload · lag: MQTT messages logged, not yet processed · QUEUED:",
-		"records waiting in an operator's inputs · rates per second, agent's clock.")
+		"· UPL remote upload: done, pend(ing), FAIL(ed), skip(ped: a newer one went",
+		"first), off · lag: MQTT messages logged, not processed yet · QUEUED: records",
+		"waiting in an operator's inputs · rates per second on the agent's clock.")
 }
 
 // shown reports whether the operator filter lets op through.
@@ -450,10 +451,7 @@ func (m *Model) historyPanel(w, h int) []string {
 			lines = append(lines, badStyle.Render(ansi.Truncate(line, w, "…")))
 			continue
 		}
-		upload := c.Upload
-		if upload == "" {
-			upload = "off"
-		}
+		upload := uploadState(c.Upload)
 		status := c.Status
 		switch {
 		case c.TimedOut:
@@ -468,6 +466,23 @@ func (m *Model) historyPanel(w, h int) []string {
 		lines = append(lines, dimStyle.Render("no checkpoint has completed or failed in this run yet"))
 	}
 	return lines
+}
+
+// uploadState abbreviates a remote upload state to the UPL column.
+func uploadState(s string) string {
+	switch s {
+	case "":
+		return "off"
+	case "uploaded":
+		return "done"
+	case "pending":
+		return "pend"
+	case "failed":
+		return "FAIL"
+	case "skipped":
+		return "skip"
+	}
+	return s
 }
 
 // fit makes lines exactly h lines of at most w cells.

@@ -209,7 +209,7 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL\tKIND\tIN FLIGHT")
+	fmt.Fprintln(w, "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL\tKIND\tIN FLIGHT\tUPLOAD")
 	for _, c := range infos {
 		kind := "aligned"
 		switch {
@@ -218,7 +218,11 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		case c.Unaligned:
 			kind = "unaligned"
 		}
-		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\t%s\t%d B\n", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental, kind, c.InFlightBytes)
+		upload := c.Upload
+		if upload == "" {
+			upload = "-"
+		}
+		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\t%s\t%d B\t%s\n", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental, kind, c.InFlightBytes, upload)
 	}
 	w.Flush()
 	return 0

@@ -107,7 +107,7 @@ type Model struct {
 	connected     bool
 	lost          *lostMsg // why the stream broke, while reconnecting
 
-	panel     int
+	panel int
 	// filter narrows the operators shown to those whose id contains it;
 	// filtering: it is being typed. (A line of its own rather than
 	// bubbles' textinput, whose Unicode width tables alone weigh 2 MB in

@@ -113,7 +113,11 @@ func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMess
 	o.SetOnConnectHandler(func(cl paho.Client) {
 		log.Info("MQTT connected", "broker", c.Broker, "client", c.ClientID+suffix)
 		if c.StatusTopic != "" {
-			cl.Publish(c.StatusTopic, 1, true, "online")
+			// At QoS 0: paho resends the publishes in its store after a
+			// connect on another goroutine, and one put there from this
+			// handler is written by both at once (a data race in paho).
+			// The status is retained and sent again on every connect.
+			cl.Publish(c.StatusTopic, 0, true, "online")
 		}
 		if onConnect != nil {
 			onConnect(cl)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
 // connect connects a paho client; clean false keeps a persistent session.
@@ -129,7 +131,7 @@ type publisher struct {
 	url     string
 	rate    int // messages per second
 	message func(i int) message
-	broker  *broker
+	broker  *mosquittotest.Broker
 
 	restart chan struct{} // a broker restart is wanted
 	stop    chan struct{} // publish no more
@@ -192,7 +194,7 @@ func (p *publisher) run() {
 				return
 			}
 			c.Disconnect(100)
-			if p.err = p.broker.restart(); p.err != nil {
+			if p.err = p.broker.Restart(); p.err != nil {
 				return
 			}
 			p.restarts++

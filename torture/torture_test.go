@@ -40,6 +40,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
 var (
@@ -128,20 +130,25 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 		}
 		os.RemoveAll(dir)
 	})
-	b := startMosquitto(t, dir)
+	brokerLog, err := os.Create(filepath.Join(dir, "mosquitto.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { brokerLog.Close() })
+	b := mosquittotest.Start(t, dir, brokerLog)
 	for _, s := range p.sources {
-		if err := presubscribe(b.url, "torture-"+s+"-0", "in/"+s+"/+"); err != nil {
+		if err := presubscribe(b.URL, "torture-"+s+"-0", "in/"+s+"/+"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cons, err := startConsumer(b.url)
+	cons, err := startConsumer(b.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cons.close)
 	dataDir := filepath.Join(dir, "data")
 	config := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(configHead, dataDir, b.url, m.name)+p.body), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(configHead, dataDir, b.URL, m.name)+p.body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "agent.log")
@@ -155,7 +162,7 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 		t.Fatalf("%s\nthe agent's log ends:\n%s", fmt.Sprintf(format, args...), tail(logPath, 40))
 	}
 
-	pub := &publisher{url: b.url, rate: p.rate, message: p.message, broker: b,
+	pub := &publisher{url: b.URL, rate: p.rate, message: p.message, broker: b,
 		restart: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go pub.run()
 	defer func() {
@@ -248,7 +255,7 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	} else {
 		r.stopped = true
 	}
-	if err := publishFence(b.url); err != nil {
+	if err := publishFence(b.URL); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -1,0 +1,151 @@
+// Package mosquittotest starts a real mosquitto for tests, on a free
+// loopback port, configured as the README asks of a broker for cairn:
+// queue limits raised (a default mosquitto drops QoS 1 messages for a
+// subscriber more than 1000 behind) and sessions kept across restarts.
+//
+// Without mosquitto installed, a test that asks for one is skipped, unless
+// CAIRN_REQUIRE_MOSQUITTO is set (as in CI): then its absence fails it.
+package mosquittotest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const conf = `listener %d 127.0.0.1
+allow_anonymous true
+persistence true
+persistence_location %s/
+autosave_interval 1
+max_queued_messages 1000000
+max_inflight_messages 1000
+log_dest stderr
+log_type error
+log_type warning
+log_type notice
+log_type information
+`
+
+// Broker is a running mosquitto.
+type Broker struct {
+	URL  string // tcp://127.0.0.1:port
+	path string
+	conf string
+	log  io.Writer // what every incarnation writes
+	cmd  *exec.Cmd
+}
+
+// Start runs mosquitto with its configuration and persistence in dir,
+// writing its log to log (discarded when nil), and stops it when the test
+// ends.
+func Start(t testing.TB, dir string, log io.Writer) *Broker {
+	t.Helper()
+	path := binary(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	text := fmt.Sprintf(conf, port, dir)
+	if os.Geteuid() == 0 {
+		text += "user root\n" // otherwise it drops to a user who cannot write dir
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	b := &Broker{URL: fmt.Sprintf("tcp://127.0.0.1:%d", port), path: path, conf: filepath.Join(dir, "mosquitto.conf"), log: log}
+	if err := os.WriteFile(b.conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	return b
+}
+
+// binary finds mosquitto, skipping or failing the test without it.
+func binary(t testing.TB) string {
+	if path, err := exec.LookPath("mosquitto"); err == nil {
+		return path
+	}
+	for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CAIRN_REQUIRE_MOSQUITTO") != "" {
+		t.Fatal("mosquitto is required (CAIRN_REQUIRE_MOSQUITTO) but not installed")
+	}
+	t.Skip("mosquitto is not installed")
+	return ""
+}
+
+// start runs mosquitto and returns once it says it is running. It may run
+// on any goroutine.
+func (b *Broker) start() error {
+	b.cmd = exec.Command(b.path, "-c", b.conf)
+	stderr, err := b.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := b.cmd.Start(); err != nil {
+		return err
+	}
+	running := make(chan struct{})
+	seen := make(chan string, 1) // what it said, if it did not start
+	go func() {
+		var lines []string
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			fmt.Fprintln(b.log, sc.Text())
+			if strings.Contains(sc.Text(), " running") {
+				close(running)
+				io.Copy(b.log, stderr)
+				return
+			}
+			lines = append(lines, sc.Text())
+		}
+		seen <- strings.Join(lines, "\n")
+	}()
+	select {
+	case <-running:
+		return nil
+	case said := <-seen:
+		b.cmd.Wait()
+		b.cmd = nil
+		return fmt.Errorf("mosquitto exited before it was running:\n%s", said)
+	case <-time.After(10 * time.Second):
+		b.cmd.Process.Kill()
+		b.cmd.Wait()
+		b.cmd = nil
+		return fmt.Errorf("mosquitto did not start within 10s:\n%s", <-seen)
+	}
+}
+
+// Stop stops mosquitto gracefully: on SIGTERM it saves its sessions.
+func (b *Broker) Stop() {
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	b.cmd.Wait()
+	b.cmd = nil
+}
+
+// Restart stops mosquitto and starts it again on the same port; sessions
+// and their queued messages survive.
+func (b *Broker) Restart() error {
+	b.Stop()
+	return b.start()
+}

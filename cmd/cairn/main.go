@@ -186,12 +186,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
-	file, dataDir, ok := flags("checkpoints", args, stderr)
-	if !ok || file == "" && dataDir == "" {
-		fmt.Fprintln(stderr, "usage: cairn checkpoints (-c FILE | --data-dir DIR)")
-		return 2
-	}
-	dataDir, code := resolveDataDir(file, dataDir, stderr)
+	dataDir, code := dataDirOf("checkpoints", "checkpoints (-c FILE | --data-dir DIR)", args, stderr)
 	if code != 0 {
 		return code
 	}
@@ -228,9 +223,16 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// resolveDataDir returns dataDir, or the data directory of the pipeline
-// file; a non-zero code is the exit status of a failure.
-func resolveDataDir(file, dataDir string, stderr io.Writer) (string, int) {
+// dataDirOf parses the flags of a subcommand that works on an agent's data
+// directory — -c FILE or --data-dir DIR, plus its own (more) — and returns
+// the directory; a non-zero code is the exit status of a failure, usage the
+// subcommand's synopsis.
+func dataDirOf(name, usage string, args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (string, int) {
+	file, dataDir, ok := flags(name, args, stderr, more...)
+	if !ok || file == "" && dataDir == "" {
+		fmt.Fprintln(stderr, "usage: cairn "+usage)
+		return "", 2
+	}
 	if dataDir != "" {
 		return dataDir, 0
 	}
@@ -258,12 +260,8 @@ func exitCode(dataDir string, err error, stderr io.Writer) int {
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
-	file, dataDir, ok := flags("status", args, stderr, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print JSON") })
-	if !ok || file == "" && dataDir == "" {
-		fmt.Fprintln(stderr, "usage: cairn status [--json] (-c FILE | --data-dir DIR)")
-		return 2
-	}
-	dataDir, code := resolveDataDir(file, dataDir, stderr)
+	dataDir, code := dataDirOf("status", "status [--json] (-c FILE | --data-dir DIR)", args, stderr,
+		func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print JSON") })
 	if code != 0 {
 		return code
 	}
@@ -303,12 +301,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 // cmdCheckpoint takes a checkpoint, or a savepoint (kind), on the running
 // agent.
 func cmdCheckpoint(args []string, stdout, stderr io.Writer, kind string) int {
-	file, dataDir, ok := flags(kind, args, stderr)
-	if !ok || file == "" && dataDir == "" {
-		fmt.Fprintf(stderr, "usage: cairn %s (-c FILE | --data-dir DIR)\n", kind)
-		return 2
-	}
-	dataDir, code := resolveDataDir(file, dataDir, stderr)
+	dataDir, code := dataDirOf(kind, kind+" (-c FILE | --data-dir DIR)", args, stderr)
 	if code != 0 {
 		return code
 	}

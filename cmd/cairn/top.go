@@ -13,14 +13,9 @@ import (
 // waits for an agent that is not running yet.
 func cmdTop(args []string, stderr io.Writer) int {
 	var opts tui.Options
-	file, dataDir, ok := flags("top", args, stderr, func(fs *flag.FlagSet) {
+	dataDir, code := dataDirOf("top", "top [--stall DURATION] (-c FILE | --data-dir DIR)", args, stderr, func(fs *flag.FlagSet) {
 		fs.DurationVar(&opts.Stall, "stall", time.Second, "highlight barrier alignments longer than this")
 	})
-	if !ok || file == "" && dataDir == "" {
-		fmt.Fprintln(stderr, "usage: cairn top [--stall DURATION] (-c FILE | --data-dir DIR)")
-		return 2
-	}
-	dataDir, code := resolveDataDir(file, dataDir, stderr)
 	if code != 0 {
 		return code
 	}

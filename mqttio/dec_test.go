@@ -1,7 +1,7 @@
 package mqttio
 
 import (
-	stdjson "encoding/json"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +11,8 @@ import (
 
 // BenchmarkDecodeJSON measures a telemetry message's decoding into a
 // record, which dominates the per-message cost of a source, side by side
-// with the standard library's decoder that cairn does not use.
+// with the bare json.Unmarshal it is built on: the difference is the
+// record's fields, topic levels and checks.
 func BenchmarkDecodeJSON(b *testing.B) {
 	d := Decoding{TopicFields: map[int]string{1: "device"}, KeyField: "device", ValueField: "temp"}
 	m := Message{Topic: "sensors/d042/telemetry", Payload: []byte(`{"temp":21.5,"humidity":40,"seq":12345,"site":"north-3"}`), Received: time.Now()}
@@ -24,11 +25,11 @@ func BenchmarkDecodeJSON(b *testing.B) {
 			}
 		}
 	})
-	b.Run("decoder=encoding-json", func(b *testing.B) {
+	b.Run("decoder=unmarshal-only", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			var obj map[string]any
-			if err := stdjson.Unmarshal(m.Payload, &obj); err != nil {
+			if err := json.Unmarshal(m.Payload, &obj); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -2,8 +2,8 @@ package mqttio
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
-	json "github.com/goccy/go-json"
 	"strings"
 	"time"
 

@@ -28,7 +28,7 @@ var rules = map[string]rule{
 	"runtime":         {allowed: []string{"graph", "checkpoint"}},
 	"localrecovery":   {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
 	"remote":          {allowed: []string{"checkpoint", "graph", "github.com/minio/minio-go/v7"}},
-	"mqttio":          {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server", "github.com/goccy/go-json"}},
+	"mqttio":          {allowed: []string{"graph", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server"}},
 	"agent":           {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "remote", "agent/api", "agent/config", "agent/savepoint", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
 	"agent/config":    {allowed: []string{"graph", "checkpoint", "mqttio", "remote", "gopkg.in/yaml.v3", "github.com/expr-lang/expr"}},
 	"agent/api":       {},

@@ -1,0 +1,3 @@
+module github.com/expr-lang/expr
+
+go 1.18

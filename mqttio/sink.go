@@ -57,43 +57,25 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask} }
 }
 
-// staged is one checkpoint's output of a subtask.
-type staged struct {
-	Checkpoint uint64    `json:"c"`
-	Messages   []message `json:"m"`
-	// Subtask is the sink subtask that staged the batch (absent in states
-	// written before it was recorded: the restoring subtask's own). Its
-	// messages' ids name it, so that a batch published again after a
-	// restore under another parallelism keeps its ids.
-	Subtask *int `json:"s,omitempty"`
-}
-
-// origin returns the subtask whose ids b's messages carry.
-func (b *staged) origin(own int) int {
-	if b.Subtask != nil {
-		return *b.Subtask
-	}
-	return own
-}
-
-type message struct {
-	Topic string `json:"t"`
-	Body  []byte `json:"b"` // the Output JSON after its id
-}
-
 // sink stages records per checkpoint in its state and publishes a
 // checkpoint's records once it completes.
+//
+// Staged output is held encoded (see batch), once: a snapshot copies the
+// messages not yet acknowledged into the state, which shrinks as the broker
+// acknowledges them, instead of re-encoding whole batches at every
+// checkpoint.
 type sink struct {
 	graph.BaseOperator
 	cfg     SinkConfig
 	subtask int
+	topic   []string // cfg.Topic split at "{key}"
 	client  paho.Client
 
-	current []message // since the last barrier
+	current batch // since the last barrier
 
 	mu        sync.Mutex
-	pending   []*staged // snapshotted, oldest first, not yet all acknowledged by the broker
-	committed uint64    // batches up to this checkpoint may be published
+	pending   []*batch // snapshotted, oldest first, not yet all acknowledged by the broker
+	committed uint64   // batches up to this checkpoint may be published
 
 	wake chan struct{} // committed moved
 	stop chan struct{}
@@ -122,24 +104,30 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 		s.cfg.Client.Logger.Warn("sink dropped a record it cannot encode as JSON", "key", r.Key, "err", err)
 		return nil
 	}
-	s.current = append(s.current, message{Topic: strings.ReplaceAll(s.cfg.Topic, "{key}", r.Key), Body: body[len(`{"id":""`):]})
+	if s.topic == nil {
+		s.topic = strings.Split(s.cfg.Topic, "{key}")
+	}
+	s.current.add(s.topic, r.Key, body[len(`{"id":""`):])
 	s.cfg.Metrics.Staged.Add(1)
 	return nil
 }
 
 // SnapshotState stages the records since the last barrier under checkpoint
-// id; the state holds every staged batch not yet acknowledged by the broker.
+// id; the state holds every staged message not yet acknowledged by the
+// broker.
 func (s *sink) SnapshotState(id uint64) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.current) > 0 {
-		s.pending = append(s.pending, &staged{Checkpoint: id, Messages: s.current, Subtask: &s.subtask})
-		s.current = nil
+	if s.current.size > 0 {
+		b := s.current
+		b.checkpoint, b.subtask = id, s.subtask
+		s.pending = append(s.pending, &b)
+		s.current = batch{}
 	}
 	if len(s.pending) == 0 {
 		return nil, nil
 	}
-	return json.Marshal(s.pending)
+	return encodeBatches(s.pending), nil
 }
 
 // RestoreState takes back batches of the restored checkpoint, which is
@@ -150,21 +138,21 @@ func (s *sink) RestoreState(data []byte) error { return s.RestoreStates([][]byte
 // another parallelism, a subtask publishes the batches of the old subtasks
 // that fall to it, each with its own ids, in checkpoint order.
 func (s *sink) RestoreStates(states [][]byte) error {
-	var batches []*staged
+	var batches []*batch
 	for _, data := range states {
-		var some []*staged
-		if err := json.Unmarshal(data, &some); err != nil {
+		some, err := decodeBatches(data, s.subtask)
+		if err != nil {
 			return fmt.Errorf("sink state: %w", err)
 		}
 		batches = append(batches, some...)
 	}
-	slices.SortStableFunc(batches, func(a, b *staged) int { return cmp.Compare(a.Checkpoint, b.Checkpoint) })
+	slices.SortStableFunc(batches, func(a, b *batch) int { return cmp.Compare(a.checkpoint, b.checkpoint) })
 	s.mu.Lock()
 	s.pending = batches
 	s.mu.Unlock()
 	var last uint64
 	for _, b := range batches {
-		last = max(last, b.Checkpoint)
+		last = max(last, b.checkpoint)
 	}
 	return s.CheckpointComplete(last)
 }
@@ -183,26 +171,32 @@ func (s *sink) CheckpointComplete(id uint64) error {
 	return nil
 }
 
-// next returns the oldest committed batch, or nil.
-func (s *sink) next() *staged {
+// head returns the oldest committed batch and its first message, or nil.
+func (s *sink) head() (b *batch, topic string, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.pending) > 0 && s.pending[0].Checkpoint <= s.committed {
-		return s.pending[0]
+	for len(s.pending) > 0 && s.pending[0].checkpoint <= s.committed {
+		b = s.pending[0]
+		if b.size > 0 {
+			topic, body = b.first()
+			return b, topic, body
+		}
+		s.pending = s.pending[1:]
 	}
-	return nil
+	return nil, "", nil
 }
 
 // CheckpointAborted keeps the batch: a later checkpoint's completion
 // covers it.
 func (s *sink) CheckpointAborted(uint64) {}
 
-// publish sends committed batches, oldest first, at QoS 1 and forgets a
-// batch once the broker acknowledged all of it.
+// publish sends committed batches, oldest first, one message at a time at
+// QoS 1, and drops each message from the state once the broker has
+// acknowledged it.
 func (s *sink) publish() {
 	defer s.wg.Done()
 	for {
-		b := s.next()
+		b, topic, body := s.head()
 		if b == nil {
 			select {
 			case <-s.wake:
@@ -211,19 +205,16 @@ func (s *sink) publish() {
 				return
 			}
 		}
-		for i, m := range b.Messages {
-			payload := fmt.Appendf(make([]byte, 0, len(m.Body)+32), `{"id":"%d-%d-%d"`, b.Checkpoint, b.origin(s.subtask), i)
-			payload = append(payload, m.Body...)
-			if !s.publishOne(m.Topic, payload) {
-				return
-			}
-			s.cfg.Metrics.Published.Add(1)
+		// A payload of its own: paho keeps it until the broker acknowledges.
+		payload := fmt.Appendf(make([]byte, 0, len(body)+32), `{"id":"%d-%d-%d"`, b.checkpoint, b.subtask, b.seq)
+		payload = append(payload, body...)
+		if !s.publishOne(topic, payload) {
+			return
 		}
 		s.mu.Lock()
-		if len(s.pending) > 0 && s.pending[0] == b {
-			s.pending = s.pending[1:]
-		}
+		b.drop()
 		s.mu.Unlock()
+		s.cfg.Metrics.Published.Add(1)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,10 @@ func Run(ctx context.Context, path string, opts Options) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
+	}
+	if n := cfg.Agent.MemoryLimitBytes; n > 0 {
+		debug.SetMemoryLimit(n)
+		log.Info("memory limit set", "limit", cfg.Agent.MemoryLimit)
 	}
 	dataDir := cfg.Agent.DataDir
 	if opts.DataDir != "" {

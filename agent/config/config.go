@@ -7,8 +7,10 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +47,14 @@ type Agent struct {
 	// callers must send the token in APITokenFile as a bearer token.
 	API          string `yaml:"api"`
 	APITokenFile string `yaml:"api_token_file"`
+	// MemoryLimit is a soft limit on the Go runtime's memory, such as
+	// "48MiB" or "64MB" (debug.SetMemoryLimit): near it the garbage
+	// collector runs more often instead of letting the heap grow to twice
+	// the live data. Empty: none, or GOMEMLIMIT from the environment. Read
+	// when the agent starts, not on reload.
+	MemoryLimit string `yaml:"memory_limit"`
+	// MemoryLimitBytes is MemoryLimit parsed; 0 when it is empty.
+	MemoryLimitBytes int64 `yaml:"-"`
 }
 
 // Broker is an MQTT broker: a real one (URL) or an embedded one.
@@ -199,6 +209,17 @@ func (v *validator) validate() {
 	c.applyDefaults()
 	if c.Agent.API != "" && c.Agent.APITokenFile == "" {
 		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
+	}
+	if c.Agent.MemoryLimit != "" {
+		n, err := ParseBytes(c.Agent.MemoryLimit)
+		switch {
+		case err != nil:
+			v.errorf(c.Agent.Pos, "memory_limit: %v", err)
+		case n < 8<<20:
+			v.errorf(c.Agent.Pos, "memory_limit %s is below 8MiB, where the agent would do little but collect garbage", c.Agent.MemoryLimit)
+		default:
+			c.Agent.MemoryLimitBytes = n
+		}
 	}
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
 		v.errorf(c.Checkpoints.Pos, "%v", err)
@@ -423,4 +444,25 @@ func (c *Config) applyDefaults() {
 			b.Listen = mqttio.DefaultBrokerAddr
 		}
 	}
+}
+
+// ParseBytes parses a size: a number of bytes, or a number followed by
+// B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
+func ParseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		scale  int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	num, scale := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, scale = strings.TrimSpace(rest), u.scale
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n < 0 || n*float64(scale) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is not a size such as 48MiB or 64MB", s)
+	}
+	return int64(n * float64(scale)), nil
 }

@@ -200,3 +200,23 @@ func TestMoreRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	const pipeline = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	for limit, want := range map[string]int64{"48MiB": 48 << 20, "64MB": 64e6, "1.5GiB": 3 << 29, "33554432": 32 << 20} {
+		c, errs := Parse("x.yaml", []byte("agent:\n  memory_limit: "+limit+"\n"+pipeline), env(nil))
+		if len(errs) > 0 || c.Agent.MemoryLimitBytes != want {
+			t.Errorf("memory_limit %s: %d bytes, errors %v; want %d", limit, c.Agent.MemoryLimitBytes, errs, want)
+		}
+	}
+	for limit, want := range map[string]string{
+		"lots": `x.yaml:2:3: memory_limit: "lots" is not a size`,
+		"-1MB": `"-1MB" is not a size`,
+		"4MiB": "memory_limit 4MiB is below 8MiB",
+	} {
+		_, errs := Parse("x.yaml", []byte("agent:\n  memory_limit: "+limit+"\n"+pipeline), env(nil))
+		if !strings.Contains(errs.Error(), want) {
+			t.Errorf("memory_limit %s: errors %q lack %q", limit, errs.Error(), want)
+		}
+	}
+}

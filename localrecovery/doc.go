@@ -8,14 +8,21 @@
 // One bbolt file (conventionally <data_dir>/checkpoints.db) with three
 // buckets:
 //
-//	meta         "format"  → 1 byte, the layout version (1)
+//	meta         "format"  → 1 byte, the layout version (2)
 //	             "last_id" → 8 bytes big-endian: the highest checkpoint id
 //	                         ever issued (invariant I6)
-//	blobs        <id:8 BE><task>\x00<chunk:4 BE> → up to 1 MiB of one
-//	                         subtask snapshot; a snapshot's chunks sort
-//	                         together and are inserted in key order
+//	snapshots    <id:8 BE><task>\x00 → a bucket per subtask snapshot:
+//	                 <chunk:4 BE> → up to 1 MiB of it, inserted in order
 //	checkpoints  <id:8 BE> → the completion record: the manifest as JSON,
 //	                         then its CRC-32C (4 bytes BE)
+//
+// A bucket per snapshot keeps snapshots apart in the B+tree: storing one
+// writes new pages only, and deleting one frees its pages after reading
+// their headers. In format 1, whose file Open migrates, every chunk shared
+// one bucket ("blobs", keys <id><task>\x00<chunk>), and bbolt rewrote
+// leaves holding the chunks of neighbouring snapshots on every insert and
+// delete, reading them back through its memory map: under a steady load
+// the agent's resident memory grew by most of the file.
 //
 // A state handle's key is "<id>/<task>"; its size and CRC-32C cover the
 // whole snapshot, which ReadState reassembles from the chunks and verifies

@@ -32,13 +32,17 @@ func FlipNewestBlob(path string) (uint64, error) {
 		}
 		id = m.ID
 		a := m.Subtasks[0]
-		key := binary.BigEndian.AppendUint32(blobPrefix(m.ID, a.Task.String()), 0)
-		chunk := bytes.Clone(tx.Bucket(bucketBlobs).Get(key))
+		snap := tx.Bucket(bucketSnapshots).Bucket(blobPrefix(m.ID, a.Task.String()))
+		if snap == nil {
+			return errors.New("no state to flip")
+		}
+		key := binary.BigEndian.AppendUint32(nil, 0)
+		chunk := bytes.Clone(snap.Get(key))
 		if len(chunk) == 0 {
 			return errors.New("no state to flip")
 		}
 		chunk[len(chunk)/2] ^= 0x08
-		return tx.Bucket(bucketBlobs).Put(key, chunk)
+		return snap.Put(key, chunk)
 	})
 	return id, err
 }

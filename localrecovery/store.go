@@ -22,12 +22,16 @@ import (
 // ChunkSize is the largest piece of a snapshot stored under one key.
 const ChunkSize = 1 << 20
 
-const formatVersion = 1
+// formatVersion is the file layout (see the package doc). Format 1 kept
+// every chunk in one bucket, legacyBlobs; Open moves such a file's
+// snapshots into buckets of their own.
+const formatVersion = 2
 
 var (
 	bucketMeta        = []byte("meta")
-	bucketBlobs       = []byte("blobs")
+	bucketSnapshots   = []byte("snapshots")
 	bucketCheckpoints = []byte("checkpoints")
+	legacyBlobs       = []byte("blobs")
 	keyFormat         = []byte("format")
 	keyLastID         = []byte("last_id")
 )
@@ -145,20 +149,46 @@ func initBuckets(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	switch v := meta.Get(keyFormat); {
-	case v == nil:
-		if err := meta.Put(keyFormat, []byte{formatVersion}); err != nil {
-			return err
-		}
-	case len(v) != 1 || v[0] != formatVersion:
-		return fmt.Errorf("unknown store format %x (this cairn reads format %d)", v, formatVersion)
-	}
-	for _, b := range [][]byte{bucketBlobs, bucketCheckpoints} {
+	for _, b := range [][]byte{bucketSnapshots, bucketCheckpoints} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return err
 		}
 	}
-	return nil
+	switch v := meta.Get(keyFormat); {
+	case v == nil:
+	case len(v) == 1 && v[0] == 1:
+		if err := migrateFormat1(tx); err != nil {
+			return fmt.Errorf("moving format 1 snapshots to format %d: %w", formatVersion, err)
+		}
+	case len(v) != 1 || v[0] != formatVersion:
+		return fmt.Errorf("unknown store format %x (this cairn reads formats 1 and %d)", v, formatVersion)
+	}
+	return meta.Put(keyFormat, []byte{formatVersion})
+}
+
+// migrateFormat1 moves every chunk of legacyBlobs into its snapshot's own
+// bucket, in the transaction that opens the file.
+func migrateFormat1(tx *bolt.Tx) error {
+	legacy := tx.Bucket(legacyBlobs)
+	if legacy == nil {
+		return nil
+	}
+	snaps := tx.Bucket(bucketSnapshots)
+	err := legacy.ForEach(func(k, v []byte) error {
+		if len(k) < 8+1+4 || k[len(k)-5] != 0 {
+			return nil // not a chunk: it goes with the bucket
+		}
+		b, err := snaps.CreateBucketIfNotExists(k[:len(k)-4])
+		if err != nil {
+			return err
+		}
+		b.FillPercent = 1
+		return b.Put(bytes.Clone(k[len(k)-4:]), bytes.Clone(v))
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket(legacyBlobs)
 }
 
 // Close closes the file.
@@ -203,7 +233,8 @@ func (s *Store) SaveLastID(id uint64) error {
 	})
 }
 
-// blobPrefix is the key prefix of a subtask snapshot's chunks.
+// blobPrefix is the key of a subtask snapshot's bucket (and, in format 1,
+// the key prefix of its chunks).
 func blobPrefix(id uint64, task string) []byte {
 	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(task)+5), id)
 	k = append(k, task...)
@@ -223,17 +254,29 @@ func parseHandleKey(key string) (uint64, string, error) {
 	return id, task, nil
 }
 
-// PutState implements checkpoint.Store: the snapshot is stored in chunks of
-// at most ChunkSize, inserted in key order, in one transaction.
+// PutState implements checkpoint.Store: the snapshot is stored in a bucket
+// of its own, in chunks of at most ChunkSize inserted in key order, in one
+// transaction. A bucket per snapshot means that neither storing nor
+// deleting one rewrites (and so reads back into memory) the pages of
+// another.
 func (s *Store) PutState(id uint64, task checkpoint.TaskID, data []byte) (checkpoint.StateHandle, error) {
 	name := task.String()
 	prefix := blobPrefix(id, name)
 	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketBlobs)
+		snaps := tx.Bucket(bucketSnapshots)
+		if snaps.Bucket(prefix) != nil { // left by an attempt that failed later
+			if err := snaps.DeleteBucket(prefix); err != nil {
+				return err
+			}
+		}
+		b, err := snaps.CreateBucket(prefix)
+		if err != nil {
+			return err
+		}
 		b.FillPercent = 1 // keys only ever grow: pack pages full
 		for i := 0; i == 0 || i*ChunkSize < len(data); i++ {
 			chunk := data[i*ChunkSize : min(len(data), (i+1)*ChunkSize)]
-			if err := b.Put(binary.BigEndian.AppendUint32(slices.Clone(prefix), uint32(i)), chunk); err != nil {
+			if err := b.Put(binary.BigEndian.AppendUint32(nil, uint32(i)), chunk); err != nil {
 				return err
 			}
 			s.failpoint("blob-chunk")
@@ -257,9 +300,20 @@ func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
 	err = guard(func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketBlobs).Cursor()
+			// A damaged format 1 file being salvaged keeps its chunks
+			// in legacyBlobs, under the snapshot's key prefix.
+			var c *bolt.Cursor
+			var k, v []byte
+			if b := tx.Bucket(bucketSnapshots); b != nil && b.Bucket(prefix) != nil {
+				c = b.Bucket(prefix).Cursor()
+				k, v = c.First()
+				prefix = nil
+			} else if legacy := tx.Bucket(legacyBlobs); legacy != nil {
+				c = legacy.Cursor()
+				k, v = c.Seek(prefix)
+			}
 			next := uint32(0)
-			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 				if len(k) != len(prefix)+4 || binary.BigEndian.Uint32(k[len(prefix):]) != next {
 					return fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
 				}
@@ -294,14 +348,14 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 	}
 	s.failpoint("before-completion")
 	err = s.update(func(tx *bolt.Tx) error {
-		blobs := tx.Bucket(bucketBlobs)
+		snaps := tx.Bucket(bucketSnapshots)
 		for _, a := range m.Subtasks {
 			for _, h := range a.Handles() {
 				id, task, err := parseHandleKey(h.Key)
 				if err != nil {
 					return err
 				}
-				if k, _ := blobs.Cursor().Seek(blobPrefix(id, task)); !bytes.HasPrefix(k, blobPrefix(id, task)) {
+				if snaps.Bucket(blobPrefix(id, task)) == nil {
 					return fmt.Errorf("state %s of %s is not stored", h.Key, a.Task)
 				}
 			}
@@ -345,10 +399,10 @@ func decodeRecord(v []byte) (*checkpoint.Manifest, error) {
 // Discard implements checkpoint.Store.
 func (s *Store) Discard(id uint64) error {
 	return s.update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketBlobs).Cursor()
+		snaps := tx.Bucket(bucketSnapshots)
 		prefix := binary.BigEndian.AppendUint64(nil, id)
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-			if err := c.Delete(); err != nil {
+		for k, _ := snaps.Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = snaps.Cursor().Seek(prefix) {
+			if err := snaps.DeleteBucket(k); err != nil {
 				return err
 			}
 		}
@@ -413,35 +467,40 @@ func (s *Store) retain(atOpen bool) error {
 				}
 			}
 		}
-		blobs := tx.Bucket(bucketBlobs).Cursor()
+		snaps := tx.Bucket(bucketSnapshots)
+		var unreferenced [][]byte
 		reported := make(map[uint64]bool)
-		for k, _ := blobs.First(); k != nil; {
+		err := snaps.ForEach(func(k, _ []byte) error {
 			id, task, ok := splitBlobKey(k)
 			if !ok || referenced[handleKey(id, task)] || id > newest && !atOpen {
-				k, _ = blobs.Next()
-				continue
+				return nil
 			}
 			if atOpen && id > newest && !reported[id] {
 				reported[id] = true
 				s.opts.Logger.Info("discarding state of a checkpoint that never completed", "id", id)
 			}
-			k = slices.Clone(k)
-			if err := blobs.Delete(); err != nil {
+			unreferenced = append(unreferenced, slices.Clone(k))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range unreferenced {
+			if err := snaps.DeleteBucket(k); err != nil {
 				return err
 			}
-			k, _ = blobs.Seek(k) // Delete moved the cursor: find the next key
 			s.failpoint("retention")
 		}
 		return nil
 	})
 }
 
-// splitBlobKey parses a blob key into checkpoint id and task.
+// splitBlobKey parses a snapshot's key into checkpoint id and task.
 func splitBlobKey(k []byte) (uint64, string, bool) {
-	if len(k) < 8+1+4 || k[len(k)-5] != 0 {
+	if len(k) < 8+1+1 || k[len(k)-1] != 0 {
 		return 0, "", false
 	}
-	return binary.BigEndian.Uint64(k), string(k[8 : len(k)-5]), true
+	return binary.BigEndian.Uint64(k), string(k[8 : len(k)-1]), true
 }
 
 // salvage sets a damaged file aside and copies into a fresh one every

@@ -85,7 +85,7 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 	if d.Format == Raw {
 		r.Payload = append([]byte(nil), m.Payload...)
 		if len(d.TopicFields) > 0 && d.KeyField != "" {
-			r.Key = topicField(m.Topic, d.TopicFields, d.KeyField)
+			r.Key = strings.Clone(topicField(m.Topic, d.TopicFields, d.KeyField))
 		}
 		return nil
 	}
@@ -101,7 +101,9 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 	}
 	for i, name := range d.TopicFields {
 		if level, ok := topicLevel(m.Topic, i); ok {
-			obj[name] = level
+			// A copy: a key kept in state would otherwise keep the
+			// whole topic alive.
+			obj[name] = strings.Clone(level)
 		}
 	}
 	if d.KeyField != "" {

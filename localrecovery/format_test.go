@@ -1,0 +1,113 @@
+package localrecovery
+
+import (
+	"bytes"
+	"encoding/binary"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cairn-edge/cairn/checkpoint"
+)
+
+// writeFormat1 writes a store as cairn wrote it before format 2: every
+// chunk of every snapshot in one bucket, "blobs", under the snapshot's key
+// prefix. It holds checkpoints 3 and 4, of sizes n3 and n4.
+func writeFormat1(t *testing.T, path string, n3, n4 int) []*checkpoint.Manifest {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ms []*checkpoint.Manifest
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, _ := tx.CreateBucket(bucketMeta)
+		blobs, _ := tx.CreateBucket(legacyBlobs)
+		records, _ := tx.CreateBucket(bucketCheckpoints)
+		if err := meta.Put(keyFormat, []byte{1}); err != nil {
+			return err
+		}
+		if err := meta.Put(keyLastID, binary.BigEndian.AppendUint64(nil, 4)); err != nil {
+			return err
+		}
+		for id, n := range map[uint64]int{3: n3, 4: n4} {
+			data := payload(id, n)
+			for i := 0; i*ChunkSize < len(data); i++ {
+				key := binary.BigEndian.AppendUint32(blobPrefix(id, task0.String()), uint32(i))
+				if err := blobs.Put(key, data[i*ChunkSize:min(len(data), (i+1)*ChunkSize)]); err != nil {
+					return err
+				}
+			}
+			h := checkpoint.StateHandle{Key: handleKey(id, task0.String()), Size: int64(n), CRC32C: checkpoint.Checksum(data)}
+			m := &checkpoint.Manifest{ID: id, Subtasks: []checkpoint.Ack{{Task: task0, ID: id, State: h}}}
+			record, err := encodeRecord(m)
+			if err != nil {
+				return err
+			}
+			if err := records.Put(binary.BigEndian.AppendUint64(nil, id), record); err != nil {
+				return err
+			}
+			ms = append(ms, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// TestFormat1IsMigrated opens a format 1 store: its snapshots move into
+// buckets of their own, read back whole, and the old bucket is gone.
+func TestFormat1IsMigrated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	ms := writeFormat1(t, path, 2*ChunkSize+100, 5000)
+	s := open(t, path, Options{})
+	if got := ids(t, s); got != "4 3" {
+		t.Fatalf("completed %q after migration, want 4 3", got)
+	}
+	for _, m := range ms {
+		data, err := s.ReadState(m.Subtasks[0].State)
+		if err != nil {
+			t.Fatalf("checkpoint %d after migration: %v", m.ID, err)
+		}
+		if !bytes.Equal(data, payload(m.ID, int(m.Subtasks[0].State.Size))) {
+			t.Fatalf("checkpoint %d read back different bytes", m.ID)
+		}
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(legacyBlobs) != nil {
+			t.Error("the format 1 bucket is still there")
+		}
+		if v := tx.Bucket(bucketMeta).Get(keyFormat); !bytes.Equal(v, []byte{formatVersion}) {
+			t.Errorf("format %x, want %d", v, formatVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := blobCount(t, s); got[3] != 3 || got[4] != 1 {
+		t.Fatalf("chunks per checkpoint %v, want 3 of checkpoint 3 and 1 of 4", got)
+	}
+}
+
+// TestFormat1ReadsWithoutMigration reads a format 1 file as salvage does,
+// read-only: the snapshots are found in the old bucket.
+func TestFormat1ReadsWithoutMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	ms := writeFormat1(t, path, ChunkSize+1, 10)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	old := &Store{db: db, path: path}
+	for _, m := range ms {
+		if _, err := old.ReadState(m.Subtasks[0].State); err != nil {
+			t.Fatalf("checkpoint %d of a format 1 file: %v", m.ID, err)
+		}
+	}
+}

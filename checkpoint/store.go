@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -19,8 +20,10 @@ type Store interface {
 	// SaveLastID durably records that id has been issued. It never lowers
 	// the stored value.
 	SaveLastID(id uint64) error
-	// PutState durably stores one subtask's snapshot for checkpoint id.
-	PutState(id uint64, task TaskID, data []byte) (StateHandle, error)
+	// PutState durably stores one subtask's snapshot for checkpoint id: the
+	// concatenation of data's parts, which lets a caller store a large
+	// snapshot from pieces it holds without joining them first.
+	PutState(id uint64, task TaskID, data ...[]byte) (StateHandle, error)
 	// ReadState returns the data behind h after verifying its size and
 	// checksum; a mismatch is an error wrapping ErrCorrupt.
 	ReadState(h StateHandle) ([]byte, error)
@@ -41,8 +44,25 @@ var ErrCorrupt = errors.New("checkpoint data failed verification")
 // crcTable is the Castagnoli table used for every checksum in checkpoints.
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// Checksum is the CRC32C of data, as stored in a StateHandle.
-func Checksum(data []byte) uint32 { return crc32.Checksum(data, crcTable) }
+// Checksum is the CRC32C of the concatenation of parts, as stored in a
+// StateHandle.
+func Checksum(parts ...[]byte) uint32 {
+	var sum uint32
+	for _, p := range parts {
+		sum = crc32.Update(sum, crcTable, p)
+	}
+	return sum
+}
+
+// Handle returns the StateHandle of the snapshot made of parts, stored
+// under key.
+func Handle(key string, parts ...[]byte) StateHandle {
+	h := StateHandle{Key: key, CRC32C: Checksum(parts...)}
+	for _, p := range parts {
+		h.Size += int64(len(p))
+	}
+	return h
+}
 
 // Verify checks data against h.
 func Verify(h StateHandle, data []byte) error {
@@ -87,12 +107,12 @@ func (s *MemStore) SaveLastID(id uint64) error {
 	return nil
 }
 
-func (s *MemStore) PutState(id uint64, task TaskID, data []byte) (StateHandle, error) {
+func (s *MemStore) PutState(id uint64, task TaskID, data ...[]byte) (StateHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := stateKey(id, task)
-	s.state[k] = slices.Clone(data)
-	return StateHandle{Key: k, Size: int64(len(data)), CRC32C: Checksum(data)}, nil
+	s.state[k] = bytes.Join(data, nil)
+	return Handle(k, data...), nil
 }
 
 func (s *MemStore) ReadState(h StateHandle) ([]byte, error) {

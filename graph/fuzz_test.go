@@ -25,7 +25,7 @@ func FuzzDecodeSubtaskSnapshot(f *testing.F) {
 		s.Context().RegisterEventTimer(9)
 		s.Context().RegisterProcessingTimer(1_700_000_000_000)
 	}
-	f.Add(s.Freeze([]byte("op"), 0, false).Encode())
+	f.Add(s.Freeze([][]byte{[]byte("op")}, 0, false).Encode())
 	s.SetKey("k")
 	w.Delete()
 	f.Add(s.Freeze(nil, 1, true).Encode()) // incremental, with a tombstone
@@ -89,7 +89,7 @@ func restoreAndEncode(t *testing.T, snap *SubtaskSnapshot) ([]byte, stateContent
 			t.Fatalf("restoring table %q: %v", name, err)
 		}
 	}
-	encoded := s.Freeze(snap.Operator, 0, false).Encode()
+	encoded := s.Freeze([][]byte{snap.Operator}, 0, false).Encode()
 	decoded, err := DecodeSubtaskSnapshot(encoded, KeyGroupRange{0, DefaultMaxParallelism})
 	if err != nil {
 		t.Fatalf("a fresh snapshot does not decode: %v", err)

@@ -87,7 +87,7 @@ func TestSnapshotRoundTripWithRescaling(t *testing.T) {
 		if _, err := s.AdvanceWatermark(50+int64(sub), &timerOp{ctx: s.Context()}); err != nil {
 			t.Fatal(err)
 		}
-		encoded = append(encoded, s.Freeze([]byte(fmt.Sprintf("op-state-%d", sub)), 0, false).Encode())
+		encoded = append(encoded, s.Freeze([][]byte{[]byte(fmt.Sprintf("op-state-%d", sub))}, 0, false).Encode())
 	}
 	// Restore at parallelism 3: every key lands exactly once, with its timer.
 	got := map[string]int64{}
@@ -177,7 +177,7 @@ func TestDecodeRejectsDamage(t *testing.T) {
 		v.Set(int64(i))
 		s.Context().RegisterEventTimer(int64(i))
 	}
-	data := s.Freeze([]byte("x"), 0, false).Encode()
+	data := s.Freeze([][]byte{[]byte("x")}, 0, false).Encode()
 	all := KeyGroupRange{0, DefaultMaxParallelism}
 	for n := range len(data) {
 		if _, err := DecodeSubtaskSnapshot(data[:n], all); !errors.Is(err, ErrCorruptSnapshot) {

@@ -54,6 +54,15 @@ type RescalableState interface {
 	RestoreStates(states [][]byte) error
 }
 
+// StateParts is implemented by operators whose non-keyed state is large and
+// held already encoded, in pieces that are never modified: the runtime then
+// calls SnapshotStateParts instead of SnapshotState, and the snapshot is
+// written from the pieces without copying them into one. RestoreState gets
+// their concatenation.
+type StateParts interface {
+	SnapshotStateParts(checkpointID uint64) ([][]byte, error)
+}
+
 // ProcessingTimeOperator is implemented by operators that register
 // processing-time timers.
 type ProcessingTimeOperator interface {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,7 +48,7 @@ type TableSnapshot struct {
 // subtask's state that later processing does not change. Encode runs in the
 // asynchronous phase, on any goroutine.
 type FrozenState struct {
-	operator    []byte
+	operator    [][]byte // the operator's state, in parts
 	version     Version
 	incremental bool
 	watermark   int64
@@ -64,7 +65,12 @@ func (f *FrozenState) Version() Version { return f.version }
 
 // Encode serializes the snapshot. Its output is deterministic: equal states
 // encode to equal bytes.
-func (f *FrozenState) Encode() []byte {
+func (f *FrozenState) Encode() []byte { return bytes.Join(f.EncodeParts(), nil) }
+
+// EncodeParts serializes the snapshot as Encode does, in parts whose
+// concatenation is Encode's output: the operator's state parts are among
+// them as they are, not copied.
+func (f *FrozenState) EncodeParts() [][]byte {
 	timersByGroup := make(map[int][]Timer)
 	for _, t := range f.timers {
 		kg := KeyGroup(t.Key, f.maxPar)
@@ -84,8 +90,13 @@ func (f *FrozenState) Encode() []byte {
 	} else {
 		dst = append(dst, 0)
 	}
-	dst = appendBytes(dst, f.operator)
-	dst = binary.AppendVarint(dst, f.watermark)
+	size := 0
+	for _, p := range f.operator {
+		size += len(p)
+	}
+	dst = binary.AppendUvarint(dst, uint64(size))
+	parts := append([][]byte{dst}, f.operator...)
+	dst = binary.AppendVarint(nil, f.watermark)
 
 	nonEmpty := 0
 	for i := 0; i < f.groups.Len(); i++ {
@@ -121,7 +132,7 @@ func (f *FrozenState) Encode() []byte {
 			}
 		}
 	}
-	return dst
+	return append(parts, dst)
 }
 
 func (f *FrozenState) groupHasData(i int, timers map[int][]Timer) bool {

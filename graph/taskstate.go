@@ -98,11 +98,12 @@ func (s *TaskState) NextProcessingTimer() (int64, bool) { return s.ctx.procTimer
 // Freeze is the synchronous phase of a snapshot. It costs O(key groups +
 // timers + keys deleted since base), copies no keyed state, and returns a
 // view that later processing does not change. operator is what the
-// operator's SnapshotState returned. With incremental set, the snapshot
+// operator's SnapshotState (or SnapshotStateParts) returned; the snapshot
+// holds the parts, which must not change after. With incremental set, the snapshot
 // holds only keyed state changed after version base (a snapshot restored or
 // taken earlier, whose FrozenState.Version that was), with tombstones for
 // deleted keys; timers, watermark and operator state are always whole.
-func (s *TaskState) Freeze(operator []byte, base Version, incremental bool) *FrozenState {
+func (s *TaskState) Freeze(operator [][]byte, base Version, incremental bool) *FrozenState {
 	f := &FrozenState{
 		operator:    operator,
 		version:     s.ctx.version,

@@ -3,7 +3,9 @@ package localrecovery
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -109,5 +111,43 @@ func TestFormat1ReadsWithoutMigration(t *testing.T) {
 		if _, err := old.ReadState(m.Subtasks[0].State); err != nil {
 			t.Fatalf("checkpoint %d of a format 1 file: %v", m.ID, err)
 		}
+	}
+}
+
+// TestPutStateInParts stores a snapshot given in parts, larger than a
+// transaction, once failing half way as a full disk would: the retry
+// replaces what the failed attempt left, and the snapshot reads back as
+// the parts joined.
+func TestPutStateInParts(t *testing.T) {
+	failAt := 2 // the second transaction fails, once
+	calls := 0
+	s := open(t, filepath.Join(t.TempDir(), "c.db"), Options{WriteFault: func() error {
+		if calls++; calls == failAt {
+			return syscall.ENOSPC
+		}
+		return nil
+	}})
+	parts := [][]byte{[]byte("head"), payload(1, TxBytes+ChunkSize/2), nil, payload(2, 3*ChunkSize), []byte("tail")}
+	whole := bytes.Join(parts, nil)
+	if _, err := s.PutState(8, task0, parts...); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("PutState with a failing second transaction = %v, want ENOSPC", err)
+	}
+	h, err := s.PutState(8, task0, parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Size != int64(len(whole)) || h.CRC32C != checkpoint.Checksum(whole) {
+		t.Fatalf("handle %+v does not describe the joined parts", h)
+	}
+	got, err := s.ReadState(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, whole) {
+		t.Fatal("read back different bytes")
+	}
+	// head, 5 chunks of the first payload part, 3 of the second, tail.
+	if n := blobCount(t, s)[8]; n != 1+5+3+1 {
+		t.Fatalf("%d chunks, want 10: a chunk never joins two parts, and the failed attempt's are gone", n)
 	}
 }

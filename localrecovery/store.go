@@ -22,6 +22,10 @@ import (
 // ChunkSize is the largest piece of a snapshot stored under one key.
 const ChunkSize = 1 << 20
 
+// TxBytes is the most of a snapshot written in one transaction: bbolt holds
+// a transaction's new pages in memory until it commits.
+const TxBytes = 4 << 20
+
 // formatVersion is the file layout (see the package doc). Format 1 kept
 // every chunk in one bucket, legacyBlobs; Open moves such a file's
 // snapshots into buckets of their own.
@@ -255,39 +259,56 @@ func parseHandleKey(key string) (uint64, string, error) {
 }
 
 // PutState implements checkpoint.Store: the snapshot is stored in a bucket
-// of its own, in chunks of at most ChunkSize inserted in key order, in one
-// transaction. A bucket per snapshot means that neither storing nor
-// deleting one rewrites (and so reads back into memory) the pages of
-// another.
-func (s *Store) PutState(id uint64, task checkpoint.TaskID, data []byte) (checkpoint.StateHandle, error) {
+// of its own, in chunks of at most ChunkSize (a part is never joined with
+// the next), inserted in key order, in transactions of at most TxBytes. A
+// bucket per snapshot means that neither storing nor deleting one rewrites
+// (and so reads back into memory) the pages of another; bounded
+// transactions bound the memory bbolt takes to write them. A snapshot whose
+// writing fails half way is not referenced by any completion record, and
+// goes with retention.
+func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (checkpoint.StateHandle, error) {
 	name := task.String()
 	prefix := blobPrefix(id, name)
-	err := s.update(func(tx *bolt.Tx) error {
-		snaps := tx.Bucket(bucketSnapshots)
-		if snaps.Bucket(prefix) != nil { // left by an attempt that failed later
-			if err := snaps.DeleteBucket(prefix); err != nil {
+	var chunks [][]byte
+	for _, part := range data {
+		for ; len(part) > ChunkSize; part = part[ChunkSize:] {
+			chunks = append(chunks, part[:ChunkSize])
+		}
+		if len(part) > 0 {
+			chunks = append(chunks, part)
+		}
+	}
+	if len(chunks) == 0 {
+		chunks = [][]byte{{}}
+	}
+	for i := 0; i < len(chunks); {
+		err := s.update(func(tx *bolt.Tx) error {
+			snaps := tx.Bucket(bucketSnapshots)
+			if i == 0 && snaps.Bucket(prefix) != nil { // left by an attempt that failed later
+				if err := snaps.DeleteBucket(prefix); err != nil {
+					return err
+				}
+			}
+			b, err := snaps.CreateBucketIfNotExists(prefix)
+			if err != nil {
 				return err
 			}
-		}
-		b, err := snaps.CreateBucket(prefix)
+			b.FillPercent = 1 // keys only ever grow: pack pages full
+			for size := 0; i < len(chunks) && (size == 0 || size+len(chunks[i]) <= TxBytes); i++ {
+				if err := b.Put(binary.BigEndian.AppendUint32(nil, uint32(i)), chunks[i]); err != nil {
+					return err
+				}
+				size += len(chunks[i])
+				s.failpoint("blob-chunk")
+			}
+			return nil
+		})
 		if err != nil {
-			return err
+			return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
 		}
-		b.FillPercent = 1 // keys only ever grow: pack pages full
-		for i := 0; i == 0 || i*ChunkSize < len(data); i++ {
-			chunk := data[i*ChunkSize : min(len(data), (i+1)*ChunkSize)]
-			if err := b.Put(binary.BigEndian.AppendUint32(nil, uint32(i)), chunk); err != nil {
-				return err
-			}
-			s.failpoint("blob-chunk")
-		}
-		return nil
-	})
-	if err != nil {
-		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
 	}
 	s.failpoint("blob-written")
-	return checkpoint.StateHandle{Key: handleKey(id, name), Size: int64(len(data)), CRC32C: checkpoint.Checksum(data)}, nil
+	return checkpoint.Handle(handleKey(id, name), data...), nil
 }
 
 // ReadState implements checkpoint.Store.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // batch is one checkpoint's output of one sink subtask: the messages not
@@ -99,24 +100,21 @@ func nextMessage(buf []byte) (topic string, body []byte, n int, err error) {
 // messages and the messages.
 var stateMagic = []byte("CRSK\x01")
 
-// encodeBatches returns the state holding bs.
-func encodeBatches(bs []*batch) []byte {
-	n := len(stateMagic) + binary.MaxVarintLen64
+// encodeBatches returns the state holding bs, in parts: the blocks of bs
+// as they are, between the headers. The blocks must not change after.
+func encodeBatches(bs []*batch) [][]byte {
+	head := append(slices.Clip(stateMagic), binary.AppendUvarint(nil, uint64(len(bs)))...)
+	parts := make([][]byte, 0, 1+len(bs)*4)
 	for _, b := range bs {
-		n += 4*binary.MaxVarintLen64 + b.size
+		head = binary.AppendUvarint(head, b.checkpoint)
+		head = binary.AppendUvarint(head, uint64(b.subtask))
+		head = binary.AppendUvarint(head, b.seq)
+		head = binary.AppendUvarint(head, uint64(b.size))
+		parts = append(parts, head)
+		parts = append(parts, b.blocks...)
+		head = nil
 	}
-	out := append(make([]byte, 0, n), stateMagic...)
-	out = binary.AppendUvarint(out, uint64(len(bs)))
-	for _, b := range bs {
-		out = binary.AppendUvarint(out, b.checkpoint)
-		out = binary.AppendUvarint(out, uint64(b.subtask))
-		out = binary.AppendUvarint(out, b.seq)
-		out = binary.AppendUvarint(out, uint64(b.size))
-		for _, block := range b.blocks {
-			out = append(out, block...)
-		}
-	}
-	return out
+	return parts
 }
 
 // decodeBatches reads a state written by encodeBatches, or by cairn

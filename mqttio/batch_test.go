@@ -1,6 +1,7 @@
 package mqttio
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -51,7 +52,7 @@ func TestBatchAcrossBlocks(t *testing.T) {
 		b.drop()
 	}
 	b.checkpoint, b.subtask = 9, 2
-	state := encodeBatches([]*batch{&b})
+	state := bytes.Join(encodeBatches([]*batch{&b}), nil)
 	got, err := decodeBatches(state, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestSinkStateDamage(t *testing.T) {
 	for i := range 5 {
 		b.add([]string{"t/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
 	}
-	state := encodeBatches([]*batch{&b})
+	state := bytes.Join(encodeBatches([]*batch{&b}), nil)
 	for n := len(stateMagic); n < len(state); n++ {
 		if _, err := decodeBatches(state[:n], 0); err == nil {
 			t.Fatalf("a state cut at %d of %d bytes decoded", n, len(state))
@@ -112,19 +113,19 @@ func TestSinkStateDamage(t *testing.T) {
 func FuzzSinkState(f *testing.F) {
 	var b batch
 	b.add([]string{"out/", ""}, "k", []byte(`,"value":1}`))
-	f.Add(encodeBatches([]*batch{&b}))
+	f.Add(bytes.Join(encodeBatches([]*batch{&b}), nil))
 	f.Add([]byte(`[{"c":1,"m":[{"t":"x","b":"LA=="}]}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := decodeBatches(data, 0)
 		if err != nil {
 			return
 		}
-		once := encodeBatches(got)
+		once := bytes.Join(encodeBatches(got), nil)
 		again, err := decodeBatches(once, 0)
 		if err != nil {
 			t.Fatalf("state %x: its own encoding %x does not decode: %v", data, once, err)
 		}
-		if twice := encodeBatches(again); string(twice) != string(once) {
+		if twice := bytes.Join(encodeBatches(again), nil); string(twice) != string(once) {
 			t.Fatalf("state %x encodes as %x, then as %x", data, once, twice)
 		}
 	})

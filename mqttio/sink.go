@@ -1,6 +1,7 @@
 package mqttio
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -112,10 +113,11 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 	return nil
 }
 
-// SnapshotState stages the records since the last barrier under checkpoint
-// id; the state holds every staged message not yet acknowledged by the
-// broker.
-func (s *sink) SnapshotState(id uint64) ([]byte, error) {
+// SnapshotStateParts implements graph.StateParts: it stages the records
+// since the last barrier under checkpoint id; the state holds every staged
+// message not yet acknowledged by the broker, as the blocks that hold them
+// (encodeBatches), which are never written again.
+func (s *sink) SnapshotStateParts(id uint64) ([][]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.current.size > 0 {
@@ -128,6 +130,13 @@ func (s *sink) SnapshotState(id uint64) ([]byte, error) {
 		return nil, nil
 	}
 	return encodeBatches(s.pending), nil
+}
+
+// SnapshotState is SnapshotStateParts joined, for callers other than the
+// runtime.
+func (s *sink) SnapshotState(id uint64) ([]byte, error) {
+	parts, err := s.SnapshotStateParts(id)
+	return bytes.Join(parts, nil), err
 }
 
 // RestoreState takes back batches of the restored checkpoint, which is

@@ -328,8 +328,7 @@ func (j *Job) snapshot(t *task, req snapshotRequest) {
 	go func() {
 		defer j.async.Done()
 		start := time.Now()
-		data := req.frozen.Encode()
-		h, err := j.opts.Store.PutState(req.id, t.id, data)
+		h, err := j.opts.Store.PutState(req.id, t.id, req.frozen.EncodeParts()...)
 		if err != nil {
 			j.decline(t, req.id, "storing snapshot: "+err.Error())
 			return

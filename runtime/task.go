@@ -490,7 +490,7 @@ func (t *task) snapshot(a checkpoint.Action) error {
 			TimedOut:        a.TimedOut,
 		},
 	}}
-	var opState []byte
+	var opState [][]byte
 	if t.src != nil {
 		req.ack.Source, req.ack.Offset, req.ack.Watermark = true, t.src.Offset(), t.sourceWM
 		if _, ok := t.src.(graph.OffsetCommitter); ok {
@@ -501,7 +501,14 @@ func (t *task) snapshot(a checkpoint.Action) error {
 		}
 	} else {
 		var err error
-		if opState, err = t.op.SnapshotState(a.ID); err != nil {
+		if parts, ok := t.op.(graph.StateParts); ok {
+			opState, err = parts.SnapshotStateParts(a.ID)
+		} else {
+			var state []byte
+			state, err = t.op.SnapshotState(a.ID)
+			opState = [][]byte{state}
+		}
+		if err != nil {
 			t.env.decline(t, a.ID, "operator snapshot: "+err.Error())
 			return nil
 		}

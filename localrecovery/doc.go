@@ -11,14 +11,16 @@
 //	meta         "format"  → 1 byte, the layout version (2)
 //	             "last_id" → 8 bytes big-endian: the highest checkpoint id
 //	                         ever issued (invariant I6)
-//	snapshots    <id:8 BE><task>\x00 → a bucket per subtask snapshot:
-//	                 <chunk:4 BE> → up to 1 MiB of it, inserted in order
+//	snapshots    <id:8 BE><task>\x00 → a bucket per subtask snapshot,
+//	                 <part:4 BE> → a bucket per write transaction (4 MiB),
+//	                     <chunk:4 BE> → up to 1 MiB of the snapshot; chunks
+//	                                    are numbered across parts
 //	checkpoints  <id:8 BE> → the completion record: the manifest as JSON,
 //	                         then its CRC-32C (4 bytes BE)
 //
-// A bucket per snapshot keeps snapshots apart in the B+tree: storing one
-// writes new pages only, and deleting one frees its pages after reading
-// their headers. In format 1, whose file Open migrates, every chunk shared
+// A bucket per snapshot, and per transaction within it, keeps what was
+// written apart in the B+tree: storing writes new pages only, and deleting
+// a snapshot frees its pages after reading their headers. In format 1, whose file Open migrates, every chunk shared
 // one bucket ("blobs", keys <id><task>\x00<chunk>), and bbolt rewrote
 // leaves holding the chunks of neighbouring snapshots on every insert and
 // delete, reading them back through its memory map: under a steady load

@@ -32,7 +32,7 @@ func FlipNewestBlob(path string) (uint64, error) {
 		}
 		id = m.ID
 		a := m.Subtasks[0]
-		snap := tx.Bucket(bucketSnapshots).Bucket(blobPrefix(m.ID, a.Task.String()))
+		snap := tx.Bucket(bucketSnapshots).Bucket(blobPrefix(m.ID, a.Task.String())).Bucket([]byte{0, 0, 0, 0})
 		if snap == nil {
 			return errors.New("no state to flip")
 		}

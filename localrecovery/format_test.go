@@ -146,8 +146,31 @@ func TestPutStateInParts(t *testing.T) {
 	if !bytes.Equal(got, whole) {
 		t.Fatal("read back different bytes")
 	}
-	// head, 5 chunks of the first payload part, 3 of the second, tail.
-	if n := blobCount(t, s)[8]; n != 1+5+3+1 {
-		t.Fatalf("%d chunks, want 10: a chunk never joins two parts, and the failed attempt's are gone", n)
+	// Chunks of ChunkSize across parts, the last shorter; the failed
+	// attempt's are gone.
+	if n, want := blobCount(t, s)[8], (len(whole)+ChunkSize-1)/ChunkSize; n != want {
+		t.Fatalf("%d chunks, want %d", n, want)
+	}
+}
+
+func TestChunker(t *testing.T) {
+	small := bytes.Repeat([]byte("s"), ChunkSize/3)
+	big := payload(3, 2*ChunkSize+5)
+	parts := [][]byte{small, nil, small, big, small, {}}
+	var got [][]byte
+	next := chunker(parts)
+	for c := next(); c != nil; c = next() {
+		got = append(got, c)
+	}
+	if !bytes.Equal(bytes.Join(got, nil), bytes.Join(parts, nil)) {
+		t.Fatal("chunks do not join back into the parts")
+	}
+	for i, c := range got[:len(got)-1] {
+		if len(c) != ChunkSize {
+			t.Fatalf("chunk %d of %d is %d bytes, want %d", i, len(got), len(c), ChunkSize)
+		}
+	}
+	if next := chunker(nil); next() != nil {
+		t.Fatal("no parts gave a chunk")
 	}
 }

@@ -182,7 +182,11 @@ func migrateFormat1(tx *bolt.Tx) error {
 		if len(k) < 8+1+4 || k[len(k)-5] != 0 {
 			return nil // not a chunk: it goes with the bucket
 		}
-		b, err := snaps.CreateBucketIfNotExists(k[:len(k)-4])
+		snap, err := snaps.CreateBucketIfNotExists(k[:len(k)-4])
+		if err != nil {
+			return err
+		}
+		b, err := snap.CreateBucketIfNotExists([]byte{0, 0, 0, 0})
 		if err != nil {
 			return err
 		}
@@ -259,29 +263,23 @@ func parseHandleKey(key string) (uint64, string, error) {
 }
 
 // PutState implements checkpoint.Store: the snapshot is stored in a bucket
-// of its own, in chunks of at most ChunkSize (a part is never joined with
-// the next), inserted in key order, in transactions of at most TxBytes. A
-// bucket per snapshot means that neither storing nor deleting one rewrites
-// (and so reads back into memory) the pages of another; bounded
-// transactions bound the memory bbolt takes to write them. A snapshot whose
-// writing fails half way is not referenced by any completion record, and
-// goes with retention.
+// of its own, in chunks of ChunkSize (the last one shorter), inserted in key
+// order, in transactions of at most TxBytes,
+// each into a bucket of its own within the snapshot's. Buckets apart mean
+// that neither storing nor deleting a snapshot, nor storing the next piece
+// of one, rewrites (and so reads back into memory) pages written before;
+// bounded transactions bound the memory bbolt takes to write them. A
+// snapshot whose writing fails half way is not referenced by any completion
+// record, and goes with retention.
 func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (checkpoint.StateHandle, error) {
 	name := task.String()
 	prefix := blobPrefix(id, name)
-	var chunks [][]byte
-	for _, part := range data {
-		for ; len(part) > ChunkSize; part = part[ChunkSize:] {
-			chunks = append(chunks, part[:ChunkSize])
-		}
-		if len(part) > 0 {
-			chunks = append(chunks, part)
-		}
+	next := chunker(data)
+	chunk := next()
+	if chunk == nil {
+		chunk = []byte{} // an empty snapshot is one empty chunk
 	}
-	if len(chunks) == 0 {
-		chunks = [][]byte{{}}
-	}
-	for i := 0; i < len(chunks); {
+	for i, part := 0, uint32(0); chunk != nil; part++ {
 		err := s.update(func(tx *bolt.Tx) error {
 			snaps := tx.Bucket(bucketSnapshots)
 			if i == 0 && snaps.Bucket(prefix) != nil { // left by an attempt that failed later
@@ -289,16 +287,21 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (che
 					return err
 				}
 			}
-			b, err := snaps.CreateBucketIfNotExists(prefix)
+			snap, err := snaps.CreateBucketIfNotExists(prefix)
+			if err != nil {
+				return err
+			}
+			b, err := snap.CreateBucket(binary.BigEndian.AppendUint32(nil, part))
 			if err != nil {
 				return err
 			}
 			b.FillPercent = 1 // keys only ever grow: pack pages full
-			for size := 0; i < len(chunks) && (size == 0 || size+len(chunks[i]) <= TxBytes); i++ {
-				if err := b.Put(binary.BigEndian.AppendUint32(nil, uint32(i)), chunks[i]); err != nil {
+			for size := 0; chunk != nil && (size == 0 || size+len(chunk) <= TxBytes); i++ {
+				if err := b.Put(binary.BigEndian.AppendUint32(nil, uint32(i)), chunk); err != nil {
 					return err
 				}
-				size += len(chunks[i])
+				size += len(chunk)
+				chunk = next()
 				s.failpoint("blob-chunk")
 			}
 			return nil
@@ -309,6 +312,37 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (che
 	}
 	s.failpoint("blob-written")
 	return checkpoint.Handle(handleKey(id, name), data...), nil
+}
+
+// chunker returns a function that returns the concatenation of parts
+// ChunkSize bytes at a time, then nil. A chunk lying within one part is
+// that part's bytes; one spanning parts is a copy. Few large chunks matter:
+// bbolt reads a page of every leaf when it deletes a snapshot, and the
+// kernel maps the pages around it.
+func chunker(parts [][]byte) func() []byte {
+	parts = slices.Clone(parts)
+	return func() []byte {
+		var buf []byte
+		for len(parts) > 0 {
+			p := parts[0]
+			if len(buf) == 0 && len(p) >= ChunkSize {
+				parts[0] = p[ChunkSize:]
+				return p[:ChunkSize]
+			}
+			n := min(len(p), ChunkSize-len(buf))
+			if buf == nil && n > 0 {
+				buf = make([]byte, 0, ChunkSize)
+			}
+			buf = append(buf, p[:n]...)
+			if parts[0] = p[n:]; len(parts[0]) == 0 {
+				parts = parts[1:]
+			}
+			if len(buf) == ChunkSize {
+				return buf
+			}
+		}
+		return buf
+	}
 }
 
 // ReadState implements checkpoint.Store.
@@ -323,23 +357,37 @@ func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 		return s.db.View(func(tx *bolt.Tx) error {
 			// A damaged format 1 file being salvaged keeps its chunks
 			// in legacyBlobs, under the snapshot's key prefix.
-			var c *bolt.Cursor
-			var k, v []byte
-			if b := tx.Bucket(bucketSnapshots); b != nil && b.Bucket(prefix) != nil {
-				c = b.Bucket(prefix).Cursor()
-				k, v = c.First()
-				prefix = nil
-			} else if legacy := tx.Bucket(legacyBlobs); legacy != nil {
-				c = legacy.Cursor()
-				k, v = c.Seek(prefix)
-			}
 			next := uint32(0)
-			for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-				if len(k) != len(prefix)+4 || binary.BigEndian.Uint32(k[len(prefix):]) != next {
-					return fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
+			chunks := func(c *bolt.Cursor, k, v, prefix []byte) error {
+				for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+					if len(k) != len(prefix)+4 || v == nil || binary.BigEndian.Uint32(k[len(prefix):]) != next {
+						return fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
+					}
+					next++
+					data = append(data, v...)
 				}
-				next++
-				data = append(data, v...)
+				return nil
+			}
+			if b := tx.Bucket(bucketSnapshots); b != nil && b.Bucket(prefix) != nil {
+				snap := b.Bucket(prefix)
+				err := snap.ForEach(func(part, v []byte) error {
+					pb := snap.Bucket(part)
+					if v != nil || pb == nil {
+						return fmt.Errorf("%w: %s has a stray key", checkpoint.ErrCorrupt, h.Key)
+					}
+					c := pb.Cursor()
+					k, v := c.First()
+					return chunks(c, k, v, nil)
+				})
+				if err != nil {
+					return err
+				}
+			} else if legacy := tx.Bucket(legacyBlobs); legacy != nil {
+				c := legacy.Cursor()
+				k, v := c.Seek(prefix)
+				if err := chunks(c, k, v, prefix); err != nil {
+					return err
+				}
 			}
 			if next == 0 {
 				return fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)

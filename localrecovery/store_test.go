@@ -114,7 +114,7 @@ func TestStoreRoundTripAcrossReopen(t *testing.T) {
 	// The blob went in as four chunks of at most ChunkSize.
 	err = s.db.View(func(tx *bolt.Tx) error {
 		n := 0
-		return tx.Bucket(bucketSnapshots).Bucket(blobPrefix(7, m.Subtasks[0].Task.String())).ForEach(func(k, v []byte) error {
+		return tx.Bucket(bucketSnapshots).Bucket(blobPrefix(7, m.Subtasks[0].Task.String())).Bucket([]byte{0, 0, 0, 0}).ForEach(func(k, v []byte) error {
 			if len(v) > ChunkSize {
 				return fmt.Errorf("chunk of %d bytes", len(v))
 			}
@@ -147,9 +147,12 @@ func blobCount(t *testing.T, s *Store) map[uint64]int {
 	s.db.View(func(tx *bolt.Tx) error {
 		snaps := tx.Bucket(bucketSnapshots)
 		return snaps.ForEach(func(k, _ []byte) error {
-			return snaps.Bucket(k).ForEach(func([]byte, []byte) error {
-				out[binary.BigEndian.Uint64(k)]++
-				return nil
+			snap := snaps.Bucket(k)
+			return snap.ForEachBucket(func(part []byte) error {
+				return snap.Bucket(part).ForEach(func([]byte, []byte) error {
+					out[binary.BigEndian.Uint64(k)]++
+					return nil
+				})
 			})
 		})
 	})
@@ -201,7 +204,7 @@ func TestBitFlipIsDetected(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "c.db"), Options{})
 	m := complete(t, s, 1, 5000)
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSnapshots).Bucket(blobPrefix(m.ID, m.Subtasks[0].Task.String()))
+		b := tx.Bucket(bucketSnapshots).Bucket(blobPrefix(m.ID, m.Subtasks[0].Task.String())).Bucket([]byte{0, 0, 0, 0})
 		k, v := b.Cursor().First()
 		v = bytes.Clone(v)
 		v[2500] ^= 0x04

@@ -321,19 +321,25 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (che
 // kernel maps the pages around it.
 func chunker(parts [][]byte) func() []byte {
 	parts = slices.Clone(parts)
+	left := 0 // bytes not yet returned
+	for _, p := range parts {
+		left += len(p)
+	}
 	return func() []byte {
 		var buf []byte
 		for len(parts) > 0 {
 			p := parts[0]
 			if len(buf) == 0 && len(p) >= ChunkSize {
 				parts[0] = p[ChunkSize:]
+				left -= ChunkSize
 				return p[:ChunkSize]
 			}
 			n := min(len(p), ChunkSize-len(buf))
 			if buf == nil && n > 0 {
-				buf = make([]byte, 0, ChunkSize)
+				buf = make([]byte, 0, min(ChunkSize, left))
 			}
 			buf = append(buf, p[:n]...)
+			left -= n
 			if parts[0] = p[n:]; len(parts[0]) == 0 {
 				parts = parts[1:]
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -140,17 +140,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// stripped reports whether this binary was linked with -s (no symbol
-// table; since Go 1.22 no DWARF either), as the size target assumes.
+// stripped reports whether this binary has no symbol table (linked with
+// -s, which since Go 1.22 drops DWARF too), as the size target assumes.
+// It reads the ELF file: with -trimpath the build info omits -ldflags.
 func stripped() bool {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	exe, err := os.Executable()
+	if err != nil {
 		return false
 	}
-	for _, s := range info.Settings {
-		if s.Key == "-ldflags" {
-			return slices.Contains(strings.Fields(s.Value), "-s")
-		}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return false
 	}
-	return false
+	defer f.Close()
+	return f.Section(".symtab") == nil
 }

@@ -97,11 +97,16 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 // broker, which may be down: paho retries with backoff. onConnect runs on
 // every (re)connection; onMessage, if set, receives every message (also
 // those of a persistent session that arrive before subscribing, and those
-// of shared subscriptions, whose topics match no filter).
-func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMessage paho.MessageHandler) (paho.Client, error) {
+// of shared subscriptions, whose topics match no filter); onReconnecting,
+// if set, runs before every attempt to reconnect after a lost connection,
+// and so before paho resends what the broker had not acknowledged.
+func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMessage paho.MessageHandler, onReconnecting func()) (paho.Client, error) {
 	o, err := c.options(suffix)
 	if err != nil {
 		return nil, err
+	}
+	if onReconnecting != nil {
+		o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { onReconnecting() })
 	}
 	if onMessage != nil {
 		o.SetDefaultPublishHandler(onMessage).SetAutoAckDisabled(true)

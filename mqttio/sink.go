@@ -71,6 +71,8 @@ type sink struct {
 	subtask int
 	topic   []string // cfg.Topic split at "{key}"
 	client  paho.Client
+	// reconnects counts the client's reconnection attempts.
+	reconnects atomic.Uint64
 
 	current batch // since the last barrier
 
@@ -85,7 +87,7 @@ type sink struct {
 
 func (s *sink) Open(*graph.Context) error {
 	var err error
-	s.client, err = s.cfg.Client.connect("-sink-"+strconv.Itoa(s.subtask), nil, nil)
+	s.client, err = s.cfg.Client.connect("-sink-"+strconv.Itoa(s.subtask), nil, nil, func() { s.reconnects.Add(1) })
 	if err != nil {
 		return err
 	}
@@ -229,16 +231,35 @@ func (s *sink) publish() {
 
 // publishOne publishes until the broker acknowledges; false means the sink
 // is closing.
+//
+// Only a token that completes within one connection counts: when paho
+// resends its unacknowledged publishes after a reconnect, it completes
+// their tokens as it sends them, before the broker acknowledges, and a
+// message dropped from the state then could be lost by a crash. So the sink
+// publishes only while connected, and publishes again (under the same id)
+// when a reconnection began while it waited.
 func (s *sink) publishOne(topic string, payload []byte) bool {
 	for {
+		reconnects := s.reconnects.Load()
+		if !s.client.IsConnectionOpen() {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-s.stop:
+				return false
+			}
+		}
 		tok := s.client.Publish(topic, 1, s.cfg.Retain, payload)
 		select {
 		case <-tok.Done():
 		case <-s.stop:
 			return false
 		}
-		if tok.Error() == nil {
+		if tok.Error() == nil && s.reconnects.Load() == reconnects {
 			return true
+		}
+		if tok.Error() == nil {
+			continue // completed across a reconnection: not known to be acknowledged
 		}
 		s.cfg.Client.Logger.Warn("MQTT publish failed; retrying", "topic", topic, "err", tok.Error())
 		select {

@@ -178,7 +178,7 @@ func (s *source) connect(qos byte) error {
 				s.cfg.Client.Logger.Error("MQTT subscribe failed", "source", s.name(), "err", tok.Error())
 			}
 		}()
-	}, s.onMessage)
+	}, s.onMessage, nil)
 	return err
 }
 

@@ -54,11 +54,38 @@ func (b *batch) add(topic []string, key string, body []byte) {
 	b.size += len(*last) - before
 }
 
-// first returns b's first message; b must not be empty. The body aliases
-// b's block.
-func (b *batch) first() (topic string, body []byte) {
-	topic, body, _, _ = nextMessage(b.blocks[0])
-	return topic, body
+// cursor is a place in a batch: the next message to read. It holds its
+// own slices of the batch's blocks, which are never written again, so drop
+// does not move it.
+type cursor struct {
+	b    *batch
+	seq  uint64   // the sequence number of the next message
+	rest []byte   // the rest of the block the next message is in
+	more [][]byte // the blocks after it
+}
+
+// cursor returns a cursor at b's first message left.
+func (b *batch) cursor() cursor {
+	c := cursor{b: b, seq: b.seq}
+	if len(b.blocks) > 0 {
+		c.rest, c.more = b.blocks[0], slices.Clip(b.blocks[1:])
+	}
+	return c
+}
+
+// message returns the message at c and moves c past it; false at the end
+// of the batch. The body aliases the batch's block.
+func (c *cursor) message() (seq uint64, topic string, body []byte, ok bool) {
+	for len(c.rest) == 0 {
+		if len(c.more) == 0 {
+			return 0, "", nil, false
+		}
+		c.rest, c.more = c.more[0], c.more[1:]
+	}
+	topic, body, n, _ := nextMessage(c.rest)
+	c.rest = c.rest[n:]
+	c.seq++
+	return c.seq - 1, topic, body, true
 }
 
 // drop removes b's first message.

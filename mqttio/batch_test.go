@@ -44,12 +44,31 @@ func TestBatchAcrossBlocks(t *testing.T) {
 	if len(b.blocks) < 2 {
 		t.Fatalf("%d blocks: the test must span several", len(b.blocks))
 	}
+	// A publisher runs ahead of the acknowledgements: its cursor reads on
+	// while drop removes messages behind it, and a cursor taken after a
+	// rewind starts at the oldest message left.
+	ahead := b.cursor()
 	for i := range 1500 {
-		topic, body := b.first()
-		if want := fmt.Sprintf("out/k%d/avg", i); topic != want || string(body) != fmt.Sprintf(`,"value":%d}`, i) {
-			t.Fatalf("message %d: %s %s", i, topic, body)
+		seq, topic, body, ok := ahead.message()
+		if want := fmt.Sprintf("out/k%d/avg", i); !ok || seq != uint64(i) || topic != want || string(body) != fmt.Sprintf(`,"value":%d}`, i) {
+			t.Fatalf("message %d: %d %s %s", i, seq, topic, body)
 		}
+		if i >= 100 {
+			b.drop() // acknowledgements 100 messages behind
+		}
+	}
+	for range 100 {
 		b.drop()
+	}
+	if seq, topic, _, _ := ahead.message(); seq != 1500 || topic != "out/k1500/avg" {
+		t.Fatalf("the cursor ahead moved to %d %s after the drops", seq, topic)
+	}
+	if seq, topic, _, _ := (&cursor{}).message(); seq != 0 || topic != "" {
+		t.Fatal("an empty cursor gave a message")
+	}
+	rewound := b.cursor()
+	if seq, topic, _, _ := rewound.message(); seq != 1500 || topic != "out/k1500/avg" {
+		t.Fatalf("a cursor after the drops starts at %d %s, want 1500", seq, topic)
 	}
 	b.checkpoint, b.subtask = 9, 2
 	state := bytes.Join(encodeBatches([]*batch{&b}), nil)

@@ -60,6 +60,10 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(5 * time.Second).
 		SetOrderMatters(true).
+		// After a reconnect paho resends what the broker had not
+		// acknowledged in the order its store gives: the default store's
+		// is random, the ordered store's is the order of publishing.
+		SetStore(paho.NewOrderedMemoryStore()).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			log.Warn("MQTT connection lost; reconnecting", "broker", c.Broker, "client", id, "err", err)
 		})

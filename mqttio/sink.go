@@ -182,92 +182,131 @@ func (s *sink) CheckpointComplete(id uint64) error {
 	return nil
 }
 
-// head returns the oldest committed batch and its first message, or nil.
-func (s *sink) head() (b *batch, topic string, body []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(s.pending) > 0 && s.pending[0].checkpoint <= s.committed {
-		b = s.pending[0]
-		if b.size > 0 {
-			topic, body = b.first()
-			return b, topic, body
-		}
-		s.pending = s.pending[1:]
-	}
-	return nil, "", nil
-}
-
 // CheckpointAborted keeps the batch: a later checkpoint's completion
 // covers it.
 func (s *sink) CheckpointAborted(uint64) {}
 
-// publish sends committed batches, oldest first, one message at a time at
-// QoS 1, and drops each message from the state once the broker has
-// acknowledged it.
+// publishWindow is how many messages the publisher keeps unacknowledged.
+const publishWindow = 64
+
+// sent is a message published and not yet known to be acknowledged.
+type sent struct {
+	b          *batch
+	seq        uint64
+	tok        paho.Token
+	reconnects uint64 // the client's reconnection attempts before it was published
+}
+
+// publish sends committed batches in order at QoS 1, up to publishWindow
+// messages ahead of the broker's acknowledgements, and drops each message
+// from the state once the broker has acknowledged it.
+//
+// Only a token that completes within one connection counts: when paho
+// resends its unacknowledged publishes after a reconnect, it completes
+// their tokens as it sends them, before the broker acknowledges. So the
+// publisher sends only while connected, and when a reconnection began while
+// a message was out, or a publish failed, it forgets what is out and sends
+// again from the oldest message not acknowledged, in order, under the same
+// ids. paho resends its own copies in order too (an ordered store), so a
+// consumer that drops repeated ids sees every message once, in order.
 func (s *sink) publish() {
 	defer s.wg.Done()
+	var window []sent
+	var next cursor // the next message to send; at the head when zero
 	for {
-		b, topic, body := s.head()
-		if b == nil {
+		for len(window) < publishWindow {
+			reconnects := s.reconnects.Load()
+			if !s.client.IsConnectionOpen() {
+				break
+			}
+			b, seq, topic, body, ok := s.advance(&next)
+			if !ok {
+				break
+			}
+			// A payload of its own: paho keeps it until the broker acknowledges.
+			payload := fmt.Appendf(make([]byte, 0, len(body)+32), `{"id":"%d-%d-%d"`, b.checkpoint, b.subtask, seq)
+			payload = append(payload, body...)
+			window = append(window, sent{b: b, seq: seq, tok: s.client.Publish(topic, 1, s.cfg.Retain, payload), reconnects: reconnects})
+		}
+		if len(window) == 0 {
+			wait := s.wake
+			if !s.client.IsConnectionOpen() {
+				wait = nil
+			}
 			select {
-			case <-s.wake:
-				continue
+			case <-wait:
+			case <-time.After(100 * time.Millisecond):
+			case <-s.stop:
+				return
+			}
+			continue
+		}
+		out := window[0]
+		select {
+		case <-out.tok.Done():
+		case <-s.stop:
+			return
+		}
+		if out.tok.Error() == nil && s.reconnects.Load() == out.reconnects && s.acknowledged(out) {
+			window = window[1:]
+			s.cfg.Metrics.Published.Add(1)
+			continue
+		}
+		if err := out.tok.Error(); err != nil {
+			s.cfg.Client.Logger.Warn("MQTT publish failed; publishing again", "err", err)
+			select {
+			case <-time.After(500 * time.Millisecond):
 			case <-s.stop:
 				return
 			}
 		}
-		// A payload of its own: paho keeps it until the broker acknowledges.
-		payload := fmt.Appendf(make([]byte, 0, len(body)+32), `{"id":"%d-%d-%d"`, b.checkpoint, b.subtask, b.seq)
-		payload = append(payload, body...)
-		if !s.publishOne(topic, payload) {
-			return
-		}
-		s.mu.Lock()
-		b.drop()
-		s.mu.Unlock()
-		s.cfg.Metrics.Published.Add(1)
+		window, next = nil, cursor{}
 	}
 }
 
-// publishOne publishes until the broker acknowledges; false means the sink
-// is closing.
-//
-// Only a token that completes within one connection counts: when paho
-// resends its unacknowledged publishes after a reconnect, it completes
-// their tokens as it sends them, before the broker acknowledges, and a
-// message dropped from the state then could be lost by a crash. So the sink
-// publishes only while connected, and publishes again (under the same id)
-// when a reconnection began while it waited.
-func (s *sink) publishOne(topic string, payload []byte) bool {
+// advance returns the message at c among the committed batches and moves c
+// past it; a zero c starts at the oldest message not acknowledged.
+func (s *sink) advance(c *cursor) (b *batch, seq uint64, topic string, body []byte, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
-		reconnects := s.reconnects.Load()
-		if !s.client.IsConnectionOpen() {
-			select {
-			case <-time.After(100 * time.Millisecond):
-				continue
-			case <-s.stop:
-				return false
+		if c.b == nil {
+			for len(s.pending) > 0 && s.pending[0].size == 0 {
+				s.pending = s.pending[1:] // restored empty
 			}
+			if len(s.pending) == 0 || s.pending[0].checkpoint > s.committed {
+				return nil, 0, "", nil, false
+			}
+			*c = s.pending[0].cursor()
 		}
-		tok := s.client.Publish(topic, 1, s.cfg.Retain, payload)
-		select {
-		case <-tok.Done():
-		case <-s.stop:
-			return false
+		if seq, topic, body, ok := c.message(); ok {
+			return c.b, seq, topic, body, true
 		}
-		if tok.Error() == nil && s.reconnects.Load() == reconnects {
-			return true
-		}
-		if tok.Error() == nil {
-			continue // completed across a reconnection: not known to be acknowledged
-		}
-		s.cfg.Client.Logger.Warn("MQTT publish failed; retrying", "topic", topic, "err", tok.Error())
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-s.stop:
-			return false
+		i := slices.Index(s.pending, c.b)
+		switch {
+		case i < 0: // acknowledged whole and gone: go on from the oldest left
+			*c = cursor{}
+		case i+1 < len(s.pending) && s.pending[i+1].checkpoint <= s.committed:
+			*c = s.pending[i+1].cursor()
+		default:
+			return nil, 0, "", nil, false
 		}
 	}
+}
+
+// acknowledged drops out's message, which must be the oldest left, from the
+// state; false if it is not.
+func (s *sink) acknowledged(out sent) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 || s.pending[0] != out.b || out.b.seq != out.seq || out.b.size == 0 {
+		return false
+	}
+	out.b.drop()
+	if out.b.size == 0 {
+		s.pending = s.pending[1:]
+	}
+	return true
 }
 
 // Close stops publishing; what was not acknowledged stays in the last

@@ -216,7 +216,10 @@ func (s *sink) publish() {
 	for {
 		for len(window) < publishWindow {
 			reconnects := s.reconnects.Load()
-			if !s.client.IsConnectionOpen() {
+			if !s.client.IsConnectionOpen() || len(window) > 0 && window[0].reconnects != reconnects {
+				// Disconnected, or what is out was published before a
+				// reconnection and must be sent again first, in order,
+				// while paho resends its copies.
 				break
 			}
 			b, seq, topic, body, ok := s.advance(&next)
@@ -229,13 +232,13 @@ func (s *sink) publish() {
 			window = append(window, sent{b: b, seq: seq, tok: s.client.Publish(topic, 1, s.cfg.Retain, payload), reconnects: reconnects})
 		}
 		if len(window) == 0 {
-			wait := s.wake
+			var retry <-chan time.Time // while disconnected, look again soon
 			if !s.client.IsConnectionOpen() {
-				wait = nil
+				retry = time.After(100 * time.Millisecond)
 			}
 			select {
-			case <-wait:
-			case <-time.After(100 * time.Millisecond):
+			case <-s.wake:
+			case <-retry:
 			case <-s.stop:
 				return
 			}

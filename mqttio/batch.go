@@ -29,19 +29,16 @@ const blockSize = 32 << 10
 // add appends a message to b: its topic is the parts of the sink's topic
 // joined by key.
 func (b *batch) add(topic []string, key string, body []byte) {
-	n := len(body) + 2*binary.MaxVarintLen32
+	topicLen := len(key) * (len(topic) - 1)
 	for _, p := range topic {
-		n += len(p) + len(key)
+		topicLen += len(p)
 	}
+	n := 2*binary.MaxVarintLen64 + topicLen + len(body) // at most
 	if len(b.blocks) == 0 || cap(b.blocks[len(b.blocks)-1])-len(b.blocks[len(b.blocks)-1]) < n {
 		b.blocks = append(b.blocks, make([]byte, 0, max(blockSize, n)))
 	}
 	last := &b.blocks[len(b.blocks)-1]
 	before := len(*last)
-	topicLen := len(key) * (len(topic) - 1)
-	for _, p := range topic {
-		topicLen += len(p)
-	}
 	*last = binary.AppendUvarint(*last, uint64(topicLen))
 	for i, p := range topic {
 		if i > 0 {

@@ -10,10 +10,10 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/expr-lang/expr"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -211,14 +211,14 @@ func (v *validator) validate() {
 		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
 	}
 	if c.Agent.MemoryLimit != "" {
-		n, err := ParseBytes(c.Agent.MemoryLimit)
+		n, err := humanize.ParseBytes(c.Agent.MemoryLimit)
 		switch {
-		case err != nil:
-			v.errorf(c.Agent.Pos, "memory_limit: %v", err)
+		case err != nil || n > math.MaxInt64:
+			v.errorf(c.Agent.Pos, "memory_limit: %q is not a size such as 48MiB or 64MB", c.Agent.MemoryLimit)
 		case n < 8<<20:
 			v.errorf(c.Agent.Pos, "memory_limit %s is below 8MiB, where the agent would do little but collect garbage", c.Agent.MemoryLimit)
 		default:
-			c.Agent.MemoryLimitBytes = n
+			c.Agent.MemoryLimitBytes = int64(n)
 		}
 	}
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
@@ -444,25 +444,4 @@ func (c *Config) applyDefaults() {
 			b.Listen = mqttio.DefaultBrokerAddr
 		}
 	}
-}
-
-// ParseBytes parses a size: a number of bytes, or a number followed by
-// B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
-func ParseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		scale  int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	num, scale := strings.TrimSpace(s), int64(1)
-	for _, u := range units {
-		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, scale = strings.TrimSpace(rest), u.scale
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n < 0 || n*float64(scale) > math.MaxInt64/2 {
-		return 0, fmt.Errorf("%q is not a size such as 48MiB or 64MB", s)
-	}
-	return int64(n * float64(scale)), nil
 }

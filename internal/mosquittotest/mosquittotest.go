@@ -11,7 +11,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-edge/cairn/internal/loopback"
 )
 
 const conf = `listener %d 127.0.0.1
@@ -50,12 +51,10 @@ type Broker struct {
 func Start(t testing.TB, dir string, log io.Writer) *Broker {
 	t.Helper()
 	path := binary(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	text := fmt.Sprintf(conf, port, dir)
 	if os.Geteuid() == 0 {
 		text += "user root\n" // otherwise it drops to a user who cannot write dir

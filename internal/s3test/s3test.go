@@ -36,6 +36,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/cairn-edge/cairn/internal/loopback"
 )
 
 // Credentials of every test server. The secret is long and odd enough that
@@ -328,12 +330,11 @@ func (s *Server) Throttle(t testing.TB, bytesPerSecond int) string {
 }
 
 func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // syncBuffer collects the server's output for failure messages.

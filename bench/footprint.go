@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/loopback"
 )
 
 // The footprint targets of a gateway build (issue 8), in decimal
@@ -258,10 +258,11 @@ func startAgent(ctx context.Context, binary, dir, broker, interval string) (*age
 		exited: make(chan struct{})}
 	settings := fmt.Sprintf(externalBroker, broker, fmt.Sprintf("cairn-bench-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if broker == "" {
-		addr, err := freeAddr()
+		port, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p.broker, settings = "tcp://"+addr, fmt.Sprintf(embeddedBroker, addr)
 	}
 	file := filepath.Join(dir, "footprint.yaml")
@@ -288,16 +289,6 @@ func startAgent(ctx context.Context, binary, dir, broker, interval string) (*age
 		return nil, err
 	}
 	return p, nil
-}
-
-// freeAddr returns a free loopback address.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // status asks the agent for its status.

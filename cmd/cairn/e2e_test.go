@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/loopback"
 )
 
 // buildCairn builds the binary once per test run.
@@ -34,12 +34,11 @@ func buildCairn(t *testing.T) string {
 }
 
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 const e2eConfig = `agent:

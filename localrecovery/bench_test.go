@@ -21,8 +21,6 @@ import (
 	"github.com/cairn-edge/cairn/runtime"
 )
 
-var task0 = checkpoint.TaskID{Operator: "sums", Subtask: 0}
-
 func openStore(b *testing.B) *localrecovery.Store {
 	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{})
 	if err != nil {
@@ -107,7 +105,6 @@ func BenchmarkIncrementalSize(b *testing.B) {
 // cycleKeys reads forever (until stopped) over keys distinct keys.
 type cycleKeys struct {
 	keys, i int
-	stop    *sync.WaitGroup
 }
 
 func (s *cycleKeys) Open(*graph.Context, uint64) error { return nil }

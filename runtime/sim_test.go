@@ -50,12 +50,11 @@ func randomTopology(seed uint64) func() *graph.Topology {
 		sources[i] = source{records: recs, par: 1 + rng.IntN(3)}
 	}
 	type op struct {
-		kind, par     int
-		a, b          int // inputs, as indexes into the streams so far
-		forward       bool
-		mul, add      float64
-		rekey         bool
-		timerAtTheEnd bool
+		kind, par int
+		a, b      int // inputs, as indexes into the streams so far
+		forward   bool
+		mul, add  float64
+		rekey     bool
 	}
 	var ops []op
 	joins := 0

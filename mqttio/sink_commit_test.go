@@ -19,23 +19,7 @@ import (
 // completion instead of being lost; what has gone out leaves the state.
 func TestSinkPublishesOnlyCompletedCheckpoints(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, b testBroker) {
-		var mu sync.Mutex
-		var ids []string
-		got := make(chan struct{}, 16)
-		c := client(t, b.url, "commit-consumer", true)
-		defer c.Disconnect(100)
-		if tok := c.Subscribe("out/#", 1, func(_ paho.Client, m paho.Message) {
-			var out Output
-			if err := json.Unmarshal(m.Payload(), &out); err != nil {
-				t.Errorf("bad output %q: %v", m.Payload(), err)
-			}
-			mu.Lock()
-			ids = append(ids, out.ID)
-			mu.Unlock()
-			got <- struct{}{}
-		}); tok.Wait() && tok.Error() != nil {
-			t.Fatal(tok.Error())
-		}
+		ids, got := outputIDs(t, b.url, "commit-consumer")
 		metrics := new(SinkMetrics)
 		s := NewSink(SinkConfig{Client: ClientConfig{Broker: b.url, ClientID: "commit"}, Topic: "out/{key}", Metrics: metrics})(0)
 		listener := s.(graph.CheckpointListener)
@@ -93,12 +77,38 @@ func TestSinkPublishesOnlyCompletedCheckpoints(t *testing.T) {
 		for range 2 {
 			waitFor(t, got, 10*time.Second, "the output of checkpoints 2 and 3")
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if want := []string{"1-0-0", "1-0-1", "2-0-0", "3-0-0"}; !slices.Equal(ids, want) {
-			t.Fatalf("ids %v, want %v", ids, want)
+		if want := []string{"1-0-0", "1-0-1", "2-0-0", "3-0-0"}; !slices.Equal(ids(), want) {
+			t.Fatalf("ids %v, want %v", ids(), want)
 		}
 	})
+}
+
+// outputIDs subscribes a consumer to out/# and returns the ids of the
+// outputs it received so far, and a channel that gets a value per output.
+func outputIDs(t *testing.T, url, clientID string) (func() []string, <-chan struct{}) {
+	t.Helper()
+	var mu sync.Mutex
+	var ids []string
+	got := make(chan struct{}, 64)
+	c := client(t, url, clientID, true)
+	t.Cleanup(func() { c.Disconnect(100) })
+	if tok := c.Subscribe("out/#", 1, func(_ paho.Client, m paho.Message) {
+		var out Output
+		if err := json.Unmarshal(m.Payload(), &out); err != nil {
+			t.Errorf("bad output %q: %v", m.Payload(), err)
+		}
+		mu.Lock()
+		ids = append(ids, out.ID)
+		mu.Unlock()
+		got <- struct{}{}
+	}); tok.Wait() && tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(ids)
+	}, got
 }
 
 // TestSinkSendsNothingUncommitted drives the publisher's cursor by hand:

@@ -1,13 +1,9 @@
 package mqttio
 
 import (
-	"encoding/json"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/graph"
 )
@@ -35,23 +31,7 @@ func TestSinkRestoresStatesOfOtherSubtasks(t *testing.T) {
 		}
 		old0, old1 := stage(0, 7, "a", "b"), stage(1, 5, "c")
 
-		var mu sync.Mutex
-		var ids []string
-		got := make(chan struct{}, 8)
-		c := client(t, b.url, "rescale-consumer", true)
-		defer c.Disconnect(100)
-		if tok := c.Subscribe("out/#", 1, func(_ paho.Client, m paho.Message) {
-			var out Output
-			if err := json.Unmarshal(m.Payload(), &out); err != nil {
-				t.Errorf("bad output %q: %v", m.Payload(), err)
-			}
-			mu.Lock()
-			ids = append(ids, out.ID)
-			mu.Unlock()
-			got <- struct{}{}
-		}); tok.Wait() && tok.Error() != nil {
-			t.Fatal(tok.Error())
-		}
+		ids, got := outputIDs(t, b.url, "rescale-consumer")
 
 		s := NewSink(cfg)(0)
 		if err := s.Open(nil); err != nil {
@@ -65,13 +45,11 @@ func TestSinkRestoresStatesOfOtherSubtasks(t *testing.T) {
 			select {
 			case <-got:
 			case <-time.After(10 * time.Second):
-				t.Fatalf("published %v, want 3 messages", ids)
+				t.Fatalf("published %v, want 3 messages", ids())
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if want := []string{"5-1-0", "7-0-0", "7-0-1"}; !slices.Equal(ids, want) {
-			t.Fatalf("ids %v, want %v: each with its old subtask, oldest checkpoint first", ids, want)
+		if want := []string{"5-1-0", "7-0-0", "7-0-1"}; !slices.Equal(ids(), want) {
+			t.Fatalf("ids %v, want %v: each with its old subtask, oldest checkpoint first", ids(), want)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -242,6 +244,13 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 // parse decodes the YAML in data into v, reporting every problem.
 func parse(file string, data []byte, v any, lookup func(string) (string, bool)) Errors {
 	d := &decoder{file: file, lookup: lookup}
+	if !utf8.Valid(data) {
+		// yaml.v3 would read a UTF-16 file, but count its lines and
+		// columns in the decoded text, not in the file as an editor shows
+		// it; anything else is not text.
+		line := 1 + bytes.Count(data[:invalidUTF8(data)], []byte("\n"))
+		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not UTF-8 text: save the file as UTF-8"}}
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		line := 0
@@ -255,6 +264,19 @@ func parse(file string, data []byte, v any, lookup func(string) (string, bool)) 
 	}
 	d.decode(root.Content[0], reflect.ValueOf(v).Elem())
 	return d.errs
+}
+
+// invalidUTF8 returns the offset of the first byte of data that is not
+// part of valid UTF-8.
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(data)
 }
 
 // osLookup reads the environment.

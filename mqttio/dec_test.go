@@ -53,6 +53,8 @@ func TestDecodeFields(t *testing.T) {
 		`{"temp":true,"ts":1}`:    `value field "temp" is a boolean, want a number`,
 		`{"temp":1,"ts":{}}`:      `time field "ts" is an object`,
 		`{"temp":1,"ts":"later"}`: `time field "ts"`,
+		`{"temp":1,"ts":1e16}`:    `time field "ts" is 1e+16 ms, outside the years 0001 to 9999`,
+		`{"temp":1,"ts":-1e300}`:  `outside the years 0001 to 9999`,
 		`{"temp":1`:               `malformed JSON`,
 		`"str"`:                   `not an object`,
 	} {

@@ -72,6 +72,14 @@ func decodeErr(format string, args ...any) error {
 	return &DecodeError{Reason: fmt.Sprintf(format, args...)}
 }
 
+// The event times a payload may give in milliseconds: the years an RFC 3339
+// time can express, 0001-01-01 to 9999-12-31, well inside the integers a
+// float64 holds exactly.
+var (
+	minMillis = float64(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	maxMillis = float64(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() - 1)
+)
+
 // decode turns m into r.
 func (d *Decoding) decode(m Message, r *graph.Record) error {
 	max := d.MaxPayload
@@ -128,6 +136,13 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 	if d.TimeField != "" {
 		switch t := obj[d.TimeField].(type) {
 		case float64:
+			// Bounded so that a garbled or wrongly scaled time (seconds
+			// as nanoseconds, say) is refused here, not converted to a
+			// wrapped int64 that would drag the watermark to the end
+			// of time.
+			if !(t >= minMillis && t <= maxMillis) {
+				return decodeErr("time field %q is %v ms, outside the years 0001 to 9999", d.TimeField, t)
+			}
 			r.Time = int64(t)
 		case string:
 			ts, err := time.Parse(time.RFC3339Nano, t)

@@ -63,6 +63,9 @@ func FuzzDecode(f *testing.F) {
 			if float64(r.Time) != float64(int64(ts)) || ts > 1<<53 || ts < -(1<<53) {
 				t.Fatalf("time %d from a payload time of %v ms: not exact", r.Time, ts)
 			}
+			if y := time.UnixMilli(r.Time).UTC().Year(); y < 1 || y > 9999 {
+				t.Fatalf("time %v ms (year %d) accepted", ts, y)
+			}
 		case string:
 			want, err := time.Parse(time.RFC3339Nano, ts)
 			if err != nil || r.Time != want.UnixMilli() {

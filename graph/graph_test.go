@@ -169,6 +169,79 @@ func TestFreezeIsCopyOnWrite(t *testing.T) {
 	}
 }
 
+// A large snapshot is encoded in parts of about encodePartSize, not one
+// slice grown by doubling, and decodes whole.
+func TestEncodeInBoundedParts(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", BytesCodec{})
+	const keys = 20_000
+	for i := range keys {
+		s.SetKey(fmt.Sprintf("device-%06d", i))
+		v.Set(bytes.Repeat([]byte{byte(i)}, 100))
+		s.Context().RegisterEventTimer(int64(i))
+	}
+	frozen := s.Freeze([][]byte{[]byte("op")}, 0, false)
+	parts := frozen.EncodeParts()
+	total := 0
+	for i, p := range parts {
+		total += len(p)
+		// A part closes after the key group that took it past the bound.
+		if len(p) > encodePartSize+encodePartSize/2 {
+			t.Errorf("part %d of %d is %d bytes, over %d", i, len(parts), len(p), encodePartSize)
+		}
+	}
+	if total < 10*encodePartSize || len(parts) < 10 {
+		t.Fatalf("%d bytes in %d parts: want a snapshot of many parts", total, len(parts))
+	}
+	snap, err := DecodeSubtaskSnapshot(bytes.Join(parts, nil), KeyGroupRange{0, DefaultMaxParallelism})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, timers := 0, 0
+	for _, g := range snap.Groups {
+		n += len(g.Tables[0].Keys)
+		timers += len(g.Timers)
+	}
+	if n != keys || timers != keys || string(snap.Operator) != "op" {
+		t.Fatalf("decoded %d keys, %d timers, operator %q; want %d, %d, \"op\"", n, timers, snap.Operator, keys, keys)
+	}
+}
+
+// Keyed state emptied by deletes, as a window's after it fires, gives its
+// maps back once the tombstones are in a snapshot that the next one builds
+// on: a Go map never shrinks.
+func TestEmptiedStateGivesMemoryBack(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", Int64Codec{})
+	for i := range 1000 {
+		s.SetKey(fmt.Sprint(i))
+		v.Set(int64(i))
+	}
+	full := s.Freeze(nil, 0, false)
+	for i := range 1000 {
+		s.SetKey(fmt.Sprint(i))
+		v.Delete()
+	}
+	withTombstones := s.Freeze(nil, full.Version(), true)
+	snap, err := DecodeSubtaskSnapshot(withTombstones.Encode(), KeyGroupRange{0, DefaultMaxParallelism})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for _, g := range snap.Groups {
+		deleted += len(g.Tables[0].Deleted)
+	}
+	if deleted != 1000 {
+		t.Fatalf("incremental snapshot after the deletes has %d tombstones, want 1000", deleted)
+	}
+	s.Freeze(nil, withTombstones.Version(), true)
+	for i, sh := range v.table.shards {
+		if sh.m != nil || sh.deleted != nil {
+			t.Fatalf("shard %d still holds a map of %d entries and %d tombstones", i, len(sh.m), len(sh.deleted))
+		}
+	}
+}
+
 func TestDecodeRejectsDamage(t *testing.T) {
 	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
 	v, _ := NewValueState(s.Context(), "v", Int64Codec{})

@@ -67,9 +67,16 @@ func (f *FrozenState) Version() Version { return f.version }
 // encode to equal bytes.
 func (f *FrozenState) Encode() []byte { return bytes.Join(f.EncodeParts(), nil) }
 
+// encodePartSize bounds the parts EncodeParts writes keyed state into
+// (a key group's encoding may overrun it): appending a large snapshot to
+// one growing slice would hold up to three times its size while it
+// doubles.
+const encodePartSize = 256 << 10
+
 // EncodeParts serializes the snapshot as Encode does, in parts whose
 // concatenation is Encode's output: the operator's state parts are among
-// them as they are, not copied.
+// them as they are, not copied, and keyed state comes in parts of about
+// encodePartSize.
 func (f *FrozenState) EncodeParts() [][]byte {
 	timersByGroup := make(map[int][]Timer)
 	for _, t := range f.timers {
@@ -130,6 +137,10 @@ func (f *FrozenState) EncodeParts() [][]byte {
 				dst = appendString(dst, t.Key)
 				dst = binary.AppendVarint(dst, t.Time)
 			}
+		}
+		if len(dst) >= encodePartSize {
+			parts = append(parts, dst)
+			dst = make([]byte, 0, encodePartSize+encodePartSize/4)
 		}
 	}
 	return append(parts, dst)

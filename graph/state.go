@@ -113,6 +113,9 @@ func (s *ValueState[T]) Delete() {
 		return
 	}
 	delete(sh.writable(), s.ctx.key)
+	if len(sh.m) == 0 {
+		sh.m = nil // a Go map keeps its largest size: an emptied shard gives it back
+	}
 	sh.ver = s.ctx.version
 	if sh.deleted == nil {
 		sh.deleted = make(map[string]Version)
@@ -190,6 +193,9 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 			if v <= base {
 				delete(sh.deleted, k)
 			}
+		}
+		if len(sh.deleted) == 0 {
+			sh.deleted = nil
 		}
 		if incremental && sh.ver <= base {
 			continue // unchanged since the base

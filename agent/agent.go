@@ -30,6 +30,10 @@ type Options struct {
 	// DataDir overrides the config's agent.data_dir.
 	DataDir string
 	Logger  *slog.Logger
+	// LogLevel, if set, is the level of Logger's handler: the agent sets
+	// it to the config's agent.log_level when it starts and when a reload
+	// applies a new config.
+	LogLevel *slog.LevelVar
 	// Reload, if set, receives when the pipeline file should be read again
 	// (SIGHUP). Changes to the file are watched in any case.
 	Reload <-chan struct{}
@@ -57,6 +61,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
+	}
+	if opts.LogLevel != nil {
+		opts.LogLevel.Set(cfg.Agent.Level)
 	}
 	if n := cfg.Agent.MemoryLimitBytes; n > 0 {
 		debug.SetMemoryLimit(n)
@@ -140,6 +147,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 			return err
 		}
 		cfg = next
+		if opts.LogLevel != nil {
+			opts.LogLevel.Set(cfg.Agent.Level)
+		}
 		if completed {
 			from = nil // the local store now holds newer state than the savepoint
 		}
@@ -269,11 +279,12 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 }
 
 // unappliable names what changed that a reload cannot apply: the agent
-// section and the brokers belong to the process.
+// section (but for its log level) and the brokers belong to the process.
 func unappliable(old, next *config.Config) string {
 	strip := func(c *config.Config) (config.Agent, map[string]config.Broker) {
 		a := c.Agent
 		a.Pos = config.Pos{}
+		a.LogLevel, a.Level = "", 0 // applied by a reload
 		bs := make(map[string]config.Broker)
 		for k, b := range c.Brokers {
 			bb := *b

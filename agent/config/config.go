@@ -7,6 +7,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"slices"
@@ -39,8 +40,12 @@ type Agent struct {
 	Pos
 	// DataDir holds the checkpoint store, the ingest log and the control
 	// socket; default "data", in the working directory.
-	DataDir  string `yaml:"data_dir"`
+	DataDir string `yaml:"data_dir"`
+	// LogLevel is the least severe level logged: debug, info (default),
+	// warn or error. A reload applies a change.
 	LogLevel string `yaml:"log_level"`
+	// Level is LogLevel parsed.
+	Level slog.Level `yaml:"-"`
 	// Metrics is an address for Prometheus metrics; empty: off.
 	Metrics string `yaml:"metrics"`
 	// API is a TCP address for the control API, besides the unix socket;
@@ -209,6 +214,18 @@ func (v *validator) validate() {
 	c.applyDefaults()
 	if c.Agent.API != "" && c.Agent.APITokenFile == "" {
 		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
+	}
+	switch strings.ToLower(c.Agent.LogLevel) {
+	case "debug":
+		c.Agent.Level = slog.LevelDebug
+	case "info":
+		c.Agent.Level = slog.LevelInfo
+	case "warn", "warning":
+		c.Agent.Level = slog.LevelWarn
+	case "error":
+		c.Agent.Level = slog.LevelError
+	default:
+		v.errorf(c.Agent.Pos, "log_level: %q is not one of debug, info, warn, error", c.Agent.LogLevel)
 	}
 	if c.Agent.MemoryLimit != "" {
 		n, err := humanize.ParseBytes(c.Agent.MemoryLimit)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,24 @@ func TestMoreRefusals(t *testing.T) {
 		if !strings.Contains(errs.Error(), want) {
 			t.Errorf("%q: errors %q lack %q", src, errs.Error(), want)
 		}
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	const pipeline = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	c, errs := Parse("x.yaml", []byte(pipeline), env(nil))
+	if len(errs) > 0 || c.Agent.Level != slog.LevelInfo {
+		t.Fatalf("default level %v, errors %v; want info", c.Agent.Level, errs)
+	}
+	for level, want := range map[string]slog.Level{"debug": slog.LevelDebug, "WARN": slog.LevelWarn, "error": slog.LevelError} {
+		c, errs := Parse("x.yaml", []byte("agent:\n  log_level: "+level+"\n"+pipeline), env(nil))
+		if len(errs) > 0 || c.Agent.Level != want {
+			t.Errorf("log_level %s: level %v, errors %v; want %v", level, c.Agent.Level, errs, want)
+		}
+	}
+	_, errs = Parse("x.yaml", []byte("agent:\n  log_level: verbose\n"+pipeline), env(nil))
+	if want := `x.yaml:2:3: log_level: "verbose" is not one of debug, info, warn, error`; !strings.Contains(errs.Error(), want) {
+		t.Fatalf("errors %q lack %q", errs.Error(), want)
 	}
 }
 

@@ -132,7 +132,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR]")
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	level := new(slog.LevelVar) // info until the config says otherwise
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
@@ -150,7 +151,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, Reload: reload,
+	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: level, Reload: reload,
 		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped})
 	var cerrs config.Errors
 	switch {

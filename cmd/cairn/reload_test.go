@@ -158,3 +158,55 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
+
+const logLevelConfig = `agent:
+  data_dir: %s
+  log_level: %s
+checkpoints:
+  interval: 100ms
+sources:
+  - id: fleet
+    simulator: {devices: 5, rate: 100}
+operators:
+  - id: counts
+    type: count
+    inputs: [fleet]
+    key_by: key
+`
+
+// TestLogLevel runs the agent at log_level warn, where a healthy agent
+// says nothing, then reloads the file at debug: from then on the runtime's
+// debug lines appear, and none was written before the reload.
+func TestLogLevel(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
+	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "warn"))
+	p := startAgent(t, bin, file)
+	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
+
+	client := api.NewClient(filepath.Join(data, "cairn.sock"))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := client.Status(t.Context())
+		if err == nil && st.Checkpoints.Completed >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 3 checkpoints in 60s (last status error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the control API
+	}
+	reloaded := time.Now()
+	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "debug"))
+	p.await(t, regexp.MustCompile(`level=DEBUG msg="checkpoint complete"`), 60*time.Second)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+	first := regexp.MustCompile(`^time=(\S+)`).FindStringSubmatch(p.log.String())
+	if first == nil {
+		t.Fatalf("the log does not start with a time:\n%s", p.log)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, first[1]); err != nil || at.Before(reloaded) {
+		t.Fatalf("a line was logged at warn level before the reload at %v:\n%s", reloaded.Format(time.RFC3339Nano), p.log)
+	}
+}

@@ -131,12 +131,14 @@ func (s *State) Snapshot(incremental bool) []byte {
 	return f.Encode()
 }
 
-// Write snapshots the state (see Snapshot) and writes it to store as
-// checkpoint id's state of Task, returning the handle and the time it all
-// took.
+// Write snapshots the state as the runtime does, freezing it and then
+// encoding it while store writes it, as checkpoint id's state of Task,
+// returning the handle and the time it all took.
 func (s *State) Write(store *localrecovery.Store, id uint64, incremental bool) (checkpoint.StateHandle, time.Duration, error) {
 	start := time.Now()
-	h, err := store.PutState(id, Task, s.Snapshot(incremental))
+	f := s.state.Freeze(nil, s.base, incremental)
+	s.base = f.Version()
+	h, err := store.PutState(id, Task, f.Parts())
 	return h, time.Since(start), err
 }
 

@@ -1,10 +1,10 @@
 package checkpoint
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +21,12 @@ type Store interface {
 	// the stored value.
 	SaveLastID(id uint64) error
 	// PutState durably stores one subtask's snapshot for checkpoint id: the
-	// concatenation of data's parts, which lets a caller store a large
-	// snapshot from pieces it holds without joining them first.
-	PutState(id uint64, task TaskID, data ...[]byte) (StateHandle, error)
+	// concatenation of the parts data yields, in order, so that a caller
+	// can encode a large snapshot piece by piece while it is written
+	// instead of holding it whole. The caller does not change a part once
+	// yielded; the store may keep one until PutState returns. data may be
+	// ranged over more than once.
+	PutState(id uint64, task TaskID, data iter.Seq[[]byte]) (StateHandle, error)
 	// ReadState returns the data behind h after verifying its size and
 	// checksum; a mismatch is an error wrapping ErrCorrupt.
 	ReadState(h StateHandle) ([]byte, error)
@@ -57,11 +60,18 @@ func Checksum(parts ...[]byte) uint32 {
 // Handle returns the StateHandle of the snapshot made of parts, stored
 // under key.
 func Handle(key string, parts ...[]byte) StateHandle {
-	h := StateHandle{Key: key, CRC32C: Checksum(parts...)}
+	h := StateHandle{Key: key}
 	for _, p := range parts {
-		h.Size += int64(len(p))
+		h.Append(p)
 	}
 	return h
+}
+
+// Append extends h, the handle of some bytes, to describe them followed by
+// p: a store computes a handle as it writes.
+func (h *StateHandle) Append(p []byte) {
+	h.Size += int64(len(p))
+	h.CRC32C = crc32.Update(h.CRC32C, crcTable, p)
 }
 
 // Verify checks data against h.
@@ -107,12 +117,16 @@ func (s *MemStore) SaveLastID(id uint64) error {
 	return nil
 }
 
-func (s *MemStore) PutState(id uint64, task TaskID, data ...[]byte) (StateHandle, error) {
+func (s *MemStore) PutState(id uint64, task TaskID, data iter.Seq[[]byte]) (StateHandle, error) {
+	var joined []byte
+	for p := range data {
+		joined = append(joined, p...)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := stateKey(id, task)
-	s.state[k] = bytes.Join(data, nil)
-	return Handle(k, data...), nil
+	s.state[k] = joined
+	return Handle(k, joined), nil
 }
 
 func (s *MemStore) ReadState(h StateHandle) ([]byte, error) {

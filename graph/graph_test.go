@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -169,8 +170,8 @@ func TestFreezeIsCopyOnWrite(t *testing.T) {
 	}
 }
 
-// A large snapshot is encoded in parts of about encodePartSize, not one
-// slice grown by doubling, and decodes whole.
+// A large snapshot is encoded in parts of about encodePartSize, which a
+// store writes as they come, and decodes whole.
 func TestEncodeInBoundedParts(t *testing.T) {
 	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
 	v, _ := NewValueState(s.Context(), "v", BytesCodec{})
@@ -181,7 +182,7 @@ func TestEncodeInBoundedParts(t *testing.T) {
 		s.Context().RegisterEventTimer(int64(i))
 	}
 	frozen := s.Freeze([][]byte{[]byte("op")}, 0, false)
-	parts := frozen.EncodeParts()
+	parts := slices.Collect(frozen.Parts())
 	total := 0
 	for i, p := range parts {
 		total += len(p)

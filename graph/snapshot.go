@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 )
@@ -65,85 +66,96 @@ func (f *FrozenState) Version() Version { return f.version }
 
 // Encode serializes the snapshot. Its output is deterministic: equal states
 // encode to equal bytes.
-func (f *FrozenState) Encode() []byte { return bytes.Join(f.EncodeParts(), nil) }
+func (f *FrozenState) Encode() []byte { return bytes.Join(slices.Collect(f.Parts()), nil) }
 
-// encodePartSize bounds the parts EncodeParts writes keyed state into
-// (a key group's encoding may overrun it): appending a large snapshot to
-// one growing slice would hold up to three times its size while it
-// doubles.
+// encodePartSize bounds the parts Parts encodes keyed state into (a key
+// group's encoding may overrun it), so that a store can write a large
+// snapshot while it is encoded and never hold it whole.
 const encodePartSize = 256 << 10
 
-// EncodeParts serializes the snapshot as Encode does, in parts whose
-// concatenation is Encode's output: the operator's state parts are among
-// them as they are, not copied, and keyed state comes in parts of about
-// encodePartSize.
-func (f *FrozenState) EncodeParts() [][]byte {
-	timersByGroup := make(map[int][]Timer)
-	for _, t := range f.timers {
-		kg := KeyGroup(t.Key, f.maxPar)
-		timersByGroup[kg] = append(timersByGroup[kg], t)
-	}
-	procByGroup := make(map[int][]Timer)
-	for _, t := range f.procTimers {
-		kg := KeyGroup(t.Key, f.maxPar)
-		procByGroup[kg] = append(procByGroup[kg], t)
-		if _, ok := timersByGroup[kg]; !ok {
-			timersByGroup[kg] = nil // the group has data
+// Parts encodes the snapshot as Encode does, yielding it in parts while it
+// goes: the operator's state parts as they are, not copied, and keyed state
+// in parts of about encodePartSize. A part is not changed once yielded.
+// Parts may be ranged over more than once, from any goroutine.
+func (f *FrozenState) Parts() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		timersByGroup := make(map[int][]Timer)
+		for _, t := range f.timers {
+			kg := KeyGroup(t.Key, f.maxPar)
+			timersByGroup[kg] = append(timersByGroup[kg], t)
 		}
-	}
-	dst := []byte(snapshotMagic)
-	if f.incremental {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
-	}
-	size := 0
-	for _, p := range f.operator {
-		size += len(p)
-	}
-	dst = binary.AppendUvarint(dst, uint64(size))
-	parts := append([][]byte{dst}, f.operator...)
-	dst = binary.AppendVarint(nil, f.watermark)
+		procByGroup := make(map[int][]Timer)
+		for _, t := range f.procTimers {
+			kg := KeyGroup(t.Key, f.maxPar)
+			procByGroup[kg] = append(procByGroup[kg], t)
+			if _, ok := timersByGroup[kg]; !ok {
+				timersByGroup[kg] = nil // the group has data
+			}
+		}
+		header := []byte(snapshotMagic)
+		if f.incremental {
+			header = append(header, 1)
+		} else {
+			header = append(header, 0)
+		}
+		size := 0
+		for _, p := range f.operator {
+			size += len(p)
+		}
+		if !yield(binary.AppendUvarint(header, uint64(size))) {
+			return
+		}
+		for _, p := range f.operator {
+			if !yield(p) {
+				return
+			}
+		}
 
-	nonEmpty := 0
-	for i := 0; i < f.groups.Len(); i++ {
-		if f.groupHasData(i, timersByGroup) {
-			nonEmpty++
+		// A small snapshot's buffer grows as it needs; after the first
+		// full part, each one starts at its size.
+		dst := binary.AppendVarint(nil, f.watermark)
+		nonEmpty := 0
+		for i := 0; i < f.groups.Len(); i++ {
+			if f.groupHasData(i, timersByGroup) {
+				nonEmpty++
+			}
 		}
+		dst = binary.AppendUvarint(dst, uint64(nonEmpty))
+		for i := 0; i < f.groups.Len(); i++ {
+			if !f.groupHasData(i, timersByGroup) {
+				continue
+			}
+			kg := f.groups.Start + i
+			dst = binary.AppendUvarint(dst, uint64(kg))
+			n := 0
+			for _, t := range f.tables {
+				if t.hasData(i) {
+					n++
+				}
+			}
+			dst = binary.AppendUvarint(dst, uint64(n))
+			for _, t := range f.tables {
+				if t.hasData(i) {
+					dst = appendString(dst, t.tableName())
+					dst = t.appendGroup(dst, i)
+				}
+			}
+			for _, timers := range [][]Timer{timersByGroup[kg], procByGroup[kg]} {
+				dst = binary.AppendUvarint(dst, uint64(len(timers)))
+				for _, t := range timers {
+					dst = appendString(dst, t.Key)
+					dst = binary.AppendVarint(dst, t.Time)
+				}
+			}
+			if len(dst) >= encodePartSize {
+				if !yield(dst) {
+					return
+				}
+				dst = make([]byte, 0, encodePartSize+encodePartSize/4)
+			}
+		}
+		yield(dst)
 	}
-	dst = binary.AppendUvarint(dst, uint64(nonEmpty))
-	for i := 0; i < f.groups.Len(); i++ {
-		if !f.groupHasData(i, timersByGroup) {
-			continue
-		}
-		kg := f.groups.Start + i
-		dst = binary.AppendUvarint(dst, uint64(kg))
-		n := 0
-		for _, t := range f.tables {
-			if t.hasData(i) {
-				n++
-			}
-		}
-		dst = binary.AppendUvarint(dst, uint64(n))
-		for _, t := range f.tables {
-			if t.hasData(i) {
-				dst = appendString(dst, t.tableName())
-				dst = t.appendGroup(dst, i)
-			}
-		}
-		for _, timers := range [][]Timer{timersByGroup[kg], procByGroup[kg]} {
-			dst = binary.AppendUvarint(dst, uint64(len(timers)))
-			for _, t := range timers {
-				dst = appendString(dst, t.Key)
-				dst = binary.AppendVarint(dst, t.Time)
-			}
-		}
-		if len(dst) >= encodePartSize {
-			parts = append(parts, dst)
-			dst = make([]byte, 0, encodePartSize+encodePartSize/4)
-		}
-	}
-	return append(parts, dst)
 }
 
 func (f *FrozenState) groupHasData(i int, timers map[int][]Timer) bool {

@@ -32,8 +32,11 @@
 //
 // # Write order
 //
-// A subtask's snapshot is written in one transaction per blob. The
-// completion record is written last, in its own transaction, after every
+// A subtask's snapshot is written in transactions of up to TxBytes, each
+// gathered from the snapshot's encoder after the one before has committed,
+// so that storing a snapshot takes about TxBytes of memory whatever its
+// size; one whose writing stops half way is referenced by no completion
+// record and goes at the next Open or retention. The completion record is written last, in its own transaction, after every
 // blob it names is durable: a checkpoint without a record is not complete
 // (I4), whatever blobs it left behind. Retention runs in a further
 // transaction: it keeps the newest Retain completed checkpoints and deletes

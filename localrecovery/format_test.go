@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -129,10 +130,10 @@ func TestPutStateInParts(t *testing.T) {
 	}})
 	parts := [][]byte{[]byte("head"), payload(1, TxBytes+ChunkSize/2), nil, payload(2, 3*ChunkSize), []byte("tail")}
 	whole := bytes.Join(parts, nil)
-	if _, err := s.PutState(8, task0, parts...); !errors.Is(err, syscall.ENOSPC) {
+	if _, err := s.PutState(8, task0, slices.Values(parts)); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("PutState with a failing second transaction = %v, want ENOSPC", err)
 	}
-	h, err := s.PutState(8, task0, parts...)
+	h, err := s.PutState(8, task0, slices.Values(parts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +158,7 @@ func TestChunker(t *testing.T) {
 	small := bytes.Repeat([]byte("s"), ChunkSize/3)
 	big := payload(3, 2*ChunkSize+5)
 	parts := [][]byte{small, nil, small, big, small, {}}
-	var got [][]byte
-	next := chunker(parts)
-	for c := next(); c != nil; c = next() {
-		got = append(got, c)
-	}
+	got := slices.Collect(chunks(slices.Values(parts)))
 	if !bytes.Equal(bytes.Join(got, nil), bytes.Join(parts, nil)) {
 		t.Fatal("chunks do not join back into the parts")
 	}
@@ -170,8 +167,47 @@ func TestChunker(t *testing.T) {
 			t.Fatalf("chunk %d of %d is %d bytes, want %d", i, len(got), len(c), ChunkSize)
 		}
 	}
-	if next := chunker(nil); next() != nil {
-		t.Fatal("no parts gave a chunk")
+	if got := slices.Collect(chunks(slices.Values([][]byte{nil, {}}))); len(got) != 0 {
+		t.Fatalf("empty parts gave %d chunks", len(got))
+	}
+}
+
+// TestPutStateStreams: PutState writes a snapshot while its parts are still
+// being made, a transaction of at most TxBytes at a time, so that storing a
+// snapshot never takes memory in proportion to its size.
+func TestPutStateStreams(t *testing.T) {
+	writes := 0
+	s := open(t, filepath.Join(t.TempDir(), "c.db"), Options{WriteFault: func() error {
+		writes++
+		return nil
+	}})
+	const parts, partSize = 64, 256 << 10 // 16 MiB
+	var whole []byte
+	yielded := 0 // bytes
+	data := func(yield func([]byte) bool) {
+		for i := range parts {
+			if ahead := yielded - writes*TxBytes; ahead > 2*TxBytes {
+				t.Errorf("%d bytes yielded, %d transactions written: %d bytes held", yielded, writes, ahead)
+			}
+			p := payload(uint64(i), partSize)
+			whole = append(whole, p...)
+			yielded += len(p)
+			if !yield(p) {
+				return
+			}
+		}
+	}
+	writes = 0
+	h, err := s.PutState(3, task0, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := parts * partSize / TxBytes; writes < want {
+		t.Fatalf("%d transactions for %d bytes, want at least %d", writes, len(whole), want)
+	}
+	got, err := s.ReadState(h)
+	if err != nil || !bytes.Equal(got, whole) {
+		t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(whole))
 	}
 }
 
@@ -193,7 +229,7 @@ func TestPartialSnapshotGoesAtOpen(t *testing.T) {
 	}
 	m := complete(t, s, 1, 100)
 	failing, calls = true, 0
-	if _, err := s.PutState(2, task0, payload(2, 2*TxBytes)); !errors.Is(err, syscall.ENOSPC) {
+	if _, err := s.PutState(2, task0, slices.Values([][]byte{payload(2, 2*TxBytes)})); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("PutState with a failing second transaction = %v, want ENOSPC", err)
 	}
 	if n := blobCount(t, s)[2]; n == 0 {

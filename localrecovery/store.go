@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -264,25 +265,29 @@ func parseHandleKey(key string) (uint64, string, error) {
 
 // PutState implements checkpoint.Store: the snapshot is stored in a bucket
 // of its own, in chunks of ChunkSize (the last one shorter), inserted in key
-// order, in transactions of at most TxBytes,
-// each into a bucket of its own within the snapshot's. Buckets apart mean
-// that neither storing nor deleting a snapshot, nor storing the next piece
-// of one, rewrites (and so reads back into memory) pages written before;
-// bounded transactions bound the memory bbolt takes to write them. A
-// snapshot whose writing fails half way is not referenced by any completion
-// record, and goes with retention.
-func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (checkpoint.StateHandle, error) {
+// order, in transactions of at most TxBytes, each into a bucket of its own
+// within the snapshot's. Buckets apart mean that neither storing nor
+// deleting a snapshot, nor storing the next piece of one, rewrites (and so
+// reads back into memory) pages written before. The chunks of a transaction
+// are gathered from data before it begins, so that encoding does not hold
+// the store's write lock, and written before the next are: the memory a
+// snapshot takes to store is about TxBytes, whatever its size. A snapshot
+// whose writing fails half way is not referenced by any completion record,
+// and goes with retention.
+func (s *Store) PutState(id uint64, task checkpoint.TaskID, data iter.Seq[[]byte]) (checkpoint.StateHandle, error) {
 	name := task.String()
 	prefix := blobPrefix(id, name)
-	next := chunker(data)
-	chunk := next()
-	if chunk == nil {
-		chunk = []byte{} // an empty snapshot is one empty chunk
-	}
-	for i, part := 0, uint32(0); chunk != nil; part++ {
+	h := checkpoint.StateHandle{Key: handleKey(id, name)}
+	var (
+		pending [][]byte // the next transaction's chunks
+		size    int      // their bytes
+		part    uint32   // transactions written
+		written uint32   // chunks written
+	)
+	write := func() error {
 		err := s.update(func(tx *bolt.Tx) error {
 			snaps := tx.Bucket(bucketSnapshots)
-			if i == 0 && snaps.Bucket(prefix) != nil { // left by an attempt that failed later
+			if part == 0 && snaps.Bucket(prefix) != nil { // left by an attempt that failed later
 				if err := snaps.DeleteBucket(prefix); err != nil {
 					return err
 				}
@@ -296,58 +301,82 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data ...[]byte) (che
 				return err
 			}
 			b.FillPercent = 1 // keys only ever grow: pack pages full
-			for size := 0; chunk != nil && (size == 0 || size+len(chunk) <= TxBytes); i++ {
-				if err := b.Put(binary.BigEndian.AppendUint32(nil, uint32(i)), chunk); err != nil {
+			for i, chunk := range pending {
+				if err := b.Put(binary.BigEndian.AppendUint32(nil, written+uint32(i)), chunk); err != nil {
 					return err
 				}
-				size += len(chunk)
-				chunk = next()
 				s.failpoint("blob-chunk")
 			}
 			return nil
 		})
 		if err != nil {
-			return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
+			return fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
 		}
+		part++
+		written += uint32(len(pending))
+		clear(pending) // bbolt copied them at commit
+		pending, size = pending[:0], 0
+		return nil
+	}
+	var err error
+	for chunk := range chunks(data) {
+		if size > 0 && size+len(chunk) > TxBytes {
+			if err = write(); err != nil {
+				break
+			}
+		}
+		h.Append(chunk)
+		pending = append(pending, chunk)
+		size += len(chunk)
+	}
+	if err == nil && (len(pending) > 0 || written == 0) {
+		if written == 0 && len(pending) == 0 {
+			pending = append(pending, []byte{}) // an empty snapshot is one empty chunk
+		}
+		err = write()
+	}
+	if err != nil {
+		return checkpoint.StateHandle{}, err
 	}
 	s.failpoint("blob-written")
-	return checkpoint.Handle(handleKey(id, name), data...), nil
+	return h, nil
 }
 
-// chunker returns a function that returns the concatenation of parts
-// ChunkSize bytes at a time, then nil. A chunk lying within one part is
-// that part's bytes; one spanning parts is a copy. Few large chunks matter:
-// bbolt reads a page of every leaf when it deletes a snapshot, and the
-// kernel maps the pages around it.
-func chunker(parts [][]byte) func() []byte {
-	parts = slices.Clone(parts)
-	left := 0 // bytes not yet returned
-	for _, p := range parts {
-		left += len(p)
-	}
-	return func() []byte {
-		var buf []byte
-		for len(parts) > 0 {
-			p := parts[0]
-			if len(buf) == 0 && len(p) >= ChunkSize {
-				parts[0] = p[ChunkSize:]
-				left -= ChunkSize
-				return p[:ChunkSize]
-			}
-			n := min(len(p), ChunkSize-len(buf))
-			if buf == nil && n > 0 {
-				buf = make([]byte, 0, min(ChunkSize, left))
-			}
-			buf = append(buf, p[:n]...)
-			left -= n
-			if parts[0] = p[n:]; len(parts[0]) == 0 {
-				parts = parts[1:]
-			}
-			if len(buf) == ChunkSize {
-				return buf
+// chunks yields the concatenation of data's parts ChunkSize bytes at a
+// time. A chunk lying within one part is that part's bytes; one spanning
+// parts is a copy. Few large chunks matter: bbolt reads a page of every
+// leaf when it deletes a snapshot, and the kernel maps the pages around it.
+func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		var buf []byte // a chunk spanning parts, in the making
+		// A small snapshot's chunk grows as it needs; after a full one,
+		// each starts at full size.
+		full := false
+		for p := range data {
+			for len(p) > 0 {
+				if len(buf) == 0 && len(p) >= ChunkSize {
+					if !yield(p[:ChunkSize:ChunkSize]) {
+						return
+					}
+					p = p[ChunkSize:]
+					continue
+				}
+				if buf == nil && full {
+					buf = make([]byte, 0, ChunkSize)
+				}
+				n := min(len(p), ChunkSize-len(buf))
+				buf, p = append(buf, p[:n]...), p[n:]
+				if len(buf) == ChunkSize {
+					if !yield(buf) {
+						return
+					}
+					buf, full = nil, true
+				}
 			}
 		}
-		return buf
+		if len(buf) > 0 {
+			yield(buf)
+		}
 	}
 }
 
@@ -655,7 +684,7 @@ func copyCheckpoint(from, to *Store, m *checkpoint.Manifest) error {
 			if err != nil {
 				return err
 			}
-			if _, err := to.PutState(id, a.Task, data); err != nil {
+			if _, err := to.PutState(id, a.Task, slices.Values([][]byte{data})); err != nil {
 				return err
 			}
 		}

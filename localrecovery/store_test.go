@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,7 +56,7 @@ func complete(t *testing.T, s *Store, id uint64, n int, base ...checkpoint.State
 	if err := s.SaveLastID(id); err != nil {
 		t.Fatal(err)
 	}
-	h, err := s.PutState(id, task0, payload(id, n))
+	h, err := s.PutState(id, task0, slices.Values([][]byte{payload(id, n)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestRetentionKeepsNewestAndWhatTheyReference(t *testing.T) {
 		t.Fatalf("checkpoint 2's snapshot survived retention: %v", blobs)
 	}
 	// An aborted checkpoint's state goes with Discard.
-	if _, err := s.PutState(5, task0, []byte("x")); err != nil {
+	if _, err := s.PutState(5, task0, slices.Values([][]byte{[]byte("x")})); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Discard(5); err != nil {
@@ -342,7 +343,7 @@ func TestWriteFaultFailsWritesUntilCleared(t *testing.T) {
 		return nil
 	}})
 	full = true
-	if _, err := s.PutState(1, task0, []byte("x")); !errors.Is(err, syscall.ENOSPC) {
+	if _, err := s.PutState(1, task0, slices.Values([][]byte{[]byte("x")})); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("PutState on a full disk = %v, want ENOSPC", err)
 	}
 	full = false

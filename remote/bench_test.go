@@ -57,7 +57,7 @@ func BenchmarkUpload(b *testing.B) {
 		for s := range 4 {
 			data[0] = byte(i) // every blob differs from the last
 			task := checkpoint.TaskID{Operator: "op", Subtask: s}
-			h, err := local.PutState(id, task, data)
+			h, err := local.PutState(id, task, slices.Values([][]byte{data}))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"slices"
 
@@ -125,7 +126,7 @@ func (d *Device) LastID() (uint64, error) {
 var errReadOnly = errors.New("remote checkpoints are read-only here; an Uploader writes them")
 
 func (d *Device) SaveLastID(uint64) error { return errReadOnly }
-func (d *Device) PutState(uint64, checkpoint.TaskID, ...[]byte) (checkpoint.StateHandle, error) {
+func (d *Device) PutState(uint64, checkpoint.TaskID, iter.Seq[[]byte]) (checkpoint.StateHandle, error) {
 	return checkpoint.StateHandle{}, errReadOnly
 }
 func (d *Device) Complete(*checkpoint.Manifest) error { return errReadOnly }

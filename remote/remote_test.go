@@ -66,7 +66,7 @@ func (f *fixture) state(t *testing.T, id uint64, task checkpoint.TaskID, size in
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
-	h, err := f.local.PutState(id, task, data)
+	h, err := f.local.PutState(id, task, slices.Values([][]byte{data}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -266,7 +266,7 @@ func storeChannelState(store checkpoint.Store, ack *checkpoint.Ack, r inflightRe
 	case r.data == nil:
 		return true, ""
 	}
-	h, err := store.PutState(ack.ID, checkpoint.InFlightTask(ack.Task), r.data)
+	h, err := store.PutState(ack.ID, checkpoint.InFlightTask(ack.Task), slices.Values([][]byte{r.data}))
 	if err != nil {
 		return false, "storing channel state: " + err.Error()
 	}

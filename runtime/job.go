@@ -328,7 +328,7 @@ func (j *Job) snapshot(t *task, req snapshotRequest) {
 	go func() {
 		defer j.async.Done()
 		start := time.Now()
-		h, err := j.opts.Store.PutState(req.id, t.id, req.frozen.EncodeParts()...)
+		h, err := j.opts.Store.PutState(req.id, t.id, req.frozen.Parts())
 		if err != nil {
 			j.decline(t, req.id, "storing snapshot: "+err.Error())
 			return

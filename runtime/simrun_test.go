@@ -85,7 +85,7 @@ func (s *simulator) newBatch() *graph.Batch { return &graph.Batch{} }
 func (s *simulator) wallMillis() int64 { return s.clock.Milliseconds() }
 
 func (s *simulator) snapshot(t *task, req snapshotRequest) {
-	h, err := s.store.PutState(req.id, t.id, req.frozen.Encode())
+	h, err := s.store.PutState(req.id, t.id, req.frozen.Parts())
 	if err != nil {
 		s.decline(t, req.id, err.Error())
 		return

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -23,9 +24,9 @@ import (
 func FuzzRead(f *testing.F) {
 	store := checkpoint.NewMemStore(0)
 	task := checkpoint.TaskID{Operator: "count", Subtask: 0}
-	base, _ := store.PutState(1, task, []byte("whole snapshot"))
-	inc, _ := store.PutState(2, task, []byte("increment"))
-	src, _ := store.PutState(2, checkpoint.TaskID{Operator: "mqtt"}, nil)
+	base, _ := store.PutState(1, task, slices.Values([][]byte{[]byte("whole snapshot")}))
+	inc, _ := store.PutState(2, task, slices.Values([][]byte{[]byte("increment")}))
+	src, _ := store.PutState(2, checkpoint.TaskID{Operator: "mqtt"}, slices.Values([][]byte(nil)))
 	m := &checkpoint.Manifest{ID: 2, Subtasks: []checkpoint.Ack{
 		{Task: task, ID: 2, State: inc, Base: []checkpoint.StateHandle{base}},
 		{Task: checkpoint.TaskID{Operator: "mqtt"}, ID: 2, State: src, Source: true, Offset: 77},

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"sync"
@@ -156,7 +157,7 @@ var errReadOnly = errors.New("a savepoint is read-only")
 
 func (s *Savepoint) LastID() (uint64, error) { return s.Manifest.ID, nil }
 func (s *Savepoint) SaveLastID(uint64) error { return errReadOnly }
-func (s *Savepoint) PutState(uint64, checkpoint.TaskID, ...[]byte) (checkpoint.StateHandle, error) {
+func (s *Savepoint) PutState(uint64, checkpoint.TaskID, iter.Seq[[]byte]) (checkpoint.StateHandle, error) {
 	return checkpoint.StateHandle{}, errReadOnly
 }
 func (s *Savepoint) Complete(*checkpoint.Manifest) error { return errReadOnly }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -12,8 +13,8 @@ import (
 func TestRoundTripAndDamage(t *testing.T) {
 	store := checkpoint.NewMemStore(0)
 	task := checkpoint.TaskID{Operator: "count", Subtask: 0}
-	base, _ := store.PutState(1, task, []byte("whole snapshot"))
-	inc, _ := store.PutState(2, task, []byte("increment"))
+	base, _ := store.PutState(1, task, slices.Values([][]byte{[]byte("whole snapshot")}))
+	inc, _ := store.PutState(2, task, slices.Values([][]byte{[]byte("increment")}))
 	m := &checkpoint.Manifest{ID: 2, Subtasks: []checkpoint.Ack{{Task: task, ID: 2, State: inc, Base: []checkpoint.StateHandle{base}}}}
 	path := filepath.Join(t.TempDir(), "sp", "savepoint-2.cairn")
 	if err := Write(path, m, store); err != nil {

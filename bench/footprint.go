@@ -448,6 +448,17 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 			return sourceRecords(st) >= want && st.IngestLag == 0 && len(keys) >= wantAverages
 		})
 	if err != nil {
+		if st, serr := p.status(); serr == nil {
+			mu.Lock()
+			heard := len(keys)
+			mu.Unlock()
+			// Readings the broker acknowledged but never delivered were
+			// dropped by it: mosquitto drops QoS 1 messages queued for a
+			// subscriber beyond max_queued_messages (1000 by default).
+			err = fmt.Errorf("%w: the agent read %d of the %d readings the broker acknowledged, and %d of %d averages came back; "+
+				"a broker that drops queued messages (mosquitto: raise max_queued_messages, see the README) never delivers the rest",
+				err, sourceRecords(st)-base, cfg.Messages, heard, wantAverages)
+		}
 		return finish(err)
 	}
 	res.ProcessMessagesPerSec = perSec(cfg.Messages, time.Since(start))

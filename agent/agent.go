@@ -183,6 +183,14 @@ func missing(ids []string, cfg *config.Config) []string {
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
 	ctl *control, changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (next *config.Config, completed bool, err error) {
 	d.sources, d.late = nil, make(map[string]*atomic.Int64)
+	d.backlog = mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
+		if held {
+			log.Warn("output backlog over agent.max_output_backlog: sources hold until the brokers take it",
+				"bytes", bytes, "limit", cfg.Agent.MaxOutputBacklog)
+		} else {
+			log.Info("output backlog drained: sources read again", "bytes", bytes)
+		}
+	})
 	topo, err := build(cfg, d)
 	if err != nil {
 		return nil, false, err
@@ -207,6 +215,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
 		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
+		Hold: d.backlog.Hold,
 		OnComplete: func(m *checkpoint.Manifest) {
 			log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
 			if ctl.remote != nil {
@@ -230,7 +239,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		done.stopped(err)
 		ran <- err
 	}()
-	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late,
+	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
 		completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints")})
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
@@ -279,12 +288,14 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 }
 
 // unappliable names what changed that a reload cannot apply: the agent
-// section (but for its log level) and the brokers belong to the process.
+// section (but for its log level and output backlog) and the brokers belong
+// to the process.
 func unappliable(old, next *config.Config) string {
 	strip := func(c *config.Config) (config.Agent, map[string]config.Broker) {
 		a := c.Agent
 		a.Pos = config.Pos{}
 		a.LogLevel, a.Level = "", 0 // applied by a reload
+		a.MaxOutputBacklog, a.MaxOutputBacklogBytes = "", 0
 		bs := make(map[string]config.Broker)
 		for k, b := range c.Brokers {
 			bb := *b

@@ -20,6 +20,7 @@ type deps struct {
 	brokers  map[string]string // name → URL of the embedded brokers started
 	sources  []*mqttio.SourceMetrics
 	late     map[string]*atomic.Int64 // window operator → records dropped as late
+	backlog  *mqttio.Backlog          // shared by the sinks of the graph
 }
 
 // clientConfig resolves a broker of the config into MQTT client settings.
@@ -107,7 +108,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.Operator(s.ID, 1, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain}),
+		b.Operator(s.ID, 1, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog}),
 			[]graph.Input{graph.In(streams[s.Input], graph.Rebalance())})
 	}
 	return b.Build()

@@ -121,6 +121,7 @@ type incarnation struct {
 	restoring      bool // Options.Restore had candidates
 	sources        []*mqttio.SourceMetrics
 	late           map[string]*atomic.Int64
+	backlog        *mqttio.Backlog
 	completions    *completions
 	restoredSource string // "local" or "savepoint"
 	store          checkpoint.Store
@@ -393,6 +394,7 @@ func (c *control) status() api.Status {
 		info.DurationMS = o.Duration.Milliseconds()
 		out.History = append(out.History, info)
 	}
+	out.OutputBacklogBytes, out.InputHeld = inc.backlog.Bytes()
 	for _, m := range inc.sources {
 		out.DeadLetters += m.DeadLetters.Load()
 		out.IngestLag += m.Lag.Load()

@@ -74,6 +74,14 @@ func (c *control) writeMetrics(w io.Writer) {
 	fmt.Fprintf(w, "cairn_ingest_lag_messages %d\n", st.IngestLag)
 	metric("cairn_ingest_append_failures_total", "counter", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
 	fmt.Fprintf(w, "cairn_ingest_append_failures_total %d\n", st.IngestFailures)
+	metric("cairn_output_backlog_bytes", "gauge", "Output the sinks hold until their brokers acknowledge it.")
+	fmt.Fprintf(w, "cairn_output_backlog_bytes %d\n", st.OutputBacklogBytes)
+	metric("cairn_input_held", "gauge", "1 while the output backlog is over agent.max_output_backlog and sources read nothing new.")
+	held := 0
+	if st.InputHeld {
+		held = 1
+	}
+	fmt.Fprintf(w, "cairn_input_held %d\n", held)
 	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
 	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)
 }

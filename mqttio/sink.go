@@ -27,6 +27,9 @@ type SinkConfig struct {
 	Retain bool
 	// Metrics, if set, receives the sink's counters.
 	Metrics *SinkMetrics
+	// Backlog, if set, counts the bytes the sink holds until the broker
+	// acknowledges them, with those of the job's other sinks.
+	Backlog *Backlog
 }
 
 // SinkMetrics are a sink's counters.
@@ -75,6 +78,9 @@ type sink struct {
 	reconnects atomic.Uint64
 
 	current batch // since the last barrier
+	// held is what the sink counts in cfg.Backlog: the bytes of current
+	// and pending.
+	held atomic.Int64
 
 	mu        sync.Mutex
 	pending   []*batch // snapshotted, oldest first, not yet all acknowledged by the broker
@@ -110,7 +116,9 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 	if s.topic == nil {
 		s.topic = strings.Split(s.cfg.Topic, "{key}")
 	}
+	before := s.current.size
 	s.current.add(s.topic, r.Key, body[len(`{"id":""`):])
+	s.hold(int64(s.current.size - before))
 	s.cfg.Metrics.Staged.Add(1)
 	return nil
 }
@@ -158,9 +166,14 @@ func (s *sink) RestoreStates(states [][]byte) error {
 		batches = append(batches, some...)
 	}
 	slices.SortStableFunc(batches, func(a, b *batch) int { return cmp.Compare(a.checkpoint, b.checkpoint) })
+	size := 0
+	for _, b := range batches {
+		size += b.size
+	}
 	s.mu.Lock()
 	s.pending = batches
 	s.mu.Unlock()
+	s.hold(int64(size))
 	var last uint64
 	for _, b := range batches {
 		last = max(last, b.checkpoint)
@@ -305,11 +318,19 @@ func (s *sink) acknowledged(out sent) bool {
 	if len(s.pending) == 0 || s.pending[0] != out.b || out.b.seq != out.seq || out.b.size == 0 {
 		return false
 	}
+	before := out.b.size
 	out.b.drop()
+	s.hold(int64(out.b.size - before))
 	if out.b.size == 0 {
 		s.pending = s.pending[1:]
 	}
 	return true
+}
+
+// hold adds n bytes to what the sink holds, in its count and the backlog's.
+func (s *sink) hold(n int64) {
+	s.held.Add(n)
+	s.cfg.Backlog.Add(n)
 }
 
 // Close stops publishing; what was not acknowledged stays in the last
@@ -322,5 +343,8 @@ func (s *sink) Close() error {
 	if s.client != nil {
 		s.client.Disconnect(250)
 	}
+	// What is left stays in the checkpoint, and a restored sink counts it
+	// again.
+	s.hold(-s.held.Load())
 	return nil
 }

@@ -50,6 +50,12 @@ type Options struct {
 	// goroutine after a checkpoint completes or aborts. They must not block.
 	OnComplete func(*checkpoint.Manifest)
 	OnAbort    func(checkpoint.Abort)
+	// Hold, if set, is asked before each read of a source: a non-nil
+	// channel makes every source read nothing until it is closed, while
+	// checkpoints and other control messages go on. A sink that cannot
+	// deliver its output holds the input back this way rather than let
+	// output pile up in memory (see mqttio.Backlog).
+	Hold func() <-chan struct{}
 	// WallClock is the wall clock processing time is read from
 	// (processing-time timers and windows); default time.Now. It may jump
 	// either way, as a device's clock does when NTP corrects it: a
@@ -574,6 +580,22 @@ func (j *Job) runSource(i int, t *task) error {
 		if err := j.awaitOutput(t); err != nil {
 			return err
 		}
+		if hold := j.holding(); hold != nil {
+			t.flushAll()
+			if t.err != nil {
+				return t.err
+			}
+			select {
+			case <-hold:
+			case <-ctl.signal:
+				if err := j.handleControl(t, ctl); err != nil {
+					return err
+				}
+			case <-j.done:
+				return errStopped
+			}
+			continue
+		}
 		had, err := t.readSource(buf)
 		if err != nil {
 			return err
@@ -596,6 +618,15 @@ func (j *Job) runSource(i int, t *task) error {
 		}
 	}
 	return nil
+}
+
+// holding returns Options.Hold's channel: non-nil while sources must not
+// read.
+func (j *Job) holding() <-chan struct{} {
+	if j.opts.Hold == nil {
+		return nil
+	}
+	return j.opts.Hold()
 }
 
 // awaitOutput waits, before t processes a batch or reads its source, until

@@ -106,6 +106,9 @@ func (m *Model) header(w int) []string {
 	if st.ConfigError != "" {
 		lines = append(lines, warnStyle.Render("config change not applied: ")+st.ConfigError)
 	}
+	if st.InputHeld {
+		lines = append(lines, warnStyle.Render("input held: ")+fmt.Sprintf("the sinks hold %s their brokers have not taken", bytes(st.OutputBacklogBytes)))
+	}
 	if m.lost != nil {
 		return append(lines, m.lostLines(" · showing the last status received")...)
 	}

@@ -97,6 +97,11 @@ func TestView(t *testing.T) {
 		}, []string{"⟳ agent unreachable · reconnecting, attempt 3"}},
 		{"connecting", func() *Model { return model(80, 24) }, []string{"connecting to /run/cairn-test/cairn.sock"}},
 		{"tiny", func() *Model { return model(30, 8, skewedBefore, skewedNow) }, nil},
+		{"input-held", func() *Model {
+			held := skewedNow
+			held.InputHeld, held.OutputBacklogBytes = true, 33_900_000
+			return model(80, 24, skewedBefore, held)
+		}, []string{"input held: the sinks hold 32MB their brokers have not taken"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := screen(t, tc.m())

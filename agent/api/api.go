@@ -20,6 +20,11 @@ type Status struct {
 	// or failing disk): their messages were not acknowledged and are
 	// retried.
 	IngestFailures int64 `json:"ingest_failures"`
+	// OutputBacklogBytes is the output the sinks hold until their brokers
+	// acknowledge it; InputHeld is true while it is over
+	// agent.max_output_backlog and the sources read nothing new.
+	OutputBacklogBytes int64 `json:"output_backlog_bytes"`
+	InputHeld          bool  `json:"input_held"`
 	// ConfigError, if set, says why the last change of the pipeline file
 	// was not applied; the pipeline runs as before.
 	ConfigError string `json:"config_error,omitempty"`

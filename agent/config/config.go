@@ -60,6 +60,12 @@ type Agent struct {
 	MemoryLimit string `yaml:"memory_limit"`
 	// MemoryLimitBytes is MemoryLimit parsed; 0 when it is empty.
 	MemoryLimitBytes int64 `yaml:"-"`
+	// MaxOutputBacklog bounds the output the sinks hold until their
+	// brokers acknowledge it, such as "32MiB" (the default): above it the
+	// sources stop reading from the ingest log (see mqttio.Backlog).
+	MaxOutputBacklog string `yaml:"max_output_backlog"`
+	// MaxOutputBacklogBytes is MaxOutputBacklog parsed.
+	MaxOutputBacklogBytes int64 `yaml:"-"`
 }
 
 // Broker is an MQTT broker: a real one (URL) or an embedded one.
@@ -237,6 +243,11 @@ func (v *validator) validate() {
 		default:
 			c.Agent.MemoryLimitBytes = int64(n)
 		}
+	}
+	if n, err := humanize.ParseBytes(c.Agent.MaxOutputBacklog); err != nil || n > math.MaxInt64 || n < 64<<10 {
+		v.errorf(c.Agent.Pos, "max_output_backlog: %q is not a size of at least 64KiB, such as 32MiB", c.Agent.MaxOutputBacklog)
+	} else {
+		c.Agent.MaxOutputBacklogBytes = int64(n)
 	}
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
 		v.errorf(c.Checkpoints.Pos, "%v", err)
@@ -419,6 +430,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Agent.LogLevel == "" {
 		c.Agent.LogLevel = "info"
+	}
+	if c.Agent.MaxOutputBacklog == "" {
+		c.Agent.MaxOutputBacklog = "32MiB"
 	}
 	cp := &c.Checkpoints
 	def := checkpoint.DefaultConfig()

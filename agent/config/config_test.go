@@ -221,6 +221,24 @@ func TestLogLevel(t *testing.T) {
 	}
 }
 
+func TestMaxOutputBacklog(t *testing.T) {
+	const pipeline = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	c, errs := Parse("x.yaml", []byte(pipeline), env(nil))
+	if len(errs) > 0 || c.Agent.MaxOutputBacklogBytes != 32<<20 {
+		t.Fatalf("default %d bytes, errors %v; want 32MiB", c.Agent.MaxOutputBacklogBytes, errs)
+	}
+	c, errs = Parse("x.yaml", []byte("agent:\n  max_output_backlog: 4MB\n"+pipeline), env(nil))
+	if len(errs) > 0 || c.Agent.MaxOutputBacklogBytes != 4e6 {
+		t.Fatalf("4MB: %d bytes, errors %v", c.Agent.MaxOutputBacklogBytes, errs)
+	}
+	for _, bad := range []string{"lots", "1KiB"} {
+		_, errs := Parse("x.yaml", []byte("agent:\n  max_output_backlog: "+bad+"\n"+pipeline), env(nil))
+		if want := `x.yaml:2:3: max_output_backlog: "` + bad + `" is not a size of at least 64KiB`; !strings.Contains(errs.Error(), want) {
+			t.Errorf("errors %q lack %q", errs.Error(), want)
+		}
+	}
+}
+
 func TestMemoryLimit(t *testing.T) {
 	const pipeline = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
 	for limit, want := range map[string]int64{"48MiB": 48 << 20, "64MB": 64e6, "1.5GiB": 3 << 29, "33554432": 32 << 20} {

@@ -118,6 +118,24 @@ func (p *agentProc) await(t *testing.T, re *regexp.Regexp, d time.Duration) []st
 	}
 }
 
+// awaitStatus polls the agent's control API at socket until ok holds,
+// failing after d; it returns the status that satisfied ok.
+func awaitStatus(t *testing.T, socket, what string, d time.Duration, ok func(api.Status) bool) api.Status {
+	t.Helper()
+	client := api.NewClient(socket)
+	deadline := time.Now().Add(d)
+	for {
+		st, err := client.Status(t.Context())
+		if err == nil && ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s (last status error %v, status %+v)", d, what, err, st)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the control API
+	}
+}
+
 func (p *agentProc) drain() {
 	go func() {
 		for range p.lines {

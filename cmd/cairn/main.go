@@ -286,6 +286,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if r := st.RestoredFrom; r != nil {
 		fmt.Fprintf(stdout, "restored from %s checkpoint %d\n", r.Source, r.ID)
 	}
+	if st.InputHeld {
+		fmt.Fprintf(stdout, "input held: the sinks hold %d B their brokers have not taken, over agent.max_output_backlog\n", st.OutputBacklogBytes)
+	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT")
 	for _, op := range st.Operators {

@@ -185,18 +185,8 @@ func TestLogLevel(t *testing.T) {
 	p := startAgent(t, bin, file)
 	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 
-	client := api.NewClient(filepath.Join(data, "cairn.sock"))
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		st, err := client.Status(t.Context())
-		if err == nil && st.Checkpoints.Completed >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 3 checkpoints in 60s (last status error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling the control API
-	}
+	awaitStatus(t, filepath.Join(data, "cairn.sock"), "3 checkpoints", 60*time.Second,
+		func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })
 	reloaded := time.Now()
 	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "debug"))
 	p.await(t, regexp.MustCompile(`level=DEBUG msg="checkpoint complete"`), 60*time.Second)

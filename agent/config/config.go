@@ -188,6 +188,31 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
+// DataDir returns the data directory the pipeline file at path names
+// (agent.data_dir, default "data"), needing only what that takes: the
+// commands that look for a running agent work from a shell that lacks the
+// secrets the rest of the file takes from the environment, and with a file
+// whose other parts have errors (an edit not yet applied, say).
+func DataDir(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	c, errs := Parse(path, data, func(name string) (string, bool) {
+		if v, ok := osLookup(name); ok {
+			return v, true
+		}
+		return "${" + name + "}", true // left as it was: an error only in data_dir
+	})
+	if c.Pos == (Pos{}) {
+		return "", errs // not YAML, or not a mapping
+	}
+	if m := envRef.FindStringSubmatch(c.Agent.DataDir); m != nil {
+		return "", Errors{{File: path, Pos: c.Agent.Pos, Msg: fmt.Sprintf("agent.data_dir: environment variable %s is not set", m[1])}}
+	}
+	return c.Agent.DataDir, nil
+}
+
 // Parse decodes and validates a config, with lookup as the environment.
 func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, Errors) {
 	c := &Config{}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +238,42 @@ func TestMaxOutputBacklog(t *testing.T) {
 		if want := `x.yaml:2:3: max_output_backlog: "` + bad + `" is not a size of at least 64KiB`; !strings.Contains(errs.Error(), want) {
 			t.Errorf("errors %q lack %q", errs.Error(), want)
 		}
+	}
+}
+
+// DataDir finds the data directory of a file whose other secrets are not
+// in the environment, and of one with errors elsewhere; a data_dir that
+// needs a missing variable is an error at its section.
+func TestDataDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const rest = "brokers:\n  b:\n    url: tcp://h:1883\n    password: ${CAIRN_TEST_UNSET_SECRET}\nsources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	secrets := write("secrets.yaml", "agent:\n  data_dir: /var/lib/cairn\n"+rest)
+	if _, err := Load(secrets); err == nil || !strings.Contains(err.Error(), "CAIRN_TEST_UNSET_SECRET is not set") {
+		t.Fatalf("Load: %v, want the unset secret", err)
+	}
+	if got, err := DataDir(secrets); err != nil || got != "/var/lib/cairn" {
+		t.Fatalf("DataDir = %q, %v; want /var/lib/cairn", got, err)
+	}
+	t.Setenv("CAIRN_TEST_SITE", "north")
+	if got, err := DataDir(write("env.yaml", "agent:\n  data_dir: /srv/${CAIRN_TEST_SITE}\n  log_level: loud\n")); err != nil || got != "/srv/north" {
+		t.Fatalf("DataDir = %q, %v; want /srv/north despite the bad log_level", got, err)
+	}
+	if got, err := DataDir(write("default.yaml", rest)); err != nil || got != "data" {
+		t.Fatalf("DataDir = %q, %v; want the default", got, err)
+	}
+	_, err := DataDir(write("unset.yaml", "agent:\n  data_dir: /srv/${CAIRN_TEST_UNSET_DIR}\n"+rest))
+	if want := "unset.yaml:2:3: agent.data_dir: environment variable CAIRN_TEST_UNSET_DIR is not set"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("DataDir: %v, want %q", err, want)
+	}
+	if _, err := DataDir(write("bad.yaml", "agent: [\n")); err == nil || !strings.Contains(err.Error(), "not valid YAML") {
+		t.Fatalf("DataDir of a broken file: %v", err)
 	}
 }
 

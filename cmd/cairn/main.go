@@ -237,12 +237,12 @@ func dataDirOf(name, usage string, args []string, stderr io.Writer, more ...func
 	if dataDir != "" {
 		return dataDir, 0
 	}
-	cfg, err := config.Load(file)
+	dir, err := config.DataDir(file)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return "", 2
 	}
-	return cfg.Agent.DataDir, 0
+	return dir, 0
 }
 
 // client returns a client of the agent running on dataDir.

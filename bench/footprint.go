@@ -485,17 +485,7 @@ func (p *agentProc) probe(ctx context.Context, pub paho.Client) error {
 }
 
 // sourceRecords is how many records the source has emitted.
-func sourceRecords(st *api.Status) int64 {
-	var n int64
-	for _, op := range st.Operators {
-		if op.ID == "readings" {
-			for _, s := range op.Subtasks {
-				n += s.RecordsOut
-			}
-		}
-	}
-	return n
-}
+func sourceRecords(st *api.Status) int64 { return st.RecordsOut("readings") }
 
 // stopWait bounds an agent's stop: its final checkpoint, then the exit.
 const stopWait = 30 * time.Second

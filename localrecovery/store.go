@@ -329,10 +329,10 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data iter.Seq[[]byte
 		pending = append(pending, chunk)
 		size += len(chunk)
 	}
-	if err == nil && (len(pending) > 0 || written == 0) {
-		if written == 0 && len(pending) == 0 {
-			pending = append(pending, []byte{}) // an empty snapshot is one empty chunk
-		}
+	if err == nil && written == 0 && len(pending) == 0 {
+		pending = append(pending, []byte{}) // an empty snapshot is one empty chunk
+	}
+	if err == nil && len(pending) > 0 {
 		err = write()
 	}
 	if err != nil {

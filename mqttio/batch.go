@@ -27,8 +27,8 @@ type batch struct {
 const blockSize = 32 << 10
 
 // add appends a message to b: its topic is the parts of the sink's topic
-// joined by key.
-func (b *batch) add(topic []string, key string, body []byte) {
+// joined by key. It returns the bytes b grew by.
+func (b *batch) add(topic []string, key string, body []byte) int {
 	topicLen := len(key) * (len(topic) - 1)
 	for _, p := range topic {
 		topicLen += len(p)
@@ -49,6 +49,7 @@ func (b *batch) add(topic []string, key string, body []byte) {
 	*last = binary.AppendUvarint(*last, uint64(len(body)))
 	*last = append(*last, body...)
 	b.size += len(*last) - before
+	return len(*last) - before
 }
 
 // cursor is a place in a batch: the next message to read. It holds its
@@ -85,8 +86,8 @@ func (c *cursor) message() (seq uint64, topic string, body []byte, ok bool) {
 	return c.seq - 1, topic, body, true
 }
 
-// drop removes b's first message.
-func (b *batch) drop() {
+// drop removes b's first message and returns its bytes.
+func (b *batch) drop() int {
 	_, _, n, _ := nextMessage(b.blocks[0])
 	b.blocks[0] = b.blocks[0][n:]
 	b.size -= n
@@ -95,6 +96,7 @@ func (b *batch) drop() {
 		b.blocks[0] = nil
 		b.blocks = b.blocks[1:]
 	}
+	return n
 }
 
 // nextMessage decodes the message at the start of buf and says how many

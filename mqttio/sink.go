@@ -58,7 +58,8 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 	if cfg.Client.Logger == nil {
 		cfg.Client.Logger = slog.Default()
 	}
-	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask} }
+	topic := strings.Split(cfg.Topic, "{key}")
+	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask, topic: topic} }
 }
 
 // sink stages records per checkpoint in its state and publishes a
@@ -78,9 +79,6 @@ type sink struct {
 	reconnects atomic.Uint64
 
 	current batch // since the last barrier
-	// held is what the sink counts in cfg.Backlog: the bytes of current
-	// and pending.
-	held atomic.Int64
 
 	mu        sync.Mutex
 	pending   []*batch // snapshotted, oldest first, not yet all acknowledged by the broker
@@ -113,12 +111,7 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 		s.cfg.Client.Logger.Warn("sink dropped a record it cannot encode as JSON", "key", r.Key, "err", err)
 		return nil
 	}
-	if s.topic == nil {
-		s.topic = strings.Split(s.cfg.Topic, "{key}")
-	}
-	before := s.current.size
-	s.current.add(s.topic, r.Key, body[len(`{"id":""`):])
-	s.hold(int64(s.current.size - before))
+	s.cfg.Backlog.Add(int64(s.current.add(s.topic, r.Key, body[len(`{"id":""`):])))
 	s.cfg.Metrics.Staged.Add(1)
 	return nil
 }
@@ -166,18 +159,14 @@ func (s *sink) RestoreStates(states [][]byte) error {
 		batches = append(batches, some...)
 	}
 	slices.SortStableFunc(batches, func(a, b *batch) int { return cmp.Compare(a.checkpoint, b.checkpoint) })
-	size := 0
+	var last uint64
 	for _, b := range batches {
-		size += b.size
+		last = max(last, b.checkpoint)
+		s.cfg.Backlog.Add(int64(b.size))
 	}
 	s.mu.Lock()
 	s.pending = batches
 	s.mu.Unlock()
-	s.hold(int64(size))
-	var last uint64
-	for _, b := range batches {
-		last = max(last, b.checkpoint)
-	}
 	return s.CheckpointComplete(last)
 }
 
@@ -318,19 +307,11 @@ func (s *sink) acknowledged(out sent) bool {
 	if len(s.pending) == 0 || s.pending[0] != out.b || out.b.seq != out.seq || out.b.size == 0 {
 		return false
 	}
-	before := out.b.size
-	out.b.drop()
-	s.hold(int64(out.b.size - before))
+	s.cfg.Backlog.Add(-int64(out.b.drop()))
 	if out.b.size == 0 {
 		s.pending = s.pending[1:]
 	}
 	return true
-}
-
-// hold adds n bytes to what the sink holds, in its count and the backlog's.
-func (s *sink) hold(n int64) {
-	s.held.Add(n)
-	s.cfg.Backlog.Add(n)
 }
 
 // Close stops publishing; what was not acknowledged stays in the last
@@ -345,6 +326,12 @@ func (s *sink) Close() error {
 	}
 	// What is left stays in the checkpoint, and a restored sink counts it
 	// again.
-	s.hold(-s.held.Load())
+	s.mu.Lock()
+	held := s.current.size
+	for _, b := range s.pending {
+		held += b.size
+	}
+	s.mu.Unlock()
+	s.cfg.Backlog.Add(-int64(held))
 	return nil
 }

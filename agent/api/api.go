@@ -97,6 +97,26 @@ type Operator struct {
 	Subtasks    []Subtask `json:"subtasks"`
 }
 
+// Records sums the records o's subtasks took in and gave out.
+func (o Operator) Records() (in, out int64) {
+	for _, s := range o.Subtasks {
+		in, out = in+s.RecordsIn, out+s.RecordsOut
+	}
+	return in, out
+}
+
+// RecordsOut is how many records operator id gave out, over its subtasks;
+// 0 if s has no such operator.
+func (s Status) RecordsOut(id string) int64 {
+	for _, op := range s.Operators {
+		if op.ID == id {
+			_, out := op.Records()
+			return out
+		}
+	}
+	return 0
+}
+
 // Subtask is one parallel instance of an operator.
 type Subtask struct {
 	Index      int   `json:"index"`

@@ -244,11 +244,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 // parse decodes the YAML in data into v, reporting every problem.
 func parse(file string, data []byte, v any, lookup func(string) (string, bool)) Errors {
 	d := &decoder{file: file, lookup: lookup}
-	if !utf8.Valid(data) {
+	if bad := invalidUTF8(data); bad < len(data) {
 		// yaml.v3 would read a UTF-16 file, but count its lines and
 		// columns in the decoded text, not in the file as an editor shows
 		// it; anything else is not text.
-		line := 1 + bytes.Count(data[:invalidUTF8(data)], []byte("\n"))
+		line := 1 + bytes.Count(data[:bad], []byte("\n"))
 		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not UTF-8 text: save the file as UTF-8"}}
 	}
 	var root yaml.Node
@@ -267,7 +267,7 @@ func parse(file string, data []byte, v any, lookup func(string) (string, bool)) 
 }
 
 // invalidUTF8 returns the offset of the first byte of data that is not
-// part of valid UTF-8.
+// part of valid UTF-8, len(data) if there is none.
 func invalidUTF8(data []byte) int {
 	for i := 0; i < len(data); {
 		r, n := utf8.DecodeRune(data[i:])

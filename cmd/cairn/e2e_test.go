@@ -130,7 +130,8 @@ func awaitStatus(t *testing.T, socket, what string, d time.Duration, ok func(api
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s (last status error %v, status %+v)", d, what, err, st)
+			t.Fatalf("waited %v for %s (last status error %v; state %q, %d checkpoints, input held %v, ingest lag %d)",
+				d, what, err, st.State, st.Checkpoints.Completed, st.InputHeld, st.IngestLag)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the control API
 	}

@@ -292,10 +292,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT")
 	for _, op := range st.Operators {
-		var in, out int64
-		for _, s := range op.Subtasks {
-			in, out = in+s.RecordsIn, out+s.RecordsOut
-		}
+		in, out := op.Records()
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out)
 	}
 	w.Flush()

@@ -113,8 +113,8 @@ type source struct {
 	wg       sync.WaitGroup
 	logged   map[uint16]uint64 // recent messages, to recognise redeliveries
 	readAt   atomic.Uint64     // offset the reader has reached, for MaxLag
-	lastLag  int64
-	commits  []uint64 // offsets of the newest completed checkpoints, oldest first
+	lastLag  atomic.Int64      // this subtask's part of Metrics.Lag
+	commits  []uint64          // offsets of the newest completed checkpoints, oldest first
 
 	fast chan Message  // AtMostOnce: messages straight to Read
 	wake chan struct{} // AtMostOnce: a message arrived
@@ -297,6 +297,7 @@ func (s *source) ingest() {
 			in.m.Ack()
 		}
 		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
+		s.updateLag() // the reader may not read for a while: held, or backpressured
 		pending = pending[:0]
 	}
 	for {
@@ -356,9 +357,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 	}
 	s.offset = next
 	s.readAt.Store(next)
-	lag := int64(s.log.Next()) - int64(next)
-	s.cfg.Metrics.Lag.Add(lag - s.lastLag)
-	s.lastLag = lag
+	s.updateLag()
 	select {
 	case s.consumed <- struct{}{}:
 	default:
@@ -430,8 +429,15 @@ func (s *source) Close() error {
 		s.client.Disconnect(250)
 	}
 	s.wg.Wait()
-	s.cfg.Metrics.Lag.Add(-s.lastLag)
+	s.cfg.Metrics.Lag.Add(-s.lastLag.Swap(0))
 	return nil
+}
+
+// updateLag sets this subtask's part of Metrics.Lag to the messages logged
+// and not yet read. Both the reader and the ingest goroutine call it.
+func (s *source) updateLag() {
+	lag := int64(s.log.Next()) - int64(s.readAt.Load())
+	s.cfg.Metrics.Lag.Add(lag - s.lastLag.Swap(lag))
 }
 
 // DeadLetter is a message that could not be decoded, kept with the reason.

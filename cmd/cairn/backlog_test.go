@@ -22,16 +22,23 @@ const backlogConfig = `agent:
 checkpoints:
   interval: 100ms
 brokers:
+  local:
+    embedded: true
+    listen: 127.0.0.1:%d
   out:
     url: %s
     client_id: backlog-agent
 sources:
   - id: fleet
     simulator: {devices: 20, rate: 2000}
+  - id: readings
+    broker: local
+    topics: ["in/{device}"]
+    key: device
 operators:
   - id: counts
     type: count
-    inputs: [fleet]
+    inputs: [fleet, readings]
     key_by: key
 sinks:
   - id: out
@@ -42,10 +49,12 @@ sinks:
 
 // TestOutputBacklogHoldsInput stops the sink's broker (a real mosquitto)
 // under load. The sink's output, which it cannot drop, grows to
-// agent.max_output_backlog; then the source holds: checkpoints go on and
-// stay small, and no more records enter the graph. When the broker comes
-// back the backlog drains, the source reads again, and a subscriber with a
-// persistent session sees every key's running count without a gap.
+// agent.max_output_backlog; then the sources hold: checkpoints go on and
+// stay small, no more records enter the graph, and MQTT readings are still
+// logged and acknowledged (I8). When the broker comes back the backlog
+// drains, the sources read again, and a subscriber with a persistent
+// session sees every key's running count without a gap, the readings'
+// too.
 func TestOutputBacklogHoldsInput(t *testing.T) {
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
 	bin := buildCairn(t)
@@ -79,22 +88,13 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 
 	dir := t.TempDir()
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
-	replaceFile(t, file, fmt.Sprintf(backlogConfig, data, broker.URL))
+	local := freePort(t)
+	replaceFile(t, file, fmt.Sprintf(backlogConfig, data, local, broker.URL))
 	p := startAgent(t, bin, file)
 	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 	p.drain()
 	socket := filepath.Join(data, "cairn.sock")
-	sourceOut := func(st api.Status) int64 {
-		var n int64
-		for _, op := range st.Operators {
-			if op.ID == "fleet" {
-				for _, s := range op.Subtasks {
-					n += s.RecordsOut
-				}
-			}
-		}
-		return n
-	}
+	sourceOut := func(st api.Status) int64 { return st.RecordsOut("fleet") }
 	awaitStatus(t, socket, "3 checkpoints", time.Minute, func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })
 
 	broker.Stop()
@@ -108,6 +108,24 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	if !later.InputHeld || sourceOut(later) != sourceOut(st) {
 		t.Fatalf("while the broker is away: held %v, the source emitted %d then %d records", later.InputHeld, sourceOut(st), sourceOut(later))
 	}
+	// MQTT input is acknowledged (so logged, I8) while held, and waits
+	// in the ingest log.
+	const readings = 100
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", local)).SetClientID("backlog-feeder"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("feeder: %v", tok.Error())
+	}
+	defer pub.Disconnect(100)
+	for range readings {
+		if tok := pub.Publish("in/probe", 1, false, `{"v":1}`); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("a reading was not acknowledged while the input was held: %v", tok.Error())
+		}
+	}
+	waiting := awaitStatus(t, socket, "the readings to wait in the ingest log", time.Minute,
+		func(s api.Status) bool { return s.IngestLag >= readings })
+	if !waiting.InputHeld || waiting.RecordsOut("readings") != later.RecordsOut("readings") {
+		t.Fatalf("held %v; the MQTT source emitted %d, then %d records", waiting.InputHeld, later.RecordsOut("readings"), waiting.RecordsOut("readings"))
+	}
 	const limit = 256 << 10
 	if later.OutputBacklogBytes > 2*limit || later.Checkpoints.LastCompleted.SizeBytes > 4*limit {
 		t.Fatalf("backlog %d B, last checkpoint %d B: not bounded by the limit of %d B",
@@ -119,24 +137,27 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	}
 	resumed := awaitStatus(t, socket, "the input to read again", time.Minute, func(s api.Status) bool { return !s.InputHeld })
 	awaitStatus(t, socket, "the source to emit again", time.Minute, func(s api.Status) bool { return sourceOut(s) > sourceOut(resumed)+1000 })
-	// Each key's count when the input was held: the subscriber must get
-	// past it, every key, once the backlog has drained.
+	// Each device's count when the input was held: the subscriber must get
+	// past it, every device, once the backlog has drained, and count every
+	// reading.
 	outage := sourceOut(later) / 20
 	deadline := time.Now().Add(time.Minute)
 	for {
 		mu.Lock()
 		past := 0
-		for _, cs := range counts {
-			if int64(len(cs)) > outage {
+		for key, cs := range counts {
+			if key != "probe" && int64(len(cs)) > outage {
 				past++
 			}
 		}
+		probes := len(counts["probe"])
 		mu.Unlock()
-		if past == 20 {
+		if past == 20 && probes == readings {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after a minute %d of 20 keys had counts past the outage (about %d each)", past, outage)
+			t.Fatalf("after a minute %d of 20 devices had counts past the outage (about %d each), and %d of %d readings were counted",
+				past, outage, probes, readings)
 		}
 		time.Sleep(50 * time.Millisecond) // polling what the subscriber received
 	}

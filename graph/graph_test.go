@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -286,6 +287,44 @@ func TestTimersFireInOrderOnce(t *testing.T) {
 	want := "a@10 b@10 c@10 a@20 b@20"
 	if got := strings.Join(op.fired, " "); got != want {
 		t.Fatalf("fired %q, want %q", got, want)
+	}
+}
+
+// TestFiredTimersGiveMemoryBack: after a burst of timers fires (a window
+// operator's, for every key at the window's end), the timers keep no
+// memory sized for the burst, and those left still fire in order.
+func TestFiredTimersGiveMemoryBack(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	op := &timerOp{ctx: s.Context()}
+	const keys = 10_000
+	for i := range keys {
+		s.SetKey(fmt.Sprintf("k%05d", i))
+		s.Context().RegisterEventTimer(100) // the burst
+		if i%100 == 0 {
+			s.Context().RegisterEventTimer(200 + int64(i)) // a hundred later ones
+		}
+	}
+	if _, err := s.AdvanceWatermark(150, op); err != nil {
+		t.Fatal(err)
+	}
+	timers := &s.Context().timers
+	if len(op.fired) != keys || len(timers.set) != 100 {
+		t.Fatalf("%d fired and %d left, want %d and 100", len(op.fired), len(timers.set), keys)
+	}
+	if c := cap(timers.heap); c > max(4*len(timers.set), shrinkFrom) {
+		t.Fatalf("the heap keeps room for %d timers after the burst fired, with %d left", c, len(timers.set))
+	}
+	op.fired = nil
+	if _, err := s.AdvanceWatermark(math.MaxInt64, op); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range op.fired {
+		if want := fmt.Sprintf("k%05d@%d", i*100, 200+i*100); f != want {
+			t.Fatalf("after the burst, timer %d fired as %s, want %s", i, f, want)
+		}
+	}
+	if len(op.fired) != 100 || timers.set != nil || timers.heap != nil {
+		t.Fatalf("%d fired; all fired, the set (%d) and heap (cap %d) are still held", len(op.fired), len(timers.set), cap(timers.heap))
 	}
 }
 

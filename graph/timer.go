@@ -21,10 +21,20 @@ func compareTimers(a, b Timer) int {
 // timerHeap holds a subtask's timers, ordered by (Time, Key) so that they fire
 // in the same order on every run. Deletion is lazy: set is the truth, heap may
 // hold entries no longer in set, which pop skips.
+//
+// A burst of timers does not keep its memory: a Go map never shrinks and a
+// slice keeps its capacity, so once the timers fall to a quarter of the
+// most held since set was made, set and heap are made again at their size.
+// A window operator's timers all fire together when the watermark passes
+// the windows' end; before this, their memory stayed for the agent's life.
 type timerHeap struct {
 	heap []Timer
 	set  map[Timer]struct{}
+	peak int // the most timers set has held since it was made
 }
+
+// shrinkFrom is the fewest timers worth making set and heap again for.
+const shrinkFrom = 1024
 
 func (h *timerHeap) add(t Timer) {
 	if _, ok := h.set[t]; ok {
@@ -34,11 +44,34 @@ func (h *timerHeap) add(t Timer) {
 		h.set = make(map[Timer]struct{})
 	}
 	h.set[t] = struct{}{}
+	h.peak = max(h.peak, len(h.set))
 	h.heap = append(h.heap, t)
 	h.up(len(h.heap) - 1)
 }
 
-func (h *timerHeap) remove(t Timer) { delete(h.set, t) }
+func (h *timerHeap) remove(t Timer) {
+	delete(h.set, t)
+	h.shrink()
+}
+
+// shrink drops set and heap once no timer is left, and makes them again at
+// their size once the timers are down to a quarter of peak. The cost, O(n log n) for the n timers left, is paid
+// once per three times as many timers gone.
+func (h *timerHeap) shrink() {
+	switch {
+	case len(h.set) == 0:
+		h.heap, h.set, h.peak = nil, nil, 0
+		return
+	case h.peak < shrinkFrom || len(h.set) > h.peak/4:
+		return
+	}
+	h.heap = h.sorted() // a sorted slice is a heap; stale entries are gone
+	h.set = make(map[Timer]struct{}, len(h.heap))
+	for _, t := range h.heap {
+		h.set[t] = struct{}{}
+	}
+	h.peak = len(h.set)
+}
 
 // popDue removes and returns the earliest timer at or before wm.
 func (h *timerHeap) popDue(wm int64) (Timer, bool) {
@@ -51,6 +84,7 @@ func (h *timerHeap) popDue(wm int64) (Timer, bool) {
 		h.down(0)
 		if _, ok := h.set[t]; ok {
 			delete(h.set, t)
+			h.shrink()
 			return t, true
 		}
 	}

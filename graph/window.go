@@ -406,12 +406,8 @@ func (o *windowOp) OnTimer(ts int64) error {
 			}
 		}
 	}
-	kept := make([]windowAcc, 0, len(ws))
-	for _, w := range ws {
-		if w.end-1+lateness > ts {
-			kept = append(kept, w)
-		}
-	}
+	// ws is the key's own copy: keep what is not discarded in place.
+	kept := slices.DeleteFunc(ws, func(w windowAcc) bool { return w.end-1+lateness <= ts })
 	if len(kept) == 0 {
 		o.windows.Delete()
 	} else {

@@ -298,6 +298,9 @@ func (s *source) ingest() {
 		}
 		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
 		s.updateLag() // the reader may not read for a while: held, or backpressured
+		// The slices are reused: let go of the messages they held.
+		clear(msgs)
+		clear(pending)
 		pending = pending[:0]
 	}
 	for {

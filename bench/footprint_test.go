@@ -58,17 +58,18 @@ func BenchmarkFootprint(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.IdleRSSBytes <= 0 || r.LoadHWMBytes < r.IdleRSSBytes {
-			b.Fatalf("implausible footprint: idle %d B, load high-water mark %d B", r.IdleRSSBytes, r.LoadHWMBytes)
+		if r.IdleRSSBytes <= 0 || r.LoadHWMBytes < r.IdleRSSBytes || r.IdleWorkingSetBytes > r.IdleRSSBytes {
+			b.Fatalf("implausible footprint: idle %d B (%d B touched), load high-water mark %d B", r.IdleRSSBytes, r.IdleWorkingSetBytes, r.LoadHWMBytes)
 		}
 		var table bytes.Buffer
 		Print(&table, r, false)
 		b.Logf("\n%s", table.String())
 		b.ReportMetric(float64(r.IdleRSSBytes)/1e6, "MB-idle-RSS")
+		b.ReportMetric(float64(r.IdleWorkingSetBytes)/1e6, "MB-idle-touched")
 		b.ReportMetric(float64(r.LoadHWMBytes)/1e6, "MB-load-HWM")
 		if r.IdleRSSBytes > TargetIdleRSSBytes {
-			b.Logf("MISSED: idle: resident memory %s (%s anonymous, %s file-backed), above the target of %s",
-				mb(r.IdleRSSBytes), mb(r.IdleAnonBytes), mb(r.IdleFileBytes), mb(TargetIdleRSSBytes))
+			b.Logf("MISSED: idle: resident memory %s (%s anonymous, %s file-backed; %s of it touched while idle), above the target of %s",
+				mb(r.IdleRSSBytes), mb(r.IdleAnonBytes), mb(r.IdleFileBytes), mb(r.IdleWorkingSetBytes), mb(TargetIdleRSSBytes))
 		}
 		if r.LoadHWMBytes > TargetLoadRSSBytes {
 			b.Logf("MISSED: under load: resident memory up to %s (largest sample: %s anonymous, %s file-backed; largest checkpoint %s), above the target of %s",

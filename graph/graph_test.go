@@ -244,6 +244,44 @@ func TestEmptiedStateGivesMemoryBack(t *testing.T) {
 	}
 }
 
+// TestEqualStatesEncodeEqually: two subtasks that reached the same state
+// by different paths (keys and timers set in other orders) encode equal
+// snapshots, whose timers are in firing order.
+func TestEqualStatesEncodeEqually(t *testing.T) {
+	var encoded [2][]byte
+	for i := range encoded {
+		s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1, MaxParallelism: 4}, &recorder{})
+		v, _ := NewValueState(s.Context(), "v", Int64Codec{})
+		for n := range 1000 {
+			k := n
+			if i == 1 {
+				k = 999 - n
+			}
+			s.SetKey(fmt.Sprint(k))
+			v.Set(int64(k))
+			for _, ts := range []int64{30, 10, 20} {
+				s.Context().RegisterEventTimer(ts + int64(k%7))
+				s.Context().RegisterProcessingTimer(ts * int64(k%3))
+			}
+		}
+		encoded[i] = s.Freeze(nil, 0, false).Encode()
+	}
+	if !bytes.Equal(encoded[0], encoded[1]) {
+		t.Fatal("equal states encoded differently")
+	}
+	snap, err := DecodeSubtaskSnapshot(encoded[0], KeyGroupRange{0, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range snap.Groups {
+		for _, ts := range [][]Timer{g.Timers, g.ProcessingTimers} {
+			if !slices.IsSortedFunc(ts, compareTimers) {
+				t.Fatalf("key group %d's timers are not in firing order", g.KeyGroup)
+			}
+		}
+	}
+}
+
 func TestDecodeRejectsDamage(t *testing.T) {
 	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
 	v, _ := NewValueState(s.Context(), "v", Int64Codec{})

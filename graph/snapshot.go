@@ -56,7 +56,7 @@ type FrozenState struct {
 	groups      KeyGroupRange
 	maxPar      int
 	tables      []frozenTable
-	timers      []Timer
+	timers      []Timer // in no order; Parts sorts each key group's
 	procTimers  []Timer
 }
 
@@ -90,6 +90,13 @@ func (f *FrozenState) Parts() iter.Seq[[]byte] {
 			procByGroup[kg] = append(procByGroup[kg], t)
 			if _, ok := timersByGroup[kg]; !ok {
 				timersByGroup[kg] = nil // the group has data
+			}
+		}
+		// In firing order, as restore and equal encodings need; sorted
+		// here, not when frozen, since that would hold up the stream.
+		for _, byGroup := range []map[int][]Timer{timersByGroup, procByGroup} {
+			for _, ts := range byGroup {
+				slices.SortFunc(ts, compareTimers)
 			}
 		}
 		header := []byte(snapshotMagic)

@@ -111,8 +111,8 @@ func (s *TaskState) Freeze(operator [][]byte, base Version, incremental bool) *F
 		watermark:   s.ctx.watermark,
 		groups:      s.ctx.groups,
 		maxPar:      s.ctx.info.MaxParallelism,
-		timers:      s.ctx.timers.sorted(),
-		procTimers:  s.ctx.procTimers.sorted(),
+		timers:      s.ctx.timers.live(),
+		procTimers:  s.ctx.procTimers.live(),
 	}
 	for _, t := range s.ctx.tables {
 		f.tables = append(f.tables, t.freeze(base, incremental))

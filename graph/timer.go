@@ -107,12 +107,19 @@ func (h *timerHeap) next() (int64, bool) {
 	return 0, false
 }
 
-// sorted returns the live timers in firing order.
-func (h *timerHeap) sorted() []Timer {
+// live returns the live timers, in no order: O(n), for the synchronous
+// phase of a snapshot, which sorts them later.
+func (h *timerHeap) live() []Timer {
 	out := make([]Timer, 0, len(h.set))
 	for t := range h.set {
 		out = append(out, t)
 	}
+	return out
+}
+
+// sorted returns the live timers in firing order.
+func (h *timerHeap) sorted() []Timer {
+	out := h.live()
 	slices.SortFunc(out, compareTimers)
 	return out
 }

@@ -344,7 +344,9 @@ func TestHangingStorageNeverBlocksUpload(t *testing.T) {
 		u.Upload(m)
 		slowest = max(slowest, time.Since(start))
 	}
-	if slowest > 50*time.Millisecond {
+	// Blocking would mean waiting for the storage's 5s request timeout;
+	// a second is for a loaded machine's pauses.
+	if slowest > time.Second {
 		t.Fatalf("Upload blocked for %v while the storage hung", slowest)
 	}
 	if !strings.Contains(f.log.String(), `msg="remote upload is behind; skipping to the newest checkpoint"`) {

@@ -91,7 +91,6 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	local := freePort(t)
 	replaceFile(t, file, fmt.Sprintf(backlogConfig, data, local, broker.URL))
 	p := startAgent(t, bin, file)
-	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 	p.drain()
 	socket := filepath.Join(data, "cairn.sock")
 	sourceOut := func(st api.Status) int64 { return st.RecordsOut("fleet") }

@@ -87,6 +87,7 @@ func startAgent(t *testing.T, bin, config string, args ...string) *agentProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // when the test failed before it stopped the agent
 	p := &agentProc{cmd: cmd, lines: make(chan string, 1024), log: new(bytes.Buffer)}
 	go func() {
 		defer close(p.lines)
@@ -304,7 +305,6 @@ func TestValidateReportsPositions(t *testing.T) {
 func TestDemoRuns(t *testing.T) {
 	bin := buildCairn(t)
 	p := startAgent(t, bin, filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
-	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 	for range 3 {
 		p.await(t, completeLine, 60*time.Second)
 	}

@@ -79,7 +79,6 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, file)
-	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 	p.await(t, regexp.MustCompile(`embedded MQTT broker listening`), 30*time.Second)
 
 	// Collect the counts published after the reload's checkpoint.
@@ -183,7 +182,6 @@ func TestLogLevel(t *testing.T) {
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "warn"))
 	p := startAgent(t, bin, file)
-	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 
 	awaitStatus(t, filepath.Join(data, "cairn.sock"), "3 checkpoints", 60*time.Second,
 		func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })

@@ -33,7 +33,6 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 	}
 	first := write("first.yaml", fmt.Sprintf(e2eConfig, filepath.Join(dir, "one"), freePort(t), freePort(t), token, freePort(t)))
 	p := startAgent(t, bin, first)
-	defer func() { p.cmd.Process.Kill(); p.cmd.Wait() }()
 	p.await(t, completeLine, 30*time.Second)
 	out, err := exec.Command(bin, "savepoint", "-c", first).Output()
 	if err != nil {
@@ -60,7 +59,6 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 	}
 
 	q := startAgent(t, bin, write("second.yaml", second), "--from-savepoint", sp)
-	defer func() { q.cmd.Process.Kill(); q.cmd.Wait() }()
 	if got := q.await(t, restoreLine, 30*time.Second)[1]; got != id[1] {
 		t.Fatalf("restored checkpoint %s, want the savepoint's %s", got, id[1])
 	}

@@ -143,8 +143,18 @@ func (b *Broker) Stop() {
 }
 
 // Restart stops mosquitto and starts it again on the same port; sessions
-// and their queued messages survive.
+// and their queued messages survive. While the port is taken meanwhile (a
+// client reconnecting to the stopped broker can be given that very port as
+// its own, and connect to itself until it sees no CONNACK), it tries again
+// for up to 10s.
 func (b *Broker) Restart() error {
 	b.Stop()
-	return b.start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := b.start()
+		if err == nil || !strings.Contains(err.Error(), "Address already in use") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // a retry's pause
+	}
 }

@@ -76,7 +76,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	d := &deps{clientID: "cairn", brokers: make(map[string]string), dataDir: dataDir}
+	d := &deps{clientID: "cairn", brokers: make(map[string]string), dataDir: dataDir, log: log}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
 	}
@@ -267,7 +267,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			ctl.setConfigError(err)
 			continue
 		}
-		if _, err := build(next, &deps{logs: d.logs, clientID: d.clientID, brokers: d.brokers, dataDir: d.dataDir, late: map[string]*atomic.Int64{}}); err != nil {
+		if _, err := build(next, &deps{logs: d.logs, clientID: d.clientID, brokers: d.brokers, dataDir: d.dataDir, late: map[string]*atomic.Int64{}, log: log}); err != nil {
 			log.Error("pipeline file changed but its graph cannot be built; the running pipeline goes on", "err", err)
 			ctl.setConfigError(err)
 			continue

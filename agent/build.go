@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ type deps struct {
 	sources  []*mqttio.SourceMetrics
 	late     map[string]*atomic.Int64 // window operator → records dropped as late
 	backlog  *mqttio.Backlog          // shared by the sinks of the graph
+	log      *slog.Logger             // the agent's, for the MQTT clients too
 }
 
 // clientConfig resolves a broker of the config into MQTT client settings.
@@ -30,7 +32,7 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		Broker: b.URL, ClientID: d.clientID + "-" + suffix,
 		Username: b.Username, Password: b.Password,
 		CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile,
-		KeepAlive: b.KeepAlive, StatusTopic: b.StatusTopic,
+		KeepAlive: b.KeepAlive, StatusTopic: b.StatusTopic, Logger: d.log,
 	}
 	if b.ClientID != "" {
 		cc.ClientID = b.ClientID + "-" + suffix

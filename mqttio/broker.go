@@ -30,7 +30,8 @@ func StartBroker(addr string, log *slog.Logger) (*Broker, error) {
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumInflight = 1 << 15
 	caps.MaximumClientWritesPending = 1 << 16
-	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log.With("component", "embedded-broker"), InlineClient: false})
+	log = slog.New(brokerLog{log.Handler()}).With("component", "embedded-broker")
+	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log, InlineClient: false})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		return nil, err
 	}

@@ -300,8 +300,9 @@ func TestValidateReportsPositions(t *testing.T) {
 	}
 }
 
-// TestDemoRuns runs configs/demo.yaml as a user would and waits for
-// checkpoints to complete.
+// TestDemoRuns runs configs/demo.yaml as a user would, waits for
+// checkpoints to complete, and stops it; its log is the agent's own and
+// clean.
 func TestDemoRuns(t *testing.T) {
 	bin := buildCairn(t)
 	p := startAgent(t, bin, filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
@@ -310,4 +311,16 @@ func TestDemoRuns(t *testing.T) {
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.await(t, finalLine, 30*time.Second)
+	p.await(t, regexp.MustCompile(`msg="cairn stopped"`), 30*time.Second)
+	// Every line is the agent's own structured log, whose level log_level
+	// sets: none comes from a part that fell back to another logger. And a
+	// healthy run warns of nothing, stopping included.
+	for line := range strings.Lines(p.log.String()) {
+		if !strings.HasPrefix(line, "time=") {
+			t.Fatalf("a line not from the agent's logger: %q", line)
+		}
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Fatalf("the demo warned:\n%s", p.log)
+		}
+	}
 }

@@ -1,0 +1,49 @@
+package mqttio
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// TestBrokerLogKeepsPacketsOut: the embedded broker's records never dump a
+// packet (its payload or authentication data), and a client gone while the
+// broker wrote to it is logged at debug, not as a warning.
+func TestBrokerLogKeepsPacketsOut(t *testing.T) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, Payload: []byte("reading-of-gw-7"),
+		Properties: packets.Properties{AuthenticationData: []byte("auth-secret")}}
+	gone := fmt.Errorf("write tcp 127.0.0.1:1->127.0.0.1:2: %w", syscall.EPIPE)
+	logAll := func(level slog.Level) string {
+		var buf bytes.Buffer
+		log := slog.New(brokerLog{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})})
+		log.Warn("error processing packet", "error", gone, "client", "c1", "pk", pk)
+		log.Warn("", "error", gone)
+		log.Warn("packet ids exhausted", "error", errors.New("no ids left"), "client", "c2", "packet", &pk)
+		return buf.String()
+	}
+
+	info := logAll(slog.LevelInfo)
+	if strings.Count(info, "\n") != 1 || !strings.Contains(info, `level=WARN msg="packet ids exhausted"`) || !strings.Contains(info, "packet=Publish") {
+		t.Fatalf("at info, want only the warning that is one, its packet by type:\n%s", info)
+	}
+	debug := logAll(slog.LevelDebug)
+	for _, want := range []string{`level=DEBUG msg="error processing packet"`, "pk=Publish", `level=DEBUG msg="client connection ended"`} {
+		if !strings.Contains(debug, want) {
+			t.Errorf("at debug, the log lacks %q:\n%s", want, debug)
+		}
+	}
+	for _, secret := range []string{"reading-of-gw-7", "auth-secret"} {
+		if strings.Contains(info+debug, secret) {
+			t.Fatalf("a packet's content is in the log:\n%s", debug)
+		}
+	}
+	if logAll(slog.LevelError) != "" {
+		t.Fatal("at error level, warnings were logged")
+	}
+}

@@ -323,7 +323,7 @@ func (c *control) events(w http.ResponseWriter, r *http.Request) {
 
 // status builds the API's Status from the job's.
 func (c *control) status() api.Status {
-	out := api.Status{Agent: c.host, Pipeline: c.pipeline, State: "starting"}
+	out := api.Status{Agent: c.host, Pipeline: c.pipeline, State: "starting", Memory: memoryNow()}
 	c.mu.Lock()
 	out.ConfigError = c.configError
 	c.mu.Unlock()

@@ -84,4 +84,16 @@ func (c *control) writeMetrics(w io.Writer) {
 	fmt.Fprintf(w, "cairn_input_held %d\n", held)
 	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
 	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)
+	if m := st.Memory; m.Resident > 0 {
+		metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
+		fmt.Fprintf(w, "process_resident_memory_bytes %d\n", m.Resident)
+	}
+	metric("cairn_heap_live_bytes", "gauge", "The Go heap's live data at the last garbage collection (before the first, what it holds).")
+	fmt.Fprintf(w, "cairn_heap_live_bytes %d\n", st.Memory.HeapLive)
+	metric("cairn_heap_goal_bytes", "gauge", "The size the Go heap may reach before the next garbage collection.")
+	fmt.Fprintf(w, "cairn_heap_goal_bytes %d\n", st.Memory.HeapGoal)
+	if st.Memory.Limit > 0 {
+		metric("cairn_memory_limit_bytes", "gauge", "The soft memory limit (agent.memory_limit or GOMEMLIMIT).")
+		fmt.Fprintf(w, "cairn_memory_limit_bytes %d\n", st.Memory.Limit)
+	}
 }

@@ -18,6 +18,7 @@ func skewedStatus(uptime float64, scale int64) api.Status {
 			LastCompleted: &api.CheckpointInfo{ID: 41, Status: "completed", DurationMS: 812, SizeBytes: 73_400, AlignmentMS: 790, Incremental: true}},
 		RestoredFrom: &api.Restored{ID: 17, Source: "local"},
 		DeadLetters:  3, IngestLag: 1200,
+		Memory: api.Memory{Resident: 46_500_000, HeapLive: 18_200_000, HeapGoal: 36_400_000, Limit: 96 << 20},
 		Operators: []api.Operator{
 			{ID: "fleet", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 2000, 970, 0)}},
 			{ID: "reference", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 300, 0, 0)}},

@@ -91,8 +91,12 @@ func (m *Model) header(w int) []string {
 	if state != "running" {
 		state = warnStyle.Render(state)
 	}
-	lines := []string{fmt.Sprintf("%s  %s · %s · %s · %s · up %s", titleStyle.Render("cairn top"),
-		st.Agent, filepath.Base(st.Pipeline), st.Mode, state, uptime(st.UptimeSeconds))}
+	head := fmt.Sprintf("%s  %s · %s · %s · %s · up %s", titleStyle.Render("cairn top"),
+		st.Agent, filepath.Base(st.Pipeline), st.Mode, state, uptime(st.UptimeSeconds))
+	if st.Memory.Resident > 0 {
+		head += " · mem " + bytes(st.Memory.Resident)
+	}
+	lines := []string{head}
 	restored := "fresh start"
 	if r := st.RestoredFrom; r != nil {
 		restored = fmt.Sprintf("restored %s #%d", r.Source, r.ID)
@@ -108,6 +112,9 @@ func (m *Model) header(w int) []string {
 	}
 	if st.InputHeld {
 		lines = append(lines, warnStyle.Render("input held: ")+fmt.Sprintf("the sinks hold %s their brokers have not taken", bytes(st.OutputBacklogBytes)))
+	}
+	if m := st.Memory; m.NearLimit() {
+		lines = append(lines, warnStyle.Render("memory near its limit: ")+fmt.Sprintf("heap %s live of %s; the GC runs almost all the time", bytes(m.HeapLive), bytes(m.Limit)))
 	}
 	if m.lost != nil {
 		return append(lines, m.lostLines(" · showing the last status received")...)

@@ -67,7 +67,7 @@ func TestView(t *testing.T) {
 		want []string // must be on screen, golden or not
 	}{
 		{"narrow-graph", func() *Model { return model(80, 24, skewedBefore, skewedNow) },
-			[]string{"▲ STALL drift/0 waits 1.6s for score/0 (backlog 515)", "fleet", "97% ▲"}},
+			[]string{"▲ STALL drift/0 waits 1.6s for score/0 (backlog 515)", "fleet", "97% ▲", "· up 1m31s · mem 44MB"}},
 		{"narrow-checkpoint", func() *Model {
 			m := model(80, 24, skewedBefore, skewedNow)
 			press(m, "tab")
@@ -102,6 +102,11 @@ func TestView(t *testing.T) {
 			held.InputHeld, held.OutputBacklogBytes = true, 33_900_000
 			return model(80, 24, skewedBefore, held)
 		}, []string{"input held: the sinks hold 32MB their brokers have not taken"}},
+		{"memory-near-limit", func() *Model {
+			near := skewedNow
+			near.Memory.HeapLive = 91 << 20
+			return model(80, 24, skewedBefore, near)
+		}, []string{"memory near its limit: heap 91MB live of 96MB"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := screen(t, tc.m())

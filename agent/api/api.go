@@ -25,6 +25,8 @@ type Status struct {
 	// agent.max_output_backlog and the sources read nothing new.
 	OutputBacklogBytes int64 `json:"output_backlog_bytes"`
 	InputHeld          bool  `json:"input_held"`
+	// Memory is the agent process's memory.
+	Memory Memory `json:"memory"`
 	// ConfigError, if set, says why the last change of the pipeline file
 	// was not applied; the pipeline runs as before.
 	ConfigError string `json:"config_error,omitempty"`
@@ -34,6 +36,26 @@ type Status struct {
 	// failed, oldest first (at most 32).
 	History []CheckpointInfo `json:"history"`
 }
+
+// Memory is a process's memory, in bytes.
+type Memory struct {
+	// Resident is its resident set (VmRSS): 0 where the system does not
+	// tell.
+	Resident int64 `json:"resident_bytes"`
+	// HeapLive is the Go heap's live data at the last collection (before
+	// the first, what it holds); HeapGoal, the size the heap may reach
+	// before the next.
+	HeapLive int64 `json:"heap_live_bytes"`
+	HeapGoal int64 `json:"heap_goal_bytes"`
+	// Limit is the soft limit of agent.memory_limit (or GOMEMLIMIT); 0
+	// when there is none.
+	Limit int64 `json:"limit_bytes"`
+}
+
+// NearLimit reports whether the live heap is within a tenth of the memory
+// limit: the garbage collector then runs almost without pause, and the
+// agent slows down rather than grow.
+func (m Memory) NearLimit() bool { return m.Limit > 0 && m.HeapLive >= m.Limit-m.Limit/10 }
 
 // Checkpoints counts checkpoints since the agent started.
 type Checkpoints struct {

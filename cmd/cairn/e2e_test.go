@@ -43,6 +43,7 @@ func freePort(t *testing.T) int {
 
 const e2eConfig = `agent:
   data_dir: %s
+  memory_limit: 200MiB
   metrics: 127.0.0.1:%d
   api: 127.0.0.1:%d
   api_token_file: %s
@@ -211,13 +212,27 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	if st.State != "running" || st.RestoredFrom == nil || fmt.Sprint(st.RestoredFrom.ID) != newest || st.RestoredFrom.Source != "local" || len(st.Operators) != 3 {
 		t.Fatalf("status after the restart:\n%s", out)
 	}
+	// Its memory, as the kernel and the Go runtime see it.
+	procStatus, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", second.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vmRSS int64
+	fmt.Sscanf(regexp.MustCompile(`VmRSS:\s+\d+`).FindString(string(procStatus))[len("VmRSS:"):], "%d", &vmRSS)
+	if m := st.Memory; m.Resident < vmRSS*1024/2 || m.Resident > vmRSS*1024*2 || m.HeapLive <= 0 || m.HeapGoal < m.HeapLive || m.Limit != 200<<20 {
+		t.Fatalf("status memory %+v; the kernel says VmRSS %d kB, the config memory_limit 200MiB", m, vmRSS)
+	}
+	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !regexp.MustCompile(`(?m)^memory: [\d.]+ MB resident; heap [\d.]+ [kM]B live, may grow to [\d.]+ MB; limit 200 MiB$`).Match(out) {
+		t.Fatalf("cairn status: %v\n%s", err, out)
+	}
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"cairn_checkpoints_completed_total ", `cairn_records_in_total{operator="avg",subtask="1"} `, "# TYPE cairn_dead_letters_total counter"} {
+	for _, want := range []string{"cairn_checkpoints_completed_total ", `cairn_records_in_total{operator="avg",subtask="1"} `, "# TYPE cairn_dead_letters_total counter",
+		"\nprocess_resident_memory_bytes ", "\ncairn_heap_live_bytes ", "\ncairn_memory_limit_bytes 209715200\n"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

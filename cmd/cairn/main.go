@@ -29,6 +29,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/cairn-edge/cairn/agent"
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
@@ -259,6 +261,23 @@ func exitCode(dataDir string, err error, stderr io.Writer) int {
 	return 1
 }
 
+// memoryLine says what memory the agent uses, and whether it is near its
+// limit.
+func memoryLine(m api.Memory) string {
+	line := "memory: "
+	if m.Resident > 0 {
+		line += humanize.Bytes(uint64(m.Resident)) + " resident; "
+	}
+	line += fmt.Sprintf("heap %s live, may grow to %s", humanize.Bytes(uint64(m.HeapLive)), humanize.Bytes(uint64(m.HeapGoal)))
+	switch {
+	case m.NearLimit():
+		line += fmt.Sprintf("; NEAR the limit of %s: the garbage collector runs almost all the time", humanize.IBytes(uint64(m.Limit)))
+	case m.Limit > 0:
+		line += fmt.Sprintf("; limit %s", humanize.IBytes(uint64(m.Limit)))
+	}
+	return line
+}
+
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
 	dataDir, code := dataDirOf("status", "status [--json] (-c FILE | --data-dir DIR)", args, stderr,
@@ -289,6 +308,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if st.InputHeld {
 		fmt.Fprintf(stdout, "input held: the sinks hold %d B their brokers have not taken, over agent.max_output_backlog\n", st.OutputBacklogBytes)
 	}
+	fmt.Fprintln(stdout, memoryLine(st.Memory))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT")
 	for _, op := range st.Operators {

@@ -55,8 +55,9 @@ func (h *timerHeap) remove(t Timer) {
 }
 
 // shrink drops set and heap once no timer is left, and makes them again at
-// their size once the timers are down to a quarter of peak. The cost, O(n log n) for the n timers left, is paid
-// once per three times as many timers gone.
+// their size once the timers are down to a quarter of peak. The cost,
+// O(n log n) for the n timers left, is paid once per three times as many
+// timers gone.
 func (h *timerHeap) shrink() {
 	switch {
 	case len(h.set) == 0:

@@ -113,8 +113,8 @@ func (m *Model) header(w int) []string {
 	if st.InputHeld {
 		lines = append(lines, warnStyle.Render("input held: ")+fmt.Sprintf("the sinks hold %s their brokers have not taken", bytes(st.OutputBacklogBytes)))
 	}
-	if m := st.Memory; m.NearLimit() {
-		lines = append(lines, warnStyle.Render("memory near its limit: ")+fmt.Sprintf("heap %s live of %s; the GC runs almost all the time", bytes(m.HeapLive), bytes(m.Limit)))
+	if mem := st.Memory; mem.NearLimit() {
+		lines = append(lines, warnStyle.Render("memory near its limit: ")+fmt.Sprintf("heap %s live of %s; the GC runs almost all the time", bytes(mem.HeapLive), bytes(mem.Limit)))
 	}
 	if m.lost != nil {
 		return append(lines, m.lostLines(" · showing the last status received")...)

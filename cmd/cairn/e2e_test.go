@@ -222,7 +222,7 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	if m := st.Memory; m.Resident < vmRSS*1024/2 || m.Resident > vmRSS*1024*2 || m.HeapLive <= 0 || m.HeapGoal < m.HeapLive || m.Limit != 200<<20 {
 		t.Fatalf("status memory %+v; the kernel says VmRSS %d kB, the config memory_limit 200MiB", m, vmRSS)
 	}
-	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !regexp.MustCompile(`(?m)^memory: [\d.]+ MB resident; heap [\d.]+ [kM]B live, may grow to [\d.]+ MB; limit 200 MiB$`).Match(out) {
+	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !regexp.MustCompile(`(?m)^memory: [\d.]+ MB resident; heap [\d.]+ MB live, may grow to [\d.]+ MB; limit 200 MiB$`).Match(out) {
 		t.Fatalf("cairn status: %v\n%s", err, out)
 	}
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))

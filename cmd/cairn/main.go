@@ -29,8 +29,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/cairn-edge/cairn/agent"
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
@@ -264,16 +262,18 @@ func exitCode(dataDir string, err error, stderr io.Writer) int {
 // memoryLine says what memory the agent uses, and whether it is near its
 // limit.
 func memoryLine(m api.Memory) string {
+	mb := func(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 	line := "memory: "
 	if m.Resident > 0 {
-		line += humanize.Bytes(uint64(m.Resident)) + " resident; "
+		line += mb(m.Resident) + " resident; "
 	}
-	line += fmt.Sprintf("heap %s live, may grow to %s", humanize.Bytes(uint64(m.HeapLive)), humanize.Bytes(uint64(m.HeapGoal)))
+	line += fmt.Sprintf("heap %s live, may grow to %s", mb(m.HeapLive), mb(m.HeapGoal))
+	limit := fmt.Sprintf("%.0f MiB", float64(m.Limit)/(1<<20))
 	switch {
 	case m.NearLimit():
-		line += fmt.Sprintf("; NEAR the limit of %s: the garbage collector runs almost all the time", humanize.IBytes(uint64(m.Limit)))
+		line += "; NEAR the limit of " + limit + ": the garbage collector runs almost all the time"
 	case m.Limit > 0:
-		line += fmt.Sprintf("; limit %s", humanize.IBytes(uint64(m.Limit)))
+		line += "; limit " + limit
 	}
 	return line
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -60,10 +61,6 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(5 * time.Second).
 		SetOrderMatters(true).
-		// After a reconnect paho resends what the broker had not
-		// acknowledged in the order its store gives: the default store's
-		// is random, the ordered store's is the order of publishing.
-		SetStore(paho.NewOrderedMemoryStore()).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			log.Warn("MQTT connection lost; reconnecting", "broker", c.Broker, "client", id, "err", err)
 		})
@@ -97,18 +94,63 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 	return o, nil
 }
 
+// resumeGate is a client's store, which says when publishing is safe
+// after a (re)connection. On every connection paho lists the packets in its
+// store and sends them again, setting their DUP flag as it goes, while its
+// writer may be sending one of them that was published just before: a data
+// race in paho (eclipse-paho/paho.mqtt.golang#703, seen under -race in
+// CI). A packet published after the list was taken is not on it, so a
+// publisher waits, after each attempt to connect, until paho has listed
+// the store (open).
+//
+// After a reconnect paho resends what the broker had not acknowledged in
+// the order its store gives: the default store's is random, the ordered
+// store's (inside) the order of publishing.
+type resumeGate struct {
+	paho.Store
+	seq     atomic.Uint64 // orders the two events below
+	attempt atomic.Uint64 // seq at the last attempt to connect
+	listed  atomic.Uint64 // seq at paho's last listing of the store
+}
+
+func newResumeGate() *resumeGate { return &resumeGate{Store: paho.NewOrderedMemoryStore()} }
+
+// All is paho listing the store: at Connect, and as it resumes a
+// connection.
+func (g *resumeGate) All() []string {
+	keys := g.Store.All()
+	g.listed.Store(g.seq.Add(1))
+	return keys
+}
+
+// notify notes every attempt to connect.
+func (g *resumeGate) notify(_ paho.Client, n paho.ConnectionNotification) {
+	if _, ok := n.(paho.ConnectionNotificationConnecting); ok {
+		g.attempt.Store(g.seq.Add(1))
+	}
+}
+
+// open reports whether paho has listed the store since the last attempt
+// to connect: what is published now is not resent by this connection's
+// resume.
+func (g *resumeGate) open() bool { return g.listed.Load() > g.attempt.Load() }
+
 // connect creates a client and starts connecting; it does not wait for the
 // broker, which may be down: paho retries with backoff. onConnect runs on
 // every (re)connection; onMessage, if set, receives every message (also
 // those of a persistent session that arrive before subscribing, and those
 // of shared subscriptions, whose topics match no filter); onReconnecting,
 // if set, runs before every attempt to reconnect after a lost connection,
-// and so before paho resends what the broker had not acknowledged.
-func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMessage paho.MessageHandler, onReconnecting func()) (paho.Client, error) {
+// and so before paho resends what the broker had not acknowledged. A
+// publisher that waits for acknowledgements publishes only while the
+// returned gate is open.
+func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMessage paho.MessageHandler, onReconnecting func()) (paho.Client, *resumeGate, error) {
 	o, err := c.options(suffix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	gate := newResumeGate()
+	o.SetStore(gate).SetConnectionNotificationHandler(gate.notify)
 	if onReconnecting != nil {
 		o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { onReconnecting() })
 	}
@@ -134,5 +176,5 @@ func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMess
 	})
 	cl := paho.NewClient(o)
 	cl.Connect() // with ConnectRetry, completes once connected
-	return cl, nil
+	return cl, gate, nil
 }

@@ -75,6 +75,7 @@ type sink struct {
 	subtask int
 	topic   []string // cfg.Topic split at "{key}"
 	client  paho.Client
+	gate    *resumeGate // publish only while open
 	// reconnects counts the client's reconnection attempts.
 	reconnects atomic.Uint64
 
@@ -91,7 +92,7 @@ type sink struct {
 
 func (s *sink) Open(*graph.Context) error {
 	var err error
-	s.client, err = s.cfg.Client.connect("-sink-"+strconv.Itoa(s.subtask), nil, nil, func() { s.reconnects.Add(1) })
+	s.client, s.gate, err = s.cfg.Client.connect("-sink-"+strconv.Itoa(s.subtask), nil, nil, func() { s.reconnects.Add(1) })
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (s *sink) publish() {
 	for {
 		for len(window) < publishWindow {
 			reconnects := s.reconnects.Load()
-			if !s.client.IsConnectionOpen() || len(window) > 0 && window[0].reconnects != reconnects {
+			if !s.connected() || len(window) > 0 && window[0].reconnects != reconnects {
 				// Disconnected, or what is out was published before a
 				// reconnection and must be sent again first, in order,
 				// while paho resends its copies.
@@ -235,7 +236,7 @@ func (s *sink) publish() {
 		}
 		if len(window) == 0 {
 			var retry <-chan time.Time // while disconnected, look again soon
-			if !s.client.IsConnectionOpen() {
+			if !s.connected() {
 				retry = time.After(100 * time.Millisecond)
 			}
 			select {
@@ -268,6 +269,10 @@ func (s *sink) publish() {
 		window, next = nil, cursor{}
 	}
 }
+
+// connected reports whether the client is connected and paho has taken
+// the list of what it resends on this connection (resumeGate).
+func (s *sink) connected() bool { return s.client.IsConnectionOpen() && s.gate.open() }
 
 // advance returns the message at c among the committed batches and moves c
 // past it; a zero c starts at the oldest message not acknowledged.

@@ -171,7 +171,7 @@ func (s *source) connect(qos byte) error {
 		filters[t] = qos
 	}
 	var err error
-	s.client, err = s.cfg.Client.connect(suffix, func(c paho.Client) {
+	s.client, _, err = s.cfg.Client.connect(suffix, func(c paho.Client) {
 		tok := c.SubscribeMultiple(filters, nil) // messages go to onMessage
 		go func() {
 			if tok.Wait(); tok.Error() != nil {

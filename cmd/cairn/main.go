@@ -268,14 +268,14 @@ func memoryLine(m api.Memory) string {
 		line += mb(m.Resident) + " resident; "
 	}
 	line += fmt.Sprintf("heap %s live, may grow to %s", mb(m.HeapLive), mb(m.HeapGoal))
-	limit := fmt.Sprintf("%.0f MiB", float64(m.Limit)/(1<<20))
-	switch {
-	case m.NearLimit():
-		line += "; NEAR the limit of " + limit + ": the garbage collector runs almost all the time"
-	case m.Limit > 0:
-		line += "; limit " + limit
+	if m.Limit == 0 {
+		return line
 	}
-	return line
+	limit := fmt.Sprintf("%.0f MiB", float64(m.Limit)/(1<<20))
+	if m.NearLimit() {
+		return line + "; NEAR the limit of " + limit + ": the garbage collector runs almost all the time"
+	}
+	return line + "; limit " + limit
 }
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {

@@ -55,14 +55,18 @@ func (r *recorder) Emit(rec *Record) { r.got = append(r.got, *rec) }
 // timerOp records the timers that fire.
 type timerOp struct {
 	BaseOperator
-	ctx   *Context
-	fired []string
+	ctx    *Context
+	fired  []string
+	onFire func(key string, ts int64) // if set, called after each timer is noted
 }
 
 func (o *timerOp) ProcessRecord(int, *Record) error { return nil }
 
 func (o *timerOp) OnTimer(ts int64) error {
 	o.fired = append(o.fired, fmt.Sprintf("%s@%d", o.ctx.CurrentKey(), ts))
+	if o.onFire != nil {
+		o.onFire(o.ctx.CurrentKey(), ts)
+	}
 	return nil
 }
 
@@ -346,11 +350,11 @@ func TestFiredTimersGiveMemoryBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	timers := &s.Context().timers
-	if len(op.fired) != keys || len(timers.set) != 100 {
-		t.Fatalf("%d fired and %d left, want %d and 100", len(op.fired), len(timers.set), keys)
+	if len(op.fired) != keys || timers.n != 100 || len(timers.groups) != 100 || timers.groups[100] != nil {
+		t.Fatalf("%d fired and %d left in %d groups, want %d and 100 in 100, the burst's gone", len(op.fired), timers.n, len(timers.groups), keys)
 	}
-	if c := cap(timers.heap); c > max(4*len(timers.set), shrinkFrom) {
-		t.Fatalf("the heap keeps room for %d timers after the burst fired, with %d left", c, len(timers.set))
+	if c := cap(timers.times); c > max(4*len(timers.groups), shrinkFrom) {
+		t.Fatalf("the heap keeps room for %d times after the burst fired, with %d left", c, len(timers.groups))
 	}
 	op.fired = nil
 	if _, err := s.AdvanceWatermark(math.MaxInt64, op); err != nil {
@@ -361,8 +365,79 @@ func TestFiredTimersGiveMemoryBack(t *testing.T) {
 			t.Fatalf("after the burst, timer %d fired as %s, want %s", i, f, want)
 		}
 	}
-	if len(op.fired) != 100 || timers.set != nil || timers.heap != nil {
-		t.Fatalf("%d fired; all fired, the set (%d) and heap (cap %d) are still held", len(op.fired), len(timers.set), cap(timers.heap))
+	if len(op.fired) != 100 || timers.groups != nil || timers.times != nil || timers.n != 0 {
+		t.Fatalf("%d fired; all fired, the groups (%d) and heap (cap %d) are still held", len(op.fired), len(timers.groups), cap(timers.times))
+	}
+}
+
+// TestTimersOfManyTimesGiveMemoryBack: timers at as many times as keys (a
+// dedupe's, a session window's) make a group each; once most have fired,
+// the map of groups is made again at its size, and the rest fire in order.
+func TestTimersOfManyTimesGiveMemoryBack(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	op := &timerOp{ctx: s.Context()}
+	const keys = 8 * shrinkFrom
+	for i := range keys {
+		s.SetKey(fmt.Sprintf("k%05d", i))
+		s.Context().RegisterEventTimer(int64(i))
+	}
+	timers := &s.Context().timers
+	if timers.peak != keys {
+		t.Fatalf("%d groups at most, want one a time: %d", timers.peak, keys)
+	}
+	if _, err := s.AdvanceWatermark(keys-shrinkFrom-1, op); err != nil {
+		t.Fatal(err)
+	}
+	if len(timers.groups) != shrinkFrom || timers.peak > 4*shrinkFrom || cap(timers.times) > 4*shrinkFrom {
+		t.Fatalf("%d groups left, made again at %d at most, heap room %d: the map keeps the size of the %d", len(timers.groups), timers.peak, cap(timers.times), keys)
+	}
+	op.fired = nil
+	if _, err := s.AdvanceWatermark(math.MaxInt64, op); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range op.fired {
+		if want := fmt.Sprintf("k%05d@%d", keys-shrinkFrom+i, keys-shrinkFrom+i); f != want {
+			t.Fatalf("timer %d of the rest fired as %s, want %s", i, f, want)
+		}
+	}
+	if len(op.fired) != shrinkFrom {
+		t.Fatalf("%d of the rest fired, want %d", len(op.fired), shrinkFrom)
+	}
+}
+
+// TestTimersAddedWhileFiring: timers registered and deleted by a timer
+// that fires take their place in (time, key) order, as if they had been
+// there from the start: one at the firing time after the current key
+// fires in turn, one before it fires next, one at an earlier time fires
+// at once, and one deleted never fires.
+func TestTimersAddedWhileFiring(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	op := &timerOp{ctx: s.Context()}
+	for _, k := range []string{"k1", "k3", "k5"} {
+		s.SetKey(k)
+		s.Context().RegisterEventTimer(10)
+	}
+	op.onFire = func(key string, ts int64) {
+		if key != "k1" {
+			return
+		}
+		for _, k := range []string{"k2", "k0"} {
+			s.SetKey(k)
+			s.Context().RegisterEventTimer(10)
+		}
+		s.SetKey("k7")
+		s.Context().RegisterEventTimer(7)
+		s.SetKey("k5")
+		s.Context().DeleteEventTimer(10)
+	}
+	if _, err := s.AdvanceWatermark(10, op); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(op.fired, " "), "k1@10 k7@7 k0@10 k2@10 k3@10"; got != want {
+		t.Fatalf("fired %q, want %q", got, want)
+	}
+	if _, ok := s.Context().timers.next(); ok {
+		t.Fatal("timers are left after all fired")
 	}
 }
 

@@ -160,8 +160,8 @@ type Context struct {
 	tables  []keyedTable
 	pending map[string]map[int]*TableSnapshot // restored, awaiting registration
 
-	timers     timerHeap // event time
-	procTimers timerHeap // processing time
+	timers     timerQueue // event time
+	procTimers timerQueue // processing time
 	watermark  int64
 	procTime   int64 // processing time in ms, as last told by the runtime
 

@@ -2,33 +2,37 @@ package mqttio
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// messages returns what b holds, as "topic body" strings, and its first
-// sequence number.
+// messages returns what b holds, as "topic body" strings, read as the
+// publisher does, and checks that b.size is what its blocks hold.
 func messages(t *testing.T, b *batch) []string {
 	t.Helper()
 	var out []string
 	size := 0
-	for _, block := range b.blocks {
-		size += len(block)
-		for rest := block; len(rest) > 0; {
-			topic, body, n, err := nextMessage(rest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, topic+" "+string(body))
-			rest = rest[n:]
-		}
+	for _, k := range b.blocks {
+		size += len(k.data)
 	}
 	if size != b.size {
 		t.Fatalf("batch size %d, blocks hold %d", b.size, size)
 	}
-	return out
+	c := b.cursor()
+	for {
+		_, topic, body, ok, err := c.message()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, topic+" "+string(body))
+	}
 }
 
 // TestBatchAcrossBlocks stages more than a block's worth, drops messages
@@ -49,7 +53,10 @@ func TestBatchAcrossBlocks(t *testing.T) {
 	// rewind starts at the oldest message left.
 	ahead := b.cursor()
 	for i := range 1500 {
-		seq, topic, body, ok := ahead.message()
+		seq, topic, body, ok, err := ahead.message()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if want := fmt.Sprintf("out/k%d/avg", i); !ok || seq != uint64(i) || topic != want || string(body) != fmt.Sprintf(`,"value":%d}`, i) {
 			t.Fatalf("message %d: %d %s %s", i, seq, topic, body)
 		}
@@ -60,14 +67,14 @@ func TestBatchAcrossBlocks(t *testing.T) {
 	for range 100 {
 		b.drop()
 	}
-	if seq, topic, _, _ := ahead.message(); seq != 1500 || topic != "out/k1500/avg" {
+	if seq, topic, _, _, _ := ahead.message(); seq != 1500 || topic != "out/k1500/avg" {
 		t.Fatalf("the cursor ahead moved to %d %s after the drops", seq, topic)
 	}
-	if seq, topic, _, _ := (&cursor{}).message(); seq != 0 || topic != "" {
+	if seq, topic, _, _, _ := (&cursor{}).message(); seq != 0 || topic != "" {
 		t.Fatal("an empty cursor gave a message")
 	}
 	rewound := b.cursor()
-	if seq, topic, _, _ := rewound.message(); seq != 1500 || topic != "out/k1500/avg" {
+	if seq, topic, _, _, _ := rewound.message(); seq != 1500 || topic != "out/k1500/avg" {
 		t.Fatalf("a cursor after the drops starts at %d %s, want 1500", seq, topic)
 	}
 	b.checkpoint, b.subtask = 9, 2
@@ -82,6 +89,95 @@ func TestBatchAcrossBlocks(t *testing.T) {
 	left := messages(t, got[0])
 	if len(left) != n-1500 || left[0] != `out/k1500/avg ,"value":1500}` || left[len(left)-1] != `out/k1999/avg ,"value":1999}` {
 		t.Fatalf("%d messages left, from %q to %q", len(left), left[0], left[len(left)-1])
+	}
+}
+
+// TestBatchDeflatesSealedBlocks stages a burst of outputs like a window's
+// and checks that every block but the one being filled is deflated, that
+// the sizes add reports sum to what the batch holds as it fills and as
+// acknowledgements empty it, and that a snapshot keeps the blocks as they
+// are and reads back the messages left.
+func TestBatchDeflatesSealedBlocks(t *testing.T) {
+	topic := strings.Split("avg/{key}", "{key}")
+	var b batch
+	held, raw := 0, 0
+	const n = 3000
+	for i := range n {
+		body := fmt.Sprintf(`,"key":"d%06d","time":1700000039999,"value":%d.5,"payload":{"Start":1699999980000,"End":1700000040000,"Count":%d}}`, i, i%40, 1+i%3)
+		held += b.add(topic, fmt.Sprintf("d%06d", i), []byte(body))
+		raw += len(body) + len("avg/d000000") + 2
+		if held != b.size {
+			t.Fatalf("after %d messages add reported %d bytes in all, the batch holds %d", i+1, held, b.size)
+		}
+	}
+	if len(b.blocks) < 3 {
+		t.Fatalf("%d blocks: the test must span several", len(b.blocks))
+	}
+	for i, k := range b.blocks[:len(b.blocks)-1] {
+		if !k.deflated {
+			t.Fatalf("block %d of %d is not deflated", i, len(b.blocks))
+		}
+	}
+	b.seal() // as a snapshot does
+	if !b.last().deflated {
+		t.Fatal("the last block is not deflated once sealed")
+	}
+	if b.size*4 > raw {
+		t.Fatalf("%d bytes of messages held in %d: deflate should take them to under a quarter", raw, b.size)
+	}
+	for range 1000 {
+		if d := b.drop(); d > 0 {
+			t.Fatalf("drop grew the batch by %d", d)
+		}
+	}
+	b.checkpoint = 3
+	got, err := decodeBatches(bytes.Join(encodeBatches([]*batch{&b}), nil), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].size != b.size || got[0].seq != 1000 {
+		t.Fatalf("decoded a batch of %d bytes from %d, want %d bytes from 1000", got[0].size, got[0].seq, b.size)
+	}
+	left := messages(t, got[0])
+	if len(left) != n-1000 || !strings.HasPrefix(left[0], `avg/d001000 ,"key":"d001000"`) {
+		t.Fatalf("%d messages left, the first %q", len(left), left[0])
+	}
+	for range n - 1000 {
+		b.drop()
+	}
+	if b.size != 0 || len(b.blocks) != 0 || b.seq != n {
+		t.Fatalf("all acknowledged, the batch still holds %d bytes in %d blocks, at %d", b.size, len(b.blocks), b.seq)
+	}
+}
+
+// TestSinkStateOfCairnV1 restores the state of cairn before deflated
+// blocks: each batch's messages left, in one run.
+func TestSinkStateOfCairnV1(t *testing.T) {
+	msg := func(topic, body string) []byte {
+		m := binary.AppendUvarint(nil, uint64(len(topic)))
+		m = append(m, topic...)
+		m = binary.AppendUvarint(m, uint64(len(body)))
+		return append(m, body...)
+	}
+	msgs := append(msg("out/a", `,"value":1}`), msg("out/b", `,"value":2}`)...)
+	state := append(slices.Clone(stateMagicV1), 1, 8, 1, 5, byte(len(msgs)))
+	state = append(state, msgs...)
+	got, err := decodeBatches(state, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].checkpoint != 8 || got[0].subtask != 1 || got[0].seq != 5 {
+		t.Fatalf("decoded %+v", got)
+	}
+	if m := messages(t, got[0]); !slices.Equal(m, []string{`out/a ,"value":1}`, `out/b ,"value":2}`}) {
+		t.Fatalf("messages %q", m)
+	}
+	c := got[0].cursor()
+	if seq, _, _, _, _ := c.message(); seq != 5 {
+		t.Fatalf("the first message left is %d, want 5", seq)
+	}
+	if _, err := decodeBatches(state[:len(state)-1], 0); err == nil {
+		t.Fatal("a truncated old state decoded")
 	}
 }
 
@@ -112,11 +208,19 @@ func TestSinkStateOfEarlierCairn(t *testing.T) {
 // TestSinkStateDamage: every truncation of a state, and stray bytes after
 // it, is an error, never a panic or a silently shorter batch.
 func TestSinkStateDamage(t *testing.T) {
-	var b batch
+	var small, large batch // one block as it is, and one deflated
 	for i := range 5 {
-		b.add([]string{"t/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
+		small.add([]string{"t/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
 	}
-	state := bytes.Join(encodeBatches([]*batch{&b}), nil)
+	for i := range 100 {
+		large.add([]string{"t/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
+	}
+	large.seal()
+	large.drop()
+	if !large.blocks[0].deflated || small.blocks[0].deflated {
+		t.Fatal("the test needs one block deflated and one not")
+	}
+	state := bytes.Join(encodeBatches([]*batch{&small, &large}), nil)
 	for n := len(stateMagic); n < len(state); n++ {
 		if _, err := decodeBatches(state[:n], 0); err == nil {
 			t.Fatalf("a state cut at %d of %d bytes decoded", n, len(state))
@@ -132,6 +236,11 @@ func TestSinkStateDamage(t *testing.T) {
 func FuzzSinkState(f *testing.F) {
 	var b batch
 	b.add([]string{"out/", ""}, "k", []byte(`,"value":1}`))
+	f.Add(bytes.Join(encodeBatches([]*batch{&b}), nil))
+	for i := range 100 {
+		b.add([]string{"out/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
+	}
+	b.seal()
 	f.Add(bytes.Join(encodeBatches([]*batch{&b}), nil))
 	f.Add([]byte(`[{"c":1,"m":[{"t":"x","b":"LA=="}]}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -132,7 +132,10 @@ func TestSinkSendsNothingUncommitted(t *testing.T) {
 	sendable := func(c *cursor) []string {
 		var out []string
 		for {
-			b, seq, topic, _, ok := s.advance(c)
+			b, seq, topic, _, ok, err := s.advance(c)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !ok {
 				return out
 			}

@@ -271,68 +271,100 @@ func encodeBatches(bs []*batch) [][]byte {
 // their own. Every block is checked whole: its messages, once inflated,
 // are as many as it says.
 func decodeBatches(data []byte, own int) ([]*batch, error) {
+	var r stateReader
+	v1 := bytes.HasPrefix(data, stateMagicV1)
 	switch {
 	case len(data) == 0:
 		return nil, nil
-	case bytes.HasPrefix(data, stateMagicV1):
-		return decodeV1Batches(data[len(stateMagicV1):])
+	case v1:
+		r.buf = data[len(stateMagicV1):]
 	case !bytes.HasPrefix(data, stateMagic):
 		return decodeJSONBatches(data, own)
+	default:
+		r.buf = data[len(stateMagic):]
 	}
-	buf := data[len(stateMagic):]
-	uvarint := func() (uint64, error) {
-		v, k := binary.Uvarint(buf)
-		if k <= 0 {
-			return 0, errors.New("truncated state")
-		}
-		buf = buf[k:]
-		return v, nil
-	}
-	count, err := uvarint()
+	count, err := r.uvarint()
 	if err != nil {
 		return nil, err
 	}
 	var out []*batch
 	for range count {
-		var head [4]uint64 // checkpoint, subtask, seq, blocks
+		var head [4]uint64 // checkpoint, subtask, seq, blocks (v1: length of the messages)
 		for i := range head {
-			if head[i], err = uvarint(); err != nil {
+			if head[i], err = r.uvarint(); err != nil {
 				return nil, err
 			}
 		}
-		if head[1] > 1<<20 || head[3] > uint64(len(buf)) {
-			return nil, fmt.Errorf("batch of checkpoint %d: bad subtask %d or block count %d", head[0], head[1], head[3])
+		if head[1] > 1<<20 || head[3] > uint64(len(r.buf)) {
+			return nil, fmt.Errorf("batch of checkpoint %d: bad subtask %d or length %d", head[0], head[1], head[3])
 		}
 		b := &batch{checkpoint: head[0], subtask: int(head[1]), seq: head[2]}
-		for i := range head[3] {
-			var f [5]uint64 // deflated, raw, count, skip, length
-			for j := range f {
-				if f[j], err = uvarint(); err != nil {
-					return nil, err
-				}
-			}
-			// Deflate shrinks by at most 1032 to 1: a larger claim is damage,
-			// and would make messages allocate for nothing.
-			if f[0] > 1 || f[1] > maxBlock || f[0] == 1 && f[1] > 1032*f[4] || f[4] > uint64(len(buf)) || f[3] >= f[2] {
-				return nil, fmt.Errorf("batch of checkpoint %d, block %d: bad header %v", head[0], i, f)
-			}
-			k := block{data: bytes.Clone(buf[:f[4]]), deflated: f[0] == 1, raw: int(f[1]), count: int(f[2]), skip: int(f[3])}
-			buf = buf[f[4]:]
-			if !k.deflated && k.raw != len(k.data) {
-				return nil, fmt.Errorf("batch of checkpoint %d, block %d: %d bytes, not %d", head[0], i, len(k.data), k.raw)
-			}
-			if err := checkBlock(k); err != nil {
-				return nil, fmt.Errorf("batch of checkpoint %d, block %d: %w", head[0], i, err)
-			}
-			b.blocks = append(b.blocks, k)
-			b.size += len(k.data)
+		if v1 {
+			err = b.readV1(&r, int(head[3]))
+		} else {
+			err = b.readBlocks(&r, head[3])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("batch of checkpoint %d: %w", head[0], err)
 		}
 		out = append(out, b)
 	}
-	if len(buf) > 0 {
+	if len(r.buf) > 0 {
 		return nil, errors.New("trailing bytes")
 	}
 	return out, nil
+}
+
+// stateReader reads the fields of a sink state.
+type stateReader struct{ buf []byte }
+
+func (r *stateReader) uvarint() (uint64, error) {
+	v, k := binary.Uvarint(r.buf)
+	if k <= 0 {
+		return 0, errors.New("truncated state")
+	}
+	r.buf = r.buf[k:]
+	return v, nil
+}
+
+// bytes returns a copy of the next n bytes.
+func (r *stateReader) bytes(n uint64) ([]byte, error) {
+	if n > uint64(len(r.buf)) {
+		return nil, errors.New("truncated state")
+	}
+	out := bytes.Clone(r.buf[:n])
+	r.buf = r.buf[n:]
+	return out, nil
+}
+
+// readBlocks reads n blocks into b.
+func (b *batch) readBlocks(r *stateReader, n uint64) error {
+	for i := range n {
+		var f [5]uint64 // deflated, raw, count, skip, length
+		for j := range f {
+			v, err := r.uvarint()
+			if err != nil {
+				return err
+			}
+			f[j] = v
+		}
+		// Deflate shrinks by at most 1032 to 1: a larger claim is damage,
+		// and would make messages allocate for nothing.
+		if f[0] > 1 || f[1] > maxBlock || f[0] == 1 && f[1] > 1032*f[4] || f[3] >= f[2] || f[0] == 0 && f[1] != f[4] {
+			return fmt.Errorf("block %d: bad header %v", i, f)
+		}
+		data, err := r.bytes(f[4])
+		if err != nil {
+			return err
+		}
+		k := block{data: data, deflated: f[0] == 1, raw: int(f[1]), count: int(f[2]), skip: int(f[3])}
+		if err := checkBlock(k); err != nil {
+			return fmt.Errorf("block %d: %w", i, err)
+		}
+		b.blocks = append(b.blocks, k)
+		b.size += len(k.data)
+	}
+	return nil
 }
 
 // checkBlock reports whether k's messages decode and are k.count.
@@ -341,65 +373,44 @@ func checkBlock(k block) error {
 	if err != nil {
 		return err
 	}
-	n := 0
-	for rest := msgs; len(rest) > 0; n++ {
-		_, _, used, err := nextMessage(rest)
-		if err != nil {
-			return err
-		}
-		rest = rest[used:]
+	n, err := countMessages(msgs)
+	if err == nil && n != k.count {
+		err = fmt.Errorf("%d messages, not %d", n, k.count)
 	}
-	if n != k.count || n == 0 {
-		return fmt.Errorf("%d messages, not %d", n, k.count)
-	}
-	return nil
+	return err
 }
 
-// decodeV1Batches reads the batches of a stateMagicV1 state, after its
-// magic; each becomes one block, not deflated.
-func decodeV1Batches(buf []byte) ([]*batch, error) {
-	uvarint := func() (uint64, error) {
-		v, k := binary.Uvarint(buf)
-		if k <= 0 {
-			return 0, errors.New("truncated state")
+// countMessages returns how many whole messages msgs holds, and an error if
+// it holds anything else.
+func countMessages(msgs []byte) (int, error) {
+	n := 0
+	for ; len(msgs) > 0; n++ {
+		_, _, used, err := nextMessage(msgs)
+		if err != nil {
+			return 0, err
 		}
-		buf = buf[k:]
-		return v, nil
+		msgs = msgs[used:]
 	}
-	count, err := uvarint()
+	return n, nil
+}
+
+// readV1 reads into b the n bytes of messages of a stateMagicV1 batch, as
+// one block, not deflated.
+func (b *batch) readV1(r *stateReader, n int) error {
+	if n == 0 {
+		return nil
+	}
+	data, err := r.bytes(uint64(n))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []*batch
-	for range count {
-		var head [4]uint64 // checkpoint, subtask, seq, length
-		for i := range head {
-			if head[i], err = uvarint(); err != nil {
-				return nil, err
-			}
-		}
-		if head[1] > 1<<20 || head[3] > uint64(len(buf)) {
-			return nil, fmt.Errorf("batch of checkpoint %d: bad subtask %d or length %d", head[0], head[1], head[3])
-		}
-		b := &batch{checkpoint: head[0], subtask: int(head[1]), seq: head[2]}
-		if head[3] > 0 {
-			k := block{data: bytes.Clone(buf[:head[3]]), raw: int(head[3])}
-			for rest := k.data; len(rest) > 0; k.count++ {
-				_, _, n, err := nextMessage(rest)
-				if err != nil {
-					return nil, fmt.Errorf("batch of checkpoint %d: %w", head[0], err)
-				}
-				rest = rest[n:]
-			}
-			b.blocks, b.size = []block{k}, len(k.data)
-		}
-		buf = buf[head[3]:]
-		out = append(out, b)
+	count, err := countMessages(data)
+	if err != nil {
+		return err
 	}
-	if len(buf) > 0 {
-		return nil, errors.New("trailing bytes")
-	}
-	return out, nil
+	k := block{data: data, raw: n, count: count}
+	b.blocks, b.size = []block{k}, n
+	return nil
 }
 
 // decodeJSONBatches reads the sink state of cairn before the encoding

@@ -1,6 +1,10 @@
 package mqttio
 
 import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +62,51 @@ func TestResumeGate(t *testing.T) {
 	await("paho's attempt to reconnect to reach the gate", func() bool { return gate.attempt.Load() > first })
 	await("the gate to open again", func() bool { return cl.IsConnectionOpen() && gate.open() })
 	publish("after reconnecting")
+}
+
+// TestDeadLettersWaitForTheGate: a source publishes dead letters to their
+// topic only while its client's gate is open; while it is shut (paho about
+// to resend), it logs that they stay in the log file instead. Through a
+// real mosquitto: the consumer hears only the letter sent with the gate
+// open.
+func TestDeadLettersWaitForTheGate(t *testing.T) {
+	b := mosquittoBroker(t)
+	heard := make(chan string, 4)
+	consumer := client(t, b.url, "dead-consumer", true)
+	defer consumer.Disconnect(0)
+	if tok := consumer.Subscribe("dead/gate", 1, func(_ paho.Client, m paho.Message) {
+		var dl DeadLetter
+		json.Unmarshal(m.Payload(), &dl)
+		heard <- dl.Reason
+	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	var logged bytes.Buffer
+	cfg := ClientConfig{Broker: b.url, ClientID: "dead-source", Logger: slog.New(slog.NewTextHandler(&logged, nil))}
+	s := &source{cfg: SourceConfig{Name: "src", Client: cfg, DeadLetterTopic: "dead/gate"}}
+	var err error
+	if s.client, s.gate, err = cfg.connect("-0", nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.client.Disconnect(0)
+	for deadline := time.Now().Add(30 * time.Second); !s.client.IsConnectionOpen() || !s.gate.open(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("waited 30s for the source's client to connect") // no event tells
+		}
+	}
+	s.gate.notify(nil, paho.ConnectionNotificationConnecting{}) // as paho does before it resumes
+	s.publishDeadLetters([]DeadLetter{{Reason: "while shut"}})
+	if !strings.Contains(logged.String(), "dead letters not published") {
+		t.Fatalf("nothing logged for a dead letter held back: %q", logged.String())
+	}
+	s.gate.All() // paho lists what it resends
+	s.publishDeadLetters([]DeadLetter{{Reason: "while open"}})
+	select {
+	case r := <-heard:
+		if r != "while open" {
+			t.Fatalf("the consumer heard %q first: a letter went out while the gate was shut", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the letter sent while the gate was open never came")
+	}
 }

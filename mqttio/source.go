@@ -105,7 +105,8 @@ type source struct {
 	parallel int
 	log      *Log
 	client   paho.Client
-	offset   uint64 // next offset to read
+	gate     *resumeGate // dead letters are published only while open
+	offset   uint64      // next offset to read
 
 	in       chan paho.Message
 	consumed chan struct{} // Read made room under MaxLag
@@ -171,7 +172,7 @@ func (s *source) connect(qos byte) error {
 		filters[t] = qos
 	}
 	var err error
-	s.client, _, err = s.cfg.Client.connect(suffix, func(c paho.Client) {
+	s.client, s.gate, err = s.cfg.Client.connect(suffix, func(c paho.Client) {
 		tok := c.SubscribeMultiple(filters, nil) // messages go to onMessage
 		go func() {
 			if tok.Wait(); tok.Error() != nil {
@@ -369,9 +370,17 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 }
 
 // publishDeadLetters sends dead letters to DeadLetterTopic without waiting:
-// they are stored already.
+// they are stored already. While the client is not connected, or paho has
+// not yet listed what it resends on this connection, it sends none (paho
+// would race with itself over them, see resumeGate) and says so: they are
+// in the ingest log file's dead letters (LogDB.DeadLetters) all the same.
 func (s *source) publishDeadLetters(dead []DeadLetter) {
 	if s.cfg.DeadLetterTopic == "" {
+		return
+	}
+	if !s.client.IsConnectionOpen() || !s.gate.open() {
+		s.cfg.Client.Logger.Warn("dead letters not published to their topic while the broker connection is down; they are stored",
+			"source", s.name(), "count", len(dead), "topic", s.cfg.DeadLetterTopic)
 		return
 	}
 	for _, dl := range dead {

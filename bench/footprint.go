@@ -86,15 +86,20 @@ type FootprintResult struct {
 	// and published the averages of the first window), the largest
 	// resident set sampled (every 100 ms) meanwhile, its parts, the
 	// high-water mark at the end, and the largest checkpoint seen.
-	Keys                   int     `json:"keys"`
-	Messages               int     `json:"messages"`
-	PublishMessagesPerSec  float64 `json:"publish_messages_per_sec"`
-	ProcessMessagesPerSec  float64 `json:"process_messages_per_sec"`
-	LoadRSSBytes           int64   `json:"load_rss_bytes"`
-	LoadAnonBytes          int64   `json:"load_anon_bytes"`
-	LoadFileBytes          int64   `json:"load_file_bytes"`
-	LoadHWMBytes           int64   `json:"load_hwm_bytes"`
-	LargestCheckpointBytes int64   `json:"largest_checkpoint_bytes"`
+	Keys                  int     `json:"keys"`
+	Messages              int     `json:"messages"`
+	PublishMessagesPerSec float64 `json:"publish_messages_per_sec"`
+	ProcessMessagesPerSec float64 `json:"process_messages_per_sec"`
+	LoadRSSBytes          int64   `json:"load_rss_bytes"`
+	LoadAnonBytes         int64   `json:"load_anon_bytes"`
+	LoadFileBytes         int64   `json:"load_file_bytes"`
+	LoadHWMBytes          int64   `json:"load_hwm_bytes"`
+	// LoadHeapLiveBytes is the largest live heap the agent reported (its
+	// status's memory, every second): the data the resident memory holds,
+	// which Go's collector lets grow to about twice as much unless a
+	// memory limit holds it.
+	LoadHeapLiveBytes      int64 `json:"load_heap_live_bytes"`
+	LargestCheckpointBytes int64 `json:"largest_checkpoint_bytes"`
 	// LoadVsIdleRatio is LoadHWMBytes over IdleRSSBytes.
 	LoadVsIdleRatio float64 `json:"load_vs_idle_ratio"`
 	// The targets, and whether the figures meet them (binary size only
@@ -131,6 +136,7 @@ func (r *FootprintResult) Rows() []Row {
 		{"load RSS, largest sampled", mb(r.LoadRSSBytes)},
 		{"  anonymous / file-backed", mb(r.LoadAnonBytes) + " / " + mb(r.LoadFileBytes)},
 		{"load RSS high-water mark (VmHWM)", fmt.Sprintf("%s (target %s)", mb(r.LoadHWMBytes), mb(r.TargetLoadRSSBytes))},
+		{"  live heap, largest sampled", mb(r.LoadHeapLiveBytes)},
 		{"largest checkpoint under load", mb(r.LargestCheckpointBytes)},
 		{"load / idle", fmt.Sprintf("%.2f", r.LoadVsIdleRatio)},
 		{"within targets", within},
@@ -384,6 +390,7 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 
 	type peaks struct {
 		mem        memory
+		heapLive   int64
 		checkpoint int64
 	}
 	sampled := make(chan peaks, 1)
@@ -394,9 +401,14 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 			if m, err := readMemory(p.cmd.Process.Pid); err == nil && m.rss > pk.mem.rss {
 				pk.mem = m
 			}
+			// The status every second: asked for more often, it slows the
+			// agent down.
 			if i%10 == 0 {
-				if st, err := p.status(); err == nil && st.Checkpoints.LastCompleted != nil {
-					pk.checkpoint = max(pk.checkpoint, st.Checkpoints.LastCompleted.SizeBytes)
+				if st, err := p.status(); err == nil {
+					pk.heapLive = max(pk.heapLive, st.Memory.HeapLive)
+					if st.Checkpoints.LastCompleted != nil {
+						pk.checkpoint = max(pk.checkpoint, st.Checkpoints.LastCompleted.SizeBytes)
+					}
 				}
 			}
 			select {
@@ -421,7 +433,7 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 			pk.mem = end
 		}
 		res.LoadRSSBytes, res.LoadAnonBytes, res.LoadFileBytes, res.LoadHWMBytes = pk.mem.rss, pk.mem.anon, pk.mem.file, end.hwm
-		res.LargestCheckpointBytes = pk.checkpoint
+		res.LoadHeapLiveBytes, res.LargestCheckpointBytes = pk.heapLive, pk.checkpoint
 		return nil
 	}
 

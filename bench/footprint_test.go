@@ -58,8 +58,10 @@ func BenchmarkFootprint(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.IdleRSSBytes <= 0 || r.LoadHWMBytes < r.IdleRSSBytes || r.IdleWorkingSetBytes > r.IdleRSSBytes {
-			b.Fatalf("implausible footprint: idle %d B (%d B touched), load high-water mark %d B", r.IdleRSSBytes, r.IdleWorkingSetBytes, r.LoadHWMBytes)
+		if r.IdleRSSBytes <= 0 || r.LoadHWMBytes < r.IdleRSSBytes || r.IdleWorkingSetBytes > r.IdleRSSBytes ||
+			r.LoadHeapLiveBytes <= 0 || r.LoadHeapLiveBytes > r.LoadHWMBytes {
+			b.Fatalf("implausible footprint: idle %d B (%d B touched), load high-water mark %d B, live heap %d B",
+				r.IdleRSSBytes, r.IdleWorkingSetBytes, r.LoadHWMBytes, r.LoadHeapLiveBytes)
 		}
 		var table bytes.Buffer
 		Print(&table, r, false)
@@ -67,13 +69,14 @@ func BenchmarkFootprint(b *testing.B) {
 		b.ReportMetric(float64(r.IdleRSSBytes)/1e6, "MB-idle-RSS")
 		b.ReportMetric(float64(r.IdleWorkingSetBytes)/1e6, "MB-idle-touched")
 		b.ReportMetric(float64(r.LoadHWMBytes)/1e6, "MB-load-HWM")
+		b.ReportMetric(float64(r.LoadHeapLiveBytes)/1e6, "MB-load-heap-live")
 		if r.IdleRSSBytes > TargetIdleRSSBytes {
 			b.Logf("MISSED: idle: resident memory %s (%s anonymous, %s file-backed; %s of it touched while idle), above the target of %s",
 				mb(r.IdleRSSBytes), mb(r.IdleAnonBytes), mb(r.IdleFileBytes), mb(r.IdleWorkingSetBytes), mb(TargetIdleRSSBytes))
 		}
 		if r.LoadHWMBytes > TargetLoadRSSBytes {
-			b.Logf("MISSED: under load: resident memory up to %s (largest sample: %s anonymous, %s file-backed; largest checkpoint %s), above the target of %s",
-				mb(r.LoadHWMBytes), mb(r.LoadAnonBytes), mb(r.LoadFileBytes), mb(r.LargestCheckpointBytes), mb(TargetLoadRSSBytes))
+			b.Logf("MISSED: under load: resident memory up to %s (largest sample: %s anonymous, %s file-backed; live heap up to %s; largest checkpoint %s), above the target of %s",
+				mb(r.LoadHWMBytes), mb(r.LoadAnonBytes), mb(r.LoadFileBytes), mb(r.LoadHeapLiveBytes), mb(r.LargestCheckpointBytes), mb(TargetLoadRSSBytes))
 		}
 	}
 }

@@ -77,42 +77,49 @@ func (b *batch) add(topic []string, key string, body []byte) int {
 func (b *batch) last() *block { return &b.blocks[len(b.blocks)-1] }
 
 // seal deflates b's last block if that makes it smaller; no message may be
-// added to that block after.
+// added to that block after. The block keeps no room to grow: a block
+// sealed at a snapshot may hold a few messages of its 32 KiB.
 func (b *batch) seal() {
-	if len(b.blocks) == 0 {
+	if len(b.blocks) == 0 || b.last().deflated {
 		return
 	}
 	last := b.last()
-	if last.deflated || len(last.data) < sealFrom {
-		last.data = slices.Clip(last.data)
-		return
+	if len(last.data) >= sealFrom {
+		if d := deflate(last.data); len(d) < len(last.data) {
+			b.size -= len(last.data) - len(d)
+			last.data, last.deflated = d, true
+			return
+		}
 	}
-	if d := deflate(last.data); len(d) < len(last.data) {
-		b.size -= len(last.data) - len(d)
-		last.data, last.deflated = d, true
-		return
+	if cap(last.data) > len(last.data) {
+		last.data = bytes.Clone(last.data)
 	}
-	last.data = slices.Clip(last.data)
 }
 
-// deflaters are flate writers at BestSpeed, kept for reuse: each holds
-// several hundred kilobytes of tables. Deflating costs about 0.4 µs a
-// message here, a third of what staging it costs in all (BenchmarkSinkStage);
-// a sink publishes tens of thousands a second at most.
+// deflater is a flate writer at BestSpeed and the buffer it writes to,
+// kept for reuse: the writer holds several hundred kilobytes of tables.
+// Deflating costs about 0.4 µs a message here, a third of what staging it
+// costs in all (BenchmarkSinkStage); a sink publishes tens of thousands a
+// second at most.
+type deflater struct {
+	w   *flate.Writer
+	buf bytes.Buffer
+}
+
 var deflaters = sync.Pool{New: func() any {
 	w, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
-	return w
+	return &deflater{w: w}
 }}
 
+// deflate returns raw deflated, in a slice of its own size.
 func deflate(raw []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(raw) / 4)
-	w := deflaters.Get().(*flate.Writer)
-	w.Reset(&buf)
-	w.Write(raw) // a bytes.Buffer does not fail
-	w.Close()
-	deflaters.Put(w)
-	return slices.Clip(buf.Bytes())
+	d := deflaters.Get().(*deflater)
+	defer deflaters.Put(d)
+	d.buf.Reset()
+	d.w.Reset(&d.buf)
+	d.w.Write(raw) // a bytes.Buffer does not fail
+	d.w.Close()
+	return bytes.Clone(d.buf.Bytes())
 }
 
 var inflaters = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}

@@ -122,6 +122,13 @@ func TestBatchDeflatesSealedBlocks(t *testing.T) {
 	if !b.last().deflated {
 		t.Fatal("the last block is not deflated once sealed")
 	}
+	room := 0
+	for _, k := range b.blocks {
+		room += cap(k.data)
+	}
+	if room > b.size+b.size/4 {
+		t.Fatalf("the blocks hold %d bytes in %d of memory", b.size, room)
+	}
 	if b.size*4 > raw {
 		t.Fatalf("%d bytes of messages held in %d: deflate should take them to under a quarter", raw, b.size)
 	}
@@ -217,8 +224,12 @@ func TestSinkStateDamage(t *testing.T) {
 	}
 	large.seal()
 	large.drop()
+	small.seal()
 	if !large.blocks[0].deflated || small.blocks[0].deflated {
 		t.Fatal("the test needs one block deflated and one not")
+	}
+	if k := small.blocks[0]; cap(k.data) > 2*len(k.data) {
+		t.Fatalf("a small block sealed as it is keeps %d bytes of room for %d", cap(k.data), len(k.data))
 	}
 	state := bytes.Join(encodeBatches([]*batch{&small, &large}), nil)
 	for n := len(stateMagic); n < len(state); n++ {

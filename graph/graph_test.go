@@ -2,6 +2,7 @@ package graph
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -180,7 +181,7 @@ func TestFreezeIsCopyOnWrite(t *testing.T) {
 func TestEncodeInBoundedParts(t *testing.T) {
 	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
 	v, _ := NewValueState(s.Context(), "v", BytesCodec{})
-	const keys = 20_000
+	const keys = 25_000
 	for i := range keys {
 		s.SetKey(fmt.Sprintf("device-%06d", i))
 		v.Set(bytes.Repeat([]byte{byte(i)}, 100))
@@ -515,5 +516,36 @@ func TestJoinLatestCombinesBothSides(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "a=7 a=17" {
 		t.Fatalf("emitted %v, want [a=7 a=17]", got)
+	}
+}
+
+// TestTimersEncodeSmall: a window's timers, at one time with keys that
+// share most of their bytes, take a few bytes each in a snapshot (format
+// 2); a snapshot of format 1, each timer its key and time, still decodes.
+func TestTimersEncodeSmall(t *testing.T) {
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1, MaxParallelism: 1}, &recorder{})
+	const keys = 1000
+	for i := range keys {
+		s.SetKey(fmt.Sprintf("device-%06d", i))
+		s.Context().RegisterEventTimer(1_700_000_059_999)
+	}
+	empty := len(NewTaskState(TaskInfo{Operator: "op", Parallelism: 1, MaxParallelism: 1}, &recorder{}).Freeze(nil, 0, false).Encode())
+	if n := len(s.Freeze(nil, 0, false).Encode()) - empty; n > 5*keys {
+		t.Fatalf("%d timers take %d bytes, over 5 each", keys, n)
+	}
+
+	v1 := []byte(snapshotMagicV1)
+	v1 = append(v1, 0, 0)                       // whole; no operator state
+	v1 = binary.AppendVarint(v1, 5)             // watermark
+	v1 = append(v1, 1, 0, 0)                    // one group, 0, without tables
+	v1 = append(v1, 2, 2, 'k', '1', 20, 2, 'k') // two timers: k1@10, k2@10
+	v1 = append(v1, '2', 20, 1, 1, 'p', 2)      // one processing-time timer: p@1
+	snap, err := DecodeSubtaskSnapshot(v1, KeyGroupRange{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := snap.Groups[0]
+	if snap.Watermark != 5 || !slices.Equal(g.Timers, []Timer{{"k1", 10}, {"k2", 10}}) || !slices.Equal(g.ProcessingTimers, []Timer{{"p", 1}}) {
+		t.Fatalf("format 1 decoded as watermark %d, timers %v and %v", snap.Watermark, g.Timers, g.ProcessingTimers)
 	}
 }

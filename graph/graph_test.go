@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -406,6 +407,34 @@ func TestTimersOfManyTimesGiveMemoryBack(t *testing.T) {
 	}
 }
 
+// TestFiredTimerGroupsGiveHeapBack measures what TestTimersOfManyTimesGiveMemoryBack
+// checks by sizes: once most groups of many have fired, the heap holds
+// about what the rest need, not the map the burst grew.
+func TestFiredTimerGroupsGiveHeapBack(t *testing.T) {
+	const groups = 64 * shrinkFrom
+	keys := make([]string, groups)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%06d", i)
+	}
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	op := &countingTimerOp{}
+	before := int64(heapInUse())
+	for i, k := range keys {
+		s.SetKey(k)
+		s.Context().RegisterEventTimer(int64(i))
+	}
+	full := int64(heapInUse()) - before
+	if _, err := s.AdvanceWatermark(groups-shrinkFrom-1, op); err != nil {
+		t.Fatal(err)
+	}
+	left := int64(heapInUse()) - before
+	if op.fired != groups-shrinkFrom || left > full/8 {
+		t.Fatalf("%d fired; %d groups held %d bytes, the %d left hold %d", op.fired, groups, full, shrinkFrom, left)
+	}
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(s) // the timers measured
+}
+
 // TestTimersAddedWhileFiring: timers registered and deleted by a timer
 // that fires take their place in (time, key) order, as if they had been
 // there from the start: one at the firing time after the current key
@@ -534,13 +563,39 @@ func TestTimersEncodeSmall(t *testing.T) {
 		t.Fatalf("%d timers take %d bytes, over 5 each", keys, n)
 	}
 
+	// Keys longer than the prefix a key may share come back whole.
+	long := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1, MaxParallelism: 1}, &recorder{})
+	for i := range 3 {
+		long.SetKey(strings.Repeat("k", 300) + fmt.Sprint(i))
+		long.Context().RegisterEventTimer(7)
+	}
+	snap, err := DecodeSubtaskSnapshot(long.Freeze(nil, 0, false).Encode(), KeyGroupRange{0, 1})
+	if err != nil || len(snap.Groups[0].Timers) != 3 || snap.Groups[0].Timers[2].Key != strings.Repeat("k", 300)+"2" {
+		t.Fatalf("timers of long keys decoded as %v, %v", snap, err)
+	}
+
+	// Damage whose every key took all of the one before and a byte more
+	// would decode to keys growing with the square of their number: a key
+	// may take at most maxSharedPrefix bytes.
+	growing := []byte(snapshotMagic)
+	growing = append(growing, 0, 0, 0, 1, 0, 0, 200) // whole, no operator state, watermark 0, one group without tables, 200 timers
+	for i := range 200 {
+		growing = binary.AppendVarint(growing, 0)
+		growing = binary.AppendUvarint(growing, uint64(i))
+		growing = append(growing, 1, 'x')
+	}
+	growing = append(growing, 0) // no processing-time timers
+	if _, err := DecodeSubtaskSnapshot(growing, KeyGroupRange{0, 1}); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("keys sharing more than %d bytes decoded: %v", maxSharedPrefix, err)
+	}
+
 	v1 := []byte(snapshotMagicV1)
 	v1 = append(v1, 0, 0)                       // whole; no operator state
 	v1 = binary.AppendVarint(v1, 5)             // watermark
 	v1 = append(v1, 1, 0, 0)                    // one group, 0, without tables
 	v1 = append(v1, 2, 2, 'k', '1', 20, 2, 'k') // two timers: k1@10, k2@10
 	v1 = append(v1, '2', 20, 1, 1, 'p', 2)      // one processing-time timer: p@1
-	snap, err := DecodeSubtaskSnapshot(v1, KeyGroupRange{0, 1})
+	snap, err = DecodeSubtaskSnapshot(v1, KeyGroupRange{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}

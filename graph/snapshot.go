@@ -390,16 +390,17 @@ func (d *decoder) string() string { return string(d.bytes()) }
 
 // appendTimers encodes timers, sorted by time and key, as their count and,
 // for each, its time less the time before it (a varint) and its key as the
-// length of the prefix it shares with the key before it and the rest. A
-// window's timers share their time and most of their keys, so each takes
-// 3 to 5 bytes instead of 13 to 16 (format 1): timers are written whole into
-// every snapshot, incremental ones too.
+// length of the prefix it shares with the key before it, at most
+// maxSharedPrefix, and the rest. A window's timers share their time and
+// most of their keys, so each takes 3 to 5 bytes instead of 13 to 16
+// (format 1): timers are written whole into every snapshot, incremental
+// ones too.
 func appendTimers(dst []byte, timers []Timer) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(timers)))
 	var prev Timer
 	for _, t := range timers {
 		shared := 0
-		for shared < min(len(prev.Key), len(t.Key)) && prev.Key[shared] == t.Key[shared] {
+		for shared < min(len(prev.Key), len(t.Key), maxSharedPrefix) && prev.Key[shared] == t.Key[shared] {
 			shared++
 		}
 		dst = binary.AppendVarint(dst, t.Time-prev.Time) // wraps both ways alike
@@ -410,6 +411,13 @@ func appendTimers(dst []byte, timers []Timer) []byte {
 	return dst
 }
 
+// maxSharedPrefix bounds the bytes a timer's key takes from the key before
+// it, so that the keys a snapshot decodes to take at most about 32 times
+// its size: without a bound, damaged bytes whose every key took all of the
+// one before and added a byte would decode to keys whose total length grows
+// with the square of their number.
+const maxSharedPrefix = 127
+
 // timers reads a list of timers written by appendTimers.
 func (d *decoder) timers() []Timer {
 	n := d.count()
@@ -419,7 +427,7 @@ func (d *decoder) timers() []Timer {
 		t := Timer{Time: prev.Time + d.varint()}
 		shared := d.uvarint()
 		rest := d.bytes()
-		if d.err == nil && shared > uint64(len(prev.Key)) {
+		if d.err == nil && (shared > uint64(len(prev.Key)) || shared > maxSharedPrefix) {
 			d.err = fmt.Errorf("timer key shares %d bytes of a %d-byte key", shared, len(prev.Key))
 		}
 		if d.err != nil {

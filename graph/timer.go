@@ -116,8 +116,11 @@ func (q *timerQueue) drop(tm int64) {
 	case len(q.groups) == 0:
 		q.groups, q.times, q.n, q.peak = nil, nil, 0, 0
 	case q.peak >= shrinkFrom && len(q.groups) <= q.peak/4:
-		// O(n log n) for the n groups left, once per three times as many gone.
-		q.groups = maps.Clone(q.groups)
+		// O(n log n) for the n groups left, once per three times as many
+		// gone. Not maps.Clone: it copies the tables at their size.
+		groups := make(map[int64]*timerGroup, len(q.groups))
+		maps.Copy(groups, q.groups)
+		q.groups = groups
 		q.times = slices.Sorted(maps.Keys(q.groups)) // a sorted slice is a heap
 		q.peak = len(q.groups)
 	}

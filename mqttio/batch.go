@@ -168,12 +168,15 @@ func (c *cursor) message() (seq uint64, topic string, body []byte, ok bool, err 
 	for {
 		for len(c.rest) == 0 {
 			if len(c.more) == 0 {
+				c.rest, c.more = nil, nil // hold nothing read
 				return 0, "", nil, false, nil
 			}
 			if c.rest, err = c.more[0].messages(); err != nil {
 				return 0, "", nil, false, err
 			}
-			c.skip, c.more = c.more[0].skip, c.more[1:]
+			c.skip = c.more[0].skip
+			c.more[0] = block{} // the cursor's own copy: let the block go
+			c.more = c.more[1:]
 		}
 		topic, body, n, err := nextMessage(c.rest)
 		if err != nil {
@@ -357,7 +360,8 @@ func (b *batch) readBlocks(r *stateReader, n uint64) error {
 		}
 		// Deflate shrinks by at most 1032 to 1: a larger claim is damage,
 		// and would make messages allocate for nothing.
-		if f[0] > 1 || f[1] > maxBlock || f[0] == 1 && f[1] > 1032*f[4] || f[3] >= f[2] || f[0] == 0 && f[1] != f[4] {
+		// Only the first block can have acknowledged messages.
+		if f[0] > 1 || f[1] > maxBlock || f[0] == 1 && f[1] > 1032*f[4] || f[3] >= f[2] || f[3] > 0 && i > 0 || f[0] == 0 && f[1] != f[4] {
 			return fmt.Errorf("block %d: bad header %v", i, f)
 		}
 		data, err := r.bytes(f[4])

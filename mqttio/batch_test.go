@@ -77,6 +77,18 @@ func TestBatchAcrossBlocks(t *testing.T) {
 	if seq, topic, _, _, _ := rewound.message(); seq != 1500 || topic != "out/k1500/avg" {
 		t.Fatalf("a cursor after the drops starts at %d %s, want 1500", seq, topic)
 	}
+	// A cursor lets go of the blocks it has read: at the end it holds none.
+	for {
+		if _, _, _, ok, err := ahead.message(); err != nil || !ok {
+			break
+		}
+	}
+	if ahead.rest != nil || ahead.more != nil {
+		t.Fatalf("a cursor at the end still holds %d bytes and %d blocks", cap(ahead.rest), len(ahead.more))
+	}
+	if left := messages(t, &b); len(left) != n-1500 {
+		t.Fatalf("a cursor read to the end left %d messages in the batch, want %d", len(left), n-1500)
+	}
 	b.checkpoint, b.subtask = 9, 2
 	state := bytes.Join(encodeBatches([]*batch{&b}), nil)
 	got, err := decodeBatches(state, 0)
@@ -239,6 +251,16 @@ func TestSinkStateDamage(t *testing.T) {
 	}
 	if _, err := decodeBatches(append(state, 0), 0); err == nil {
 		t.Fatal("trailing bytes decoded")
+	}
+	// Acknowledged messages can only be at the start of a batch.
+	var two batch
+	for i := range 2000 {
+		two.add([]string{"t/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
+	}
+	two.seal()
+	two.blocks[1].skip = 1
+	if _, err := decodeBatches(bytes.Join(encodeBatches([]*batch{&two}), nil), 0); err == nil {
+		t.Fatal("a state with acknowledged messages in its second block decoded")
 	}
 }
 

@@ -370,17 +370,21 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 }
 
 // publishDeadLetters sends dead letters to DeadLetterTopic without waiting:
-// they are stored already. While the client is not connected, or paho has
-// not yet listed what it resends on this connection, it sends none (paho
-// would race with itself over them, see resumeGate) and says so: they are
-// in the ingest log file's dead letters (LogDB.DeadLetters) all the same.
+// they are stored already, or logged one by one by an at-most-once
+// source, which keeps no log. While the client is not connected, or paho
+// has not yet listed what it resends on this connection, it sends none
+// (paho would race with itself over them, see resumeGate) and says so.
 func (s *source) publishDeadLetters(dead []DeadLetter) {
 	if s.cfg.DeadLetterTopic == "" {
 		return
 	}
 	if !s.client.IsConnectionOpen() || !s.gate.open() {
-		s.cfg.Client.Logger.Warn("dead letters not published to their topic while the broker connection is down; they are stored",
-			"source", s.name(), "count", len(dead), "topic", s.cfg.DeadLetterTopic)
+		kept := "stored in the ingest log file"
+		if s.fast != nil {
+			kept = "logged above; an at-most-once source keeps no dead letters"
+		}
+		s.cfg.Client.Logger.Warn("dead letters not published to their topic while the broker connection is down",
+			"source", s.name(), "count", len(dead), "topic", s.cfg.DeadLetterTopic, "kept", kept)
 		return
 	}
 	for _, dl := range dead {

@@ -412,10 +412,10 @@ func appendTimers(dst []byte, timers []Timer) []byte {
 }
 
 // maxSharedPrefix bounds the bytes a timer's key takes from the key before
-// it, so that the keys a snapshot decodes to take at most about 32 times
-// its size: without a bound, damaged bytes whose every key took all of the
-// one before and added a byte would decode to keys whose total length grows
-// with the square of their number.
+// it, so that the keys a snapshot decodes to take at most about 43 times
+// its size (a timer takes at least 3 bytes): without a bound, damaged bytes
+// whose every key took all of the one before and added a byte would decode
+// to keys whose total length grows with the square of their number.
 const maxSharedPrefix = 127
 
 // timers reads a list of timers written by appendTimers.

@@ -401,8 +401,8 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 			if m, err := readMemory(p.cmd.Process.Pid); err == nil && m.rss > pk.mem.rss {
 				pk.mem = m
 			}
-			// The status every second: asked for more often, it slows the
-			// agent down.
+			// The status every second, as before: the agent answers it
+			// on the load's cores.
 			if i%10 == 0 {
 				if st, err := p.status(); err == nil {
 					pk.heapLive = max(pk.heapLive, st.Memory.HeapLive)

@@ -121,7 +121,7 @@ func (q *timerQueue) drop(tm int64) {
 		groups := make(map[int64]*timerGroup, len(q.groups))
 		maps.Copy(groups, q.groups)
 		q.groups = groups
-		q.times = slices.Sorted(maps.Keys(q.groups)) // a sorted slice is a heap
+		q.remakeTimes()
 		q.peak = len(q.groups)
 	}
 }
@@ -197,7 +197,7 @@ func (q *timerQueue) live() []Timer {
 // again from them.
 func (q *timerQueue) push(tm int64) {
 	if len(q.times) >= 2*len(q.groups)+shrinkFrom {
-		q.times = slices.Sorted(maps.Keys(q.groups)) // tm's group is in groups
+		q.remakeTimes() // tm's group is in groups
 		return
 	}
 	q.times = append(q.times, tm)
@@ -210,6 +210,10 @@ func (q *timerQueue) push(tm int64) {
 		i = p
 	}
 }
+
+// remakeTimes makes the heap again from the groups' times, without the
+// times of groups gone: a sorted slice is a heap.
+func (q *timerQueue) remakeTimes() { q.times = slices.Sorted(maps.Keys(q.groups)) }
 
 // pop removes the earliest time from the heap.
 func (q *timerQueue) pop() {

@@ -135,6 +135,10 @@ func (g *resumeGate) notify(_ paho.Client, n paho.ConnectionNotification) {
 // resume.
 func (g *resumeGate) open() bool { return g.listed.Load() > g.attempt.Load() }
 
+// ready reports whether a QoS 1 publish on c, the gate's client, is safe
+// now: c is connected and the gate is open.
+func (g *resumeGate) ready(c paho.Client) bool { return c.IsConnectionOpen() && g.open() }
+
 // connect creates a client and starts connecting; it does not wait for the
 // broker, which may be down: paho retries with backoff. onConnect runs on
 // every (re)connection; onMessage, if set, receives every message (also

@@ -282,7 +282,7 @@ func (s *sink) publish() {
 
 // connected reports whether the client is connected and paho has taken
 // the list of what it resends on this connection (resumeGate).
-func (s *sink) connected() bool { return s.client.IsConnectionOpen() && s.gate.open() }
+func (s *sink) connected() bool { return s.gate.ready(s.client) }
 
 // advance returns the message at c among the committed batches and moves c
 // past it; a zero c starts at the oldest message not acknowledged.

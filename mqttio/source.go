@@ -378,7 +378,7 @@ func (s *source) publishDeadLetters(dead []DeadLetter) {
 	if s.cfg.DeadLetterTopic == "" {
 		return
 	}
-	if !s.client.IsConnectionOpen() || !s.gate.open() {
+	if !s.gate.ready(s.client) {
 		kept := "stored in the ingest log file"
 		if s.fast != nil {
 			kept = "logged above; an at-most-once source keeps no dead letters"

@@ -244,8 +244,8 @@ func TestEmptiedStateGivesMemoryBack(t *testing.T) {
 	}
 	s.Freeze(nil, withTombstones.Version(), true)
 	for i, sh := range v.table.shards {
-		if sh.m != nil || sh.deleted != nil {
-			t.Fatalf("shard %d still holds a map of %d entries and %d tombstones", i, len(sh.m), len(sh.deleted))
+		if sh.arena != nil || sh.index != nil || sh.deleted != nil {
+			t.Fatalf("shard %d still holds %d bytes of entries, an index of %d and %d tombstones", i, len(sh.arena), len(sh.index), len(sh.deleted))
 		}
 	}
 }

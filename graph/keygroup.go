@@ -16,8 +16,9 @@ func KeyGroup(key string, maxParallelism int) int {
 func shardOf(key string) int { return int(keyHash(key) >> 60) }
 
 // keyHash is FNV-1a followed by a murmur3 finalizer, so that keys differing
-// in their last byte spread over all groups.
-func keyHash(key string) uint64 {
+// in their last byte spread over all groups. It takes a key's bytes too, as
+// state shards store them.
+func keyHash[K ~string | ~[]byte](key K) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(key); i++ {
 		h ^= uint64(key[i])

@@ -155,6 +155,7 @@ type Context struct {
 
 	key     string
 	keySlot int     // the key's shard index in state tables, -1 if not yet computed
+	keyHash uint64  // keyHash(key), once keySlot is computed
 	version Version // the version that writes now belong to
 
 	tables  []keyedTable
@@ -230,6 +231,7 @@ func (c *Context) slot() int {
 		return -1
 	}
 	c.keySlot = (kg-c.groups.Start)*shardsPerGroup + int(h>>60)
+	c.keyHash = h
 	return c.keySlot
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -232,11 +233,8 @@ func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, e
 			s.Groups = append(s.Groups, g)
 		}
 	}
-	if d.err == nil && len(d.buf) > 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.buf))
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, d.err)
+	if err := d.end(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
 	}
 	return s, nil
 }
@@ -350,6 +348,21 @@ func (d *decoder) uvarint() uint64 {
 	}
 	d.buf = d.buf[n:]
 	return v
+}
+
+func (d *decoder) float() float64 {
+	if b := d.take(8); b != nil {
+		return math.Float64frombits(binary.LittleEndian.Uint64(b))
+	}
+	return 0
+}
+
+// end returns the first error, or one for bytes left after the last read.
+func (d *decoder) end() error {
+	if d.err == nil && len(d.buf) > 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.buf))
+	}
+	return d.err
 }
 
 func (d *decoder) varint() int64 {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,11 +48,11 @@ func (BytesCodec) Append(dst []byte, v []byte) []byte { return append(dst, v...)
 func (BytesCodec) Decode(src []byte) ([]byte, error)  { return slices.Clone(src), nil }
 
 // ValueState is one value per key, scoped to the current key of its Context.
+// It keeps values encoded by its Codec (see stateShard), so Get returns a
+// value of its own: changing it changes nothing stored until Set.
 // Snapshots of it are copy-on-write: taking one costs O(key groups), and the
 // first write to a shard (a sixteenth of a key group) after a snapshot copies
-// that shard. The copy is shallow: a value that refers to memory (a slice, a
-// map, a pointer) must not be changed after Set, since a snapshot being
-// written may hold it; Set a changed copy instead.
+// that shard's encoded entries.
 type ValueState[T any] struct {
 	ctx   *Context
 	table *stateTable[T]
@@ -66,7 +67,7 @@ func NewValueState[T any](ctx *Context, name string, codec Codec[T]) (*ValueStat
 			return nil, fmt.Errorf("keyed state %q registered twice", name)
 		}
 	}
-	t := &stateTable[T]{name: name, codec: codec, shards: make([]stateShard[T], ctx.groups.Len()*shardsPerGroup)}
+	t := &stateTable[T]{name: name, codec: codec, shards: make([]stateShard, ctx.groups.Len()*shardsPerGroup)}
 	for kg, snap := range ctx.pending[name] {
 		if err := t.load(kg-ctx.groups.Start, snap); err != nil {
 			return nil, fmt.Errorf("restore keyed state %q: %w", name, err)
@@ -77,15 +78,27 @@ func NewValueState[T any](ctx *Context, name string, codec Codec[T]) (*ValueStat
 	return &ValueState[T]{ctx: ctx, table: t}, nil
 }
 
-// Get returns the current key's value and whether it has one.
+// Get returns the current key's value and whether it has one. A value the
+// codec cannot decode (a codec whose Decode refuses what its Append wrote)
+// fails the job, as misuse of keyed state does, and reads as none.
 func (s *ValueState[T]) Get() (T, bool) {
+	var zero T
 	i := s.ctx.slot()
 	if i < 0 {
-		var zero T
 		return zero, false
 	}
-	e, ok := s.table.shards[i].m[s.ctx.key]
-	return e.v, ok
+	p, slot, ok := s.table.shards[i].get(s.ctx.key, s.ctx.keyHash)
+	s.table.hint = slot
+	if !ok {
+		return zero, false
+	}
+	_, enc := splitPayload(p)
+	v, err := s.table.codec.Decode(enc)
+	if err != nil {
+		s.ctx.fail(fmt.Errorf("keyed state %q of key %q: %w", s.table.name, s.ctx.key, err))
+		return zero, false
+	}
+	return v, true
 }
 
 // Set stores v for the current key.
@@ -94,8 +107,10 @@ func (s *ValueState[T]) Set(v T) {
 	if i < 0 {
 		return
 	}
-	sh := &s.table.shards[i]
-	sh.writable()[s.ctx.key] = entry[T]{v: v, ver: s.ctx.version}
+	t := s.table
+	t.scratch = t.codec.Append(binary.AppendUvarint(t.scratch[:0], uint64(s.ctx.version)), v)
+	sh := &t.shards[i]
+	sh.put(s.ctx.key, s.ctx.keyHash, t.scratch, t.hint)
 	sh.ver = s.ctx.version
 	if sh.deleted != nil {
 		delete(sh.deleted, s.ctx.key)
@@ -109,12 +124,8 @@ func (s *ValueState[T]) Delete() {
 		return
 	}
 	sh := &s.table.shards[i]
-	if _, ok := sh.m[s.ctx.key]; !ok {
+	if !sh.remove(s.ctx.key, s.ctx.keyHash) {
 		return
-	}
-	delete(sh.writable(), s.ctx.key)
-	if len(sh.m) == 0 {
-		sh.m = nil // a Go map keeps its largest size: an emptied shard gives it back
 	}
 	sh.ver = s.ctx.version
 	if sh.deleted == nil {
@@ -131,32 +142,6 @@ type Version uint64
 // shardsPerGroup splits each key group's entries, so that copy-on-write
 // after a snapshot copies a sixteenth of a group at a time.
 const shardsPerGroup = 16
-
-// entry is a value and the version that wrote it.
-type entry[T any] struct {
-	v   T
-	ver Version
-}
-
-type stateShard[T any] struct {
-	m      map[string]entry[T]
-	shared bool    // m is referenced by a snapshot: copy before writing
-	ver    Version // newest version that changed m
-	// deleted holds tombstones, key → version of the deletion, for
-	// incremental snapshots; entries the base already covers are pruned.
-	deleted map[string]Version
-}
-
-func (sh *stateShard[T]) writable() map[string]entry[T] {
-	switch {
-	case sh.m == nil:
-		sh.m = make(map[string]entry[T])
-	case sh.shared:
-		sh.m = maps.Clone(sh.m)
-		sh.shared = false
-	}
-	return sh.m
-}
 
 // keyedTable is a ValueState's storage with its value type erased.
 type keyedTable interface {
@@ -177,16 +162,18 @@ type frozenTable interface {
 }
 
 type stateTable[T any] struct {
-	name   string
-	codec  Codec[T]
-	shards []stateShard[T] // group index * shardsPerGroup + shard
+	name    string
+	codec   Codec[T]
+	shards  []stateShard // group index * shardsPerGroup + shard
+	scratch []byte       // the payload being written
+	hint    int          // the slot of the last Get's key, for a Set of it
 }
 
 func (t *stateTable[T]) tableName() string { return t.name }
 
 func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
-	f := &frozenStateTable[T]{name: t.name, codec: t.codec, base: base, incremental: incremental,
-		maps: make([]map[string]entry[T], len(t.shards))}
+	f := &frozenStateTable{name: t.name, base: base, incremental: incremental,
+		views: make([]shardView, len(t.shards))}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		for k, v := range sh.deleted {
@@ -200,8 +187,8 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 		if incremental && sh.ver <= base {
 			continue // unchanged since the base
 		}
-		sh.shared = sh.m != nil
-		f.maps[i] = sh.m
+		sh.shared = sh.n > 0
+		f.views[i] = shardView{arena: sh.arena, index: sh.index}
 		if incremental && len(sh.deleted) > 0 {
 			if f.deleted == nil {
 				f.deleted = make([][]string, len(t.shards))
@@ -212,35 +199,49 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 	return f
 }
 
+// load adds group i's entries from a snapshot, each checked by decoding
+// it, with version 0.
 func (t *stateTable[T]) load(i int, snap *TableSnapshot) error {
+	shards := t.shards[i*shardsPerGroup : (i+1)*shardsPerGroup]
+	var n, size [shardsPerGroup]int
 	for j, k := range snap.Keys {
-		v, err := t.codec.Decode(snap.Values[j])
-		if err != nil {
+		s := shardOf(k)
+		n[s]++
+		size[s] += entrySize(k, 1+len(snap.Values[j]))
+	}
+	for s := range shards {
+		shards[s].reserve(n[s], size[s])
+	}
+	for j, k := range snap.Keys {
+		if _, err := t.codec.Decode(snap.Values[j]); err != nil {
 			return fmt.Errorf("key %q: %w", k, err)
 		}
-		t.shards[i*shardsPerGroup+shardOf(k)].writable()[k] = entry[T]{v: v}
+		h := keyHash(k)
+		t.scratch = append(append(t.scratch[:0], 0), snap.Values[j]...) // version 0
+		shards[h>>60].put(k, h, t.scratch, -1)
 	}
 	return nil
 }
 
-type frozenStateTable[T any] struct {
+// frozenStateTable is a stateTable's shards as Freeze left them; their
+// values stay encoded, as the snapshot stores them.
+type frozenStateTable struct {
 	name        string
-	codec       Codec[T]
 	base        Version
 	incremental bool
-	maps        []map[string]entry[T] // per shard; nil when empty or unchanged
-	deleted     [][]string            // per shard, incremental only
+	views       []shardView // per shard; empty when empty or unchanged
+	deleted     [][]string  // per shard, incremental only
 }
 
-func (f *frozenStateTable[T]) tableName() string { return f.name }
+func (f *frozenStateTable) tableName() string { return f.name }
 
-func (f *frozenStateTable[T]) hasData(i int) bool {
+func (f *frozenStateTable) hasData(i int) bool {
 	for s := i * shardsPerGroup; s < (i+1)*shardsPerGroup; s++ {
 		if f.deleted != nil && len(f.deleted[s]) > 0 {
 			return true
 		}
-		for _, e := range f.maps[s] {
-			if !f.incremental || e.ver > f.base {
+		for _, p := range f.views[s].all() {
+			if ver, _ := splitPayload(p); !f.incremental || ver > f.base {
 				return true
 			}
 		}
@@ -251,26 +252,26 @@ func (f *frozenStateTable[T]) hasData(i int) bool {
 // appendGroup writes group i's entries and then its tombstones, each sorted
 // by key, so that snapshots are deterministic and stores can insert them in
 // order.
-func (f *frozenStateTable[T]) appendGroup(dst []byte, i int) []byte {
-	var keys, deleted []string
+func (f *frozenStateTable) appendGroup(dst []byte, i int) []byte {
+	type kv struct{ key, value []byte }
+	var entries []kv
+	var deleted []string
 	for s := i * shardsPerGroup; s < (i+1)*shardsPerGroup; s++ {
-		for k, e := range f.maps[s] {
-			if !f.incremental || e.ver > f.base {
-				keys = append(keys, k)
+		for k, p := range f.views[s].all() {
+			if ver, v := splitPayload(p); !f.incremental || ver > f.base {
+				entries = append(entries, kv{k, v})
 			}
 		}
 		if f.deleted != nil {
 			deleted = append(deleted, f.deleted[s]...)
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
 	slices.Sort(deleted)
-	dst = binary.AppendUvarint(dst, uint64(len(keys)))
-	var val []byte
-	for _, k := range keys {
-		dst = appendString(dst, k)
-		val = f.codec.Append(val[:0], f.maps[i*shardsPerGroup+shardOf(k)][k].v)
-		dst = appendBytes(dst, val)
+	dst = binary.AppendUvarint(dst, uint64(len(entries)))
+	for _, e := range entries {
+		dst = appendBytes(dst, e.key)
+		dst = appendBytes(dst, e.value)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(deleted)))
 	for _, k := range deleted {

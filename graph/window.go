@@ -2,10 +2,8 @@ package graph
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 )
@@ -179,55 +177,6 @@ func (a *windowAcc) result(agg Aggregate) float64 {
 	return a.last
 }
 
-// windowsCodec encodes a key's open windows.
-type windowsCodec struct{}
-
-func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(ws)))
-	for _, w := range ws {
-		for _, v := range []int64{w.side, w.start, w.end, w.count, w.firstTime, w.lastTime} {
-			dst = binary.AppendVarint(dst, v)
-		}
-		for _, v := range []float64{w.sum, w.min, w.max, w.first, w.last} {
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
-		}
-		if w.fired {
-			dst = append(dst, 1)
-		} else {
-			dst = append(dst, 0)
-		}
-	}
-	return dst
-}
-
-func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
-	d := decoder{buf: src}
-	n := d.count()
-	ws := make([]windowAcc, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		var w windowAcc
-		for _, p := range []*int64{&w.side, &w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {
-			*p = d.varint()
-		}
-		for _, p := range []*float64{&w.sum, &w.min, &w.max, &w.first, &w.last} {
-			if b := d.take(8); b != nil {
-				*p = math.Float64frombits(binary.LittleEndian.Uint64(b))
-			}
-		}
-		if b := d.take(1); b != nil {
-			w.fired = b[0] == 1
-		}
-		ws = append(ws, w)
-	}
-	if d.err == nil && len(d.buf) > 0 {
-		d.err = errors.New("trailing bytes")
-	}
-	if d.err != nil {
-		return nil, fmt.Errorf("window state: %w", d.err)
-	}
-	return ws, nil
-}
-
 type windowOp struct {
 	BaseOperator
 	spec    WindowSpec
@@ -290,7 +239,6 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 // (MinWatermark for processing time, whose windows are never late).
 func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error {
 	ws, _ := o.windows.Get()
-	ws = slices.Clone(ws) // stored values are immutable: a snapshot may hold them
 	changed := false
 	for _, span := range o.assign(t) {
 		if span[1]-1+lateness <= wm && wm != MinWatermark {
@@ -395,8 +343,7 @@ func (o *windowOp) OnTimer(ts int64) error {
 	if o.spec.ProcessingTime {
 		lateness = 0
 	}
-	stored, _ := o.windows.Get()
-	ws := slices.Clone(stored)
+	ws, _ := o.windows.Get()
 	for i := range ws {
 		w := &ws[i]
 		if w.end-1 == ts && !w.fired {
@@ -406,7 +353,7 @@ func (o *windowOp) OnTimer(ts int64) error {
 			}
 		}
 	}
-	// ws is the key's own copy: keep what is not discarded in place.
+	// Get decoded ws for this call: keep what is not discarded in place.
 	kept := slices.DeleteFunc(ws, func(w windowAcc) bool { return w.end-1+lateness <= ts })
 	if len(kept) == 0 {
 		o.windows.Delete()

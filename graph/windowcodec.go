@@ -1,0 +1,195 @@
+package graph
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// windowsCodec encodes a key's open windows, which are most of a window
+// operator's memory and snapshots: a key with one window of one record
+// takes about 25 bytes (68 in format 1).
+//
+// Format 2 starts with windowsFormat2, then the uvarint number of windows,
+// each as
+//
+//	uvarint flags (windowFlag...), varint start, varint end - start,
+//	varint count, varint firstTime - start,
+//	[varint lastTime - firstTime], float64 first, [float64 last],
+//	[float64 min], [float64 max], [float64 sum]
+//
+// where a bracketed field is there only when the flags do not say it
+// equals another (compared bit for bit, so a value decodes exactly as it
+// was). Format 1, which every value written before format 2 is, starts
+// with the uvarint number of windows, each as six varints (side, start,
+// end, count, firstTime, lastTime), five float64s (sum, min, max, first,
+// last) and a fired byte.
+type windowsCodec struct{}
+
+// windowsFormat2 is a uvarint 0 written in two bytes, which no format-1
+// value starts with: encoding/binary writes uvarints in their fewest bytes.
+var windowsFormat2 = []byte{0x80, 0x00}
+
+// The flags of a window in format 2.
+const (
+	windowLastIsFirst     = 1 << 0 // last equals first
+	windowLastTimeIsFirst = 1 << 1 // lastTime equals firstTime
+	windowSumIsFirst      = 1 << 2 // sum equals first
+	windowMinShift        = 3      // min's source (windowFromFirst...) is 2 bits here
+	windowMaxShift        = 5      // and max's here
+	windowFired           = 1 << 7
+	windowRight           = 1 << 8 // the window is a join's right input's
+	windowFlagsEnd        = 1 << 9
+)
+
+// Where a window's min or max is in format 2.
+const (
+	windowFromFirst = iota
+	windowFromLast
+	windowStored
+)
+
+func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
+	dst = append(dst, windowsFormat2...)
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for _, w := range ws {
+		same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
+		source := func(v float64) uint64 {
+			switch {
+			case same(v, w.first):
+				return windowFromFirst
+			case same(v, w.last):
+				return windowFromLast
+			}
+			return windowStored
+		}
+		var flags uint64
+		if same(w.last, w.first) {
+			flags |= windowLastIsFirst
+		}
+		if w.lastTime == w.firstTime {
+			flags |= windowLastTimeIsFirst
+		}
+		if same(w.sum, w.first) {
+			flags |= windowSumIsFirst
+		}
+		minFrom, maxFrom := source(w.min), source(w.max)
+		flags |= minFrom<<windowMinShift | maxFrom<<windowMaxShift
+		if w.fired {
+			flags |= windowFired
+		}
+		if w.side == 1 {
+			flags |= windowRight
+		}
+		dst = binary.AppendUvarint(dst, flags)
+		dst = binary.AppendVarint(dst, w.start)
+		dst = binary.AppendVarint(dst, w.end-w.start)
+		dst = binary.AppendVarint(dst, w.count)
+		dst = binary.AppendVarint(dst, w.firstTime-w.start)
+		if flags&windowLastTimeIsFirst == 0 {
+			dst = binary.AppendVarint(dst, w.lastTime-w.firstTime)
+		}
+		dst = appendFloat(dst, w.first)
+		if flags&windowLastIsFirst == 0 {
+			dst = appendFloat(dst, w.last)
+		}
+		if minFrom == windowStored {
+			dst = appendFloat(dst, w.min)
+		}
+		if maxFrom == windowStored {
+			dst = appendFloat(dst, w.max)
+		}
+		if flags&windowSumIsFirst == 0 {
+			dst = appendFloat(dst, w.sum)
+		}
+	}
+	return dst
+}
+
+func appendFloat(dst []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+}
+
+func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
+	var ws []windowAcc
+	var err error
+	if len(src) >= len(windowsFormat2) && string(src[:len(windowsFormat2)]) == string(windowsFormat2) {
+		ws, err = decodeWindows(src[len(windowsFormat2):])
+	} else {
+		ws, err = decodeWindowsV1(src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("window state: %w", err)
+	}
+	return ws, nil
+}
+
+func decodeWindows(src []byte) ([]windowAcc, error) {
+	d := decoder{buf: src}
+	n := d.count()
+	ws := make([]windowAcc, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		flags := d.uvarint()
+		minFrom, maxFrom := flags>>windowMinShift&3, flags>>windowMaxShift&3
+		if d.err == nil && (flags >= windowFlagsEnd || minFrom > windowStored || maxFrom > windowStored) {
+			return nil, fmt.Errorf("bad window flags %#x", flags)
+		}
+		w := windowAcc{fired: flags&windowFired != 0}
+		if flags&windowRight != 0 {
+			w.side = 1
+		}
+		w.start = d.varint()
+		w.end = w.start + d.varint()
+		w.count = d.varint()
+		w.firstTime = w.start + d.varint()
+		w.lastTime = w.firstTime
+		if flags&windowLastTimeIsFirst == 0 {
+			w.lastTime += d.varint()
+		}
+		w.first = d.float()
+		w.last = w.first
+		if flags&windowLastIsFirst == 0 {
+			w.last = d.float()
+		}
+		from := func(source uint64) float64 {
+			switch source {
+			case windowFromFirst:
+				return w.first
+			case windowFromLast:
+				return w.last
+			}
+			return d.float()
+		}
+		w.min = from(minFrom)
+		w.max = from(maxFrom)
+		w.sum = w.first
+		if flags&windowSumIsFirst == 0 {
+			w.sum = d.float()
+		}
+		ws = append(ws, w)
+	}
+	return ws, d.end()
+}
+
+func decodeWindowsV1(src []byte) ([]windowAcc, error) {
+	d := decoder{buf: src}
+	n := d.count()
+	ws := make([]windowAcc, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var w windowAcc
+		for _, p := range []*int64{&w.side, &w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {
+			*p = d.varint()
+		}
+		for _, p := range []*float64{&w.sum, &w.min, &w.max, &w.first, &w.last} {
+			*p = d.float()
+		}
+		if b := d.take(1); b != nil {
+			w.fired = b[0] == 1
+		}
+		if d.err == nil && w.side != 0 && w.side != 1 {
+			return nil, fmt.Errorf("window of input %d", w.side)
+		}
+		ws = append(ws, w)
+	}
+	return ws, d.end()
+}

@@ -234,16 +234,18 @@ func entrySize(key string, payload int) int {
 type shardView struct {
 	arena []byte
 	index []uint32
+	n     int // entries
 }
 
-// all yields each entry's key and payload, in no order.
-func (v shardView) all() iter.Seq2[[]byte, []byte] {
-	return func(yield func(key, payload []byte) bool) {
+// all yields each entry's offset in the arena and its payload, in no
+// order.
+func (v shardView) all() iter.Seq2[int, []byte] {
+	return func(yield func(off int, payload []byte) bool) {
 		for _, e := range v.index {
 			if e == 0 {
 				continue
 			}
-			if k, p, _ := entryAt(v.arena, int(e-1)); !yield(k, p) {
+			if _, p, _ := entryAt(v.arena, int(e-1)); !yield(int(e-1), p) {
 				return
 			}
 		}

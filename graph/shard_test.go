@@ -41,14 +41,15 @@ func TestShardMatchesAMap(t *testing.T) {
 				}
 				delete(want, k)
 			default:
-				views = append(views, frozen{shardView{sh.arena, sh.index}, maps.Clone(want)})
+				views = append(views, frozen{shardView{sh.arena, sh.index, sh.n}, maps.Clone(want)})
 				sh.shared = sh.n > 0
 			}
 			checkShard(t, &sh, want, fmt.Sprintf("seed %d step %d", seed, step))
 		}
 		for i, v := range views {
 			got := map[string][]byte{}
-			for k, p := range v.view.all() {
+			for off, p := range v.view.all() {
+				k, _ := keyAt(v.view.arena, off)
 				got[string(k)] = p
 			}
 			if !maps.EqualFunc(got, v.want, bytes.Equal) {

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sort"
+	"sync"
 )
 
 // snapshotMagic starts every encoded subtask snapshot; the last byte is the
@@ -61,8 +63,10 @@ type FrozenState struct {
 	groups      KeyGroupRange
 	maxPar      int
 	tables      []frozenTable
-	timers      []Timer // in no order; Parts sorts each key group's
+	timers      []Timer // in no order until groupTimers sorts them
 	procTimers  []Timer
+	grouped     sync.Once
+	byGroup     [2]map[int][]Timer // event, processing: key group → its timers
 }
 
 // Version is the version of keyed state this snapshot closed: the base to
@@ -84,26 +88,7 @@ const encodePartSize = 256 << 10
 // Parts may be ranged over more than once, from any goroutine.
 func (f *FrozenState) Parts() iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		timersByGroup := make(map[int][]Timer)
-		for _, t := range f.timers {
-			kg := KeyGroup(t.Key, f.maxPar)
-			timersByGroup[kg] = append(timersByGroup[kg], t)
-		}
-		procByGroup := make(map[int][]Timer)
-		for _, t := range f.procTimers {
-			kg := KeyGroup(t.Key, f.maxPar)
-			procByGroup[kg] = append(procByGroup[kg], t)
-			if _, ok := timersByGroup[kg]; !ok {
-				timersByGroup[kg] = nil // the group has data
-			}
-		}
-		// In firing order, as restore and equal encodings need; sorted
-		// here, not when frozen, since that would hold up the stream.
-		for _, byGroup := range []map[int][]Timer{timersByGroup, procByGroup} {
-			for _, ts := range byGroup {
-				slices.SortFunc(ts, compareTimers)
-			}
-		}
+		timersByGroup, procByGroup := f.groupTimers()
 		header := []byte(snapshotMagic)
 		if f.incremental {
 			header = append(header, 1)
@@ -164,6 +149,55 @@ func (f *FrozenState) Parts() iter.Seq[[]byte] {
 		}
 		yield(dst)
 	}
+}
+
+// groupTimers returns each key group's timers, event and processing, in
+// firing order. The first call sorts the frozen timers in place by key
+// group and then firing order, here rather than when frozen, which would
+// hold up the stream; each group's are a part of them, not a copy.
+func (f *FrozenState) groupTimers() (event, processing map[int][]Timer) {
+	f.grouped.Do(func() {
+		for i, timers := range [][]Timer{f.timers, f.procTimers} {
+			byGroup := timersOfGroups{timers: timers, groups: make([]int32, len(timers))}
+			for j, t := range timers {
+				byGroup.groups[j] = int32(KeyGroup(t.Key, f.maxPar))
+			}
+			sort.Sort(byGroup)
+			f.byGroup[i] = make(map[int][]Timer)
+			for j := 0; j < len(timers); {
+				kg, end := byGroup.groups[j], j+1
+				for end < len(timers) && byGroup.groups[end] == kg {
+					end++
+				}
+				f.byGroup[i][int(kg)] = timers[j:end:end]
+				j = end
+			}
+		}
+		for kg := range f.byGroup[1] {
+			if _, ok := f.byGroup[0][kg]; !ok {
+				f.byGroup[0][kg] = nil // the group has data
+			}
+		}
+	})
+	return f.byGroup[0], f.byGroup[1]
+}
+
+// timersOfGroups sorts timers by their key groups, then in firing order.
+type timersOfGroups struct {
+	timers []Timer
+	groups []int32 // each timer's key group
+}
+
+func (s timersOfGroups) Len() int { return len(s.timers) }
+func (s timersOfGroups) Less(i, j int) bool {
+	if s.groups[i] != s.groups[j] {
+		return s.groups[i] < s.groups[j]
+	}
+	return compareTimers(s.timers[i], s.timers[j]) < 0
+}
+func (s timersOfGroups) Swap(i, j int) {
+	s.timers[i], s.timers[j] = s.timers[j], s.timers[i]
+	s.groups[i], s.groups[j] = s.groups[j], s.groups[i]
 }
 
 func (f *FrozenState) groupHasData(i int, timers map[int][]Timer) bool {

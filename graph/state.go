@@ -188,7 +188,7 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 			continue // unchanged since the base
 		}
 		sh.shared = sh.n > 0
-		f.views[i] = shardView{arena: sh.arena, index: sh.index}
+		f.views[i] = shardView{arena: sh.arena, index: sh.index, n: sh.n}
 		if incremental && len(sh.deleted) > 0 {
 			if f.deleted == nil {
 				f.deleted = make([][]string, len(t.shards))
@@ -253,25 +253,36 @@ func (f *frozenStateTable) hasData(i int) bool {
 // by key, so that snapshots are deterministic and stores can insert them in
 // order.
 func (f *frozenStateTable) appendGroup(dst []byte, i int) []byte {
-	type kv struct{ key, value []byte }
-	var entries []kv
+	views := f.views[i*shardsPerGroup : (i+1)*shardsPerGroup]
+	n := 0
+	for _, v := range views {
+		n += v.n
+	}
+	entries := make([][]byte, 0, n) // each entry's bytes in its arena
 	var deleted []string
-	for s := i * shardsPerGroup; s < (i+1)*shardsPerGroup; s++ {
-		for k, p := range f.views[s].all() {
-			if ver, v := splitPayload(p); !f.incremental || ver > f.base {
-				entries = append(entries, kv{k, v})
+	for s, v := range views {
+		for off, p := range v.all() {
+			if ver, _ := splitPayload(p); !f.incremental || ver > f.base {
+				_, _, end := entryAt(v.arena, off)
+				entries = append(entries, v.arena[off:end])
 			}
 		}
 		if f.deleted != nil {
-			deleted = append(deleted, f.deleted[s]...)
+			deleted = append(deleted, f.deleted[i*shardsPerGroup+s]...)
 		}
 	}
-	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
+	slices.SortFunc(entries, func(a, b []byte) int {
+		ka, _ := keyAt(a, 0)
+		kb, _ := keyAt(b, 0)
+		return bytes.Compare(ka, kb)
+	})
 	slices.Sort(deleted)
 	dst = binary.AppendUvarint(dst, uint64(len(entries)))
 	for _, e := range entries {
-		dst = appendBytes(dst, e.key)
-		dst = appendBytes(dst, e.value)
+		k, p, _ := entryAt(e, 0)
+		_, v := splitPayload(p)
+		dst = appendBytes(dst, k)
+		dst = appendBytes(dst, v)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(deleted)))
 	for _, k := range deleted {

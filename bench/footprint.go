@@ -54,7 +54,16 @@ type FootprintConfig struct {
 	Keys     int
 	Messages int
 	Rate     int
+	// MemoryLimit, if set, runs the load a second time with the agent's
+	// agent.memory_limit at it (such as FootprintMemoryLimit), since that is
+	// how a gateway holds the collector's heap below twice the live data.
+	MemoryLimit string
 }
+
+// FootprintMemoryLimit is the memory limit `cairn bench footprint` runs the
+// load with by default: about 1.7 times the live heap this load peaks at,
+// as the README advises for agent.memory_limit.
+const FootprintMemoryLimit = "44MiB"
 
 // FootprintResult is the size of the binary and the resident memory (from
 // /proc/<pid>/status) of two `cairn run` processes running
@@ -100,10 +109,19 @@ type FootprintResult struct {
 	// memory limit holds it.
 	LoadHeapLiveBytes      int64 `json:"load_heap_live_bytes"`
 	LargestCheckpointBytes int64 `json:"largest_checkpoint_bytes"`
+	// The second load run, with agent.memory_limit at MemoryLimit (empty:
+	// not run): its processing rate, high-water mark and largest live
+	// heap, and its rate over the first run's.
+	MemoryLimit                  string  `json:"memory_limit,omitempty"`
+	LimitedProcessMessagesPerSec float64 `json:"limited_process_messages_per_sec,omitempty"`
+	LimitedLoadHWMBytes          int64   `json:"limited_load_hwm_bytes,omitempty"`
+	LimitedLoadHeapLiveBytes     int64   `json:"limited_load_heap_live_bytes,omitempty"`
+	LimitedVsUnlimitedRateRatio  float64 `json:"limited_vs_unlimited_rate_ratio,omitempty"`
 	// LoadVsIdleRatio is LoadHWMBytes over IdleRSSBytes.
 	LoadVsIdleRatio float64 `json:"load_vs_idle_ratio"`
-	// The targets, and whether the figures meet them (binary size only
-	// counts when the binary is stripped).
+	// The targets, and whether the figures meet them: binary size only
+	// counts when the binary is stripped, and the load's target is met by
+	// either run.
 	TargetBinaryBytes  int64 `json:"target_binary_bytes"`
 	TargetIdleRSSBytes int64 `json:"target_idle_rss_bytes"`
 	TargetLoadRSSBytes int64 `json:"target_load_rss_bytes"`
@@ -125,7 +143,7 @@ func (r *FootprintResult) Rows() []Row {
 	if r.IdleWorkingSetBytes > 0 {
 		workingSet = mb(r.IdleWorkingSetBytes)
 	}
-	return []Row{
+	rows := []Row{
 		{"broker", r.Broker},
 		{"binary", fmt.Sprintf("%s, %s (target %s)", mb(r.BinaryBytes), stripped, mb(r.TargetBinaryBytes))},
 		{fmt.Sprintf("idle RSS after %d checkpoints", r.IdleCheckpoints), fmt.Sprintf("%s (target %s)", mb(r.IdleRSSBytes), mb(r.TargetIdleRSSBytes))},
@@ -138,20 +156,29 @@ func (r *FootprintResult) Rows() []Row {
 		{"load RSS high-water mark (VmHWM)", fmt.Sprintf("%s (target %s)", mb(r.LoadHWMBytes), mb(r.TargetLoadRSSBytes))},
 		{"  live heap, largest sampled", mb(r.LoadHeapLiveBytes)},
 		{"largest checkpoint under load", mb(r.LargestCheckpointBytes)},
+	}
+	if r.MemoryLimit != "" {
+		rows = append(rows,
+			Row{"with memory_limit: " + r.MemoryLimit, fmt.Sprintf("processed at %s/s (%.2f of the rate without)", num(r.LimitedProcessMessagesPerSec), r.LimitedVsUnlimitedRateRatio)},
+			Row{"  load RSS high-water mark (VmHWM)", fmt.Sprintf("%s (target %s)", mb(r.LimitedLoadHWMBytes), mb(r.TargetLoadRSSBytes))},
+			Row{"  live heap, largest sampled", mb(r.LimitedLoadHeapLiveBytes)})
+	}
+	return append(rows, []Row{
 		{"load / idle", fmt.Sprintf("%.2f", r.LoadVsIdleRatio)},
 		{"within targets", within},
-	}
+	}...)
 }
 
 // FootprintPipeline is the pipeline of the footprint scenario, shaped like
 // configs/gateway.yaml: one MQTT source with the durable ingest log and
 // event time from the readings, a per-device average over 1-minute
 // windows, and a sink publishing the averages. It is a format string
-// taking the data directory, the broker's settings (embeddedBroker or
-// externalBroker) and the checkpoint interval.
+// taking the data directory, more agent settings (the memory limit's line,
+// or none), the broker's settings (embeddedBroker or externalBroker) and
+// the checkpoint interval.
 const FootprintPipeline = `agent:
   data_dir: %s
-brokers:
+%sbrokers:
   local:
     %s
 checkpoints:
@@ -220,7 +247,7 @@ func Footprint(ctx context.Context, cfg FootprintConfig) (*FootprintResult, erro
 	res.BinaryBytes = fi.Size()
 	res.BinaryStripped = cfg.Stripped
 
-	idle, err := startAgent(ctx, cfg.Binary, filepath.Join(cfg.Dir, "idle"), cfg.Broker, "100ms")
+	idle, err := startAgent(ctx, cfg.Binary, filepath.Join(cfg.Dir, "idle"), cfg.Broker, "100ms", "")
 	if err != nil {
 		return nil, err
 	}
@@ -244,21 +271,54 @@ func Footprint(ctx context.Context, cfg FootprintConfig) (*FootprintResult, erro
 		return nil, err
 	}
 
-	loaded, err := startAgent(ctx, cfg.Binary, filepath.Join(cfg.Dir, "load"), cfg.Broker, "1s")
+	load, err := runLoad(ctx, cfg, filepath.Join(cfg.Dir, "load"), "")
 	if err != nil {
 		return nil, err
 	}
-	defer loaded.kill()
-	if err := loaded.load(ctx, cfg, res); err != nil {
-		return nil, err
-	}
-	if err := loaded.stop(); err != nil {
-		return nil, err
+	res.PublishMessagesPerSec, res.ProcessMessagesPerSec = load.publishPerSec, load.processPerSec
+	res.LoadRSSBytes, res.LoadAnonBytes, res.LoadFileBytes, res.LoadHWMBytes = load.mem.rss, load.mem.anon, load.mem.file, load.mem.hwm
+	res.LoadHeapLiveBytes, res.LargestCheckpointBytes = load.heapLive, load.checkpoint
+	loadWithin := res.LoadHWMBytes <= TargetLoadRSSBytes
+	if cfg.MemoryLimit != "" {
+		limited, err := runLoad(ctx, cfg, filepath.Join(cfg.Dir, "limited"), cfg.MemoryLimit)
+		if err != nil {
+			return nil, err
+		}
+		res.MemoryLimit = cfg.MemoryLimit
+		res.LimitedProcessMessagesPerSec, res.LimitedLoadHWMBytes = limited.processPerSec, limited.mem.hwm
+		res.LimitedLoadHeapLiveBytes = limited.heapLive
+		res.LimitedVsUnlimitedRateRatio = ratio(limited.processPerSec, load.processPerSec)
+		loadWithin = loadWithin || res.LimitedLoadHWMBytes <= TargetLoadRSSBytes
 	}
 	res.LoadVsIdleRatio = ratio(float64(res.LoadHWMBytes), float64(res.IdleRSSBytes))
 	res.WithinTargets = res.BinaryStripped && res.BinaryBytes <= TargetBinaryBytes &&
-		res.IdleRSSBytes <= TargetIdleRSSBytes && res.LoadHWMBytes <= TargetLoadRSSBytes
+		res.IdleRSSBytes <= TargetIdleRSSBytes && loadWithin
 	return res, nil
+}
+
+// loadFigures are what one loaded run measured: the rates of publishing and
+// of processing, the largest resident set sampled (mem, with the
+// high-water mark at the end), and the largest live heap and checkpoint
+// the agent reported.
+type loadFigures struct {
+	publishPerSec, processPerSec float64
+	mem                          memory
+	heapLive, checkpoint         int64
+}
+
+// runLoad starts an agent in dir with checkpoints every second and
+// memoryLimit (if set), runs the load through it and stops it.
+func runLoad(ctx context.Context, cfg FootprintConfig, dir, memoryLimit string) (*loadFigures, error) {
+	p, err := startAgent(ctx, cfg.Binary, dir, cfg.Broker, "1s", memoryLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer p.kill()
+	f, err := p.load(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return f, p.stop()
 }
 
 // agentProc is a `cairn run` process.
@@ -272,9 +332,9 @@ type agentProc struct {
 }
 
 // startAgent starts `binary run` on FootprintPipeline in dir, with broker
-// (a URL) or else an embedded broker on a free port, and waits until the
-// pipeline runs.
-func startAgent(ctx context.Context, binary, dir, broker, interval string) (*agentProc, error) {
+// (a URL) or else an embedded broker on a free port, and memoryLimit as its
+// agent.memory_limit (if set), and waits until the pipeline runs.
+func startAgent(ctx context.Context, binary, dir, broker, interval, memoryLimit string) (*agentProc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -290,7 +350,11 @@ func startAgent(ctx context.Context, binary, dir, broker, interval string) (*age
 		p.broker, settings = "tcp://"+addr, fmt.Sprintf(embeddedBroker, addr)
 	}
 	file := filepath.Join(dir, "footprint.yaml")
-	if err := os.WriteFile(file, []byte(fmt.Sprintf(FootprintPipeline, p.dataDir, settings, interval)), 0o600); err != nil {
+	agent := ""
+	if memoryLimit != "" {
+		agent = fmt.Sprintf("  memory_limit: %s\n", memoryLimit)
+	}
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(FootprintPipeline, p.dataDir, agent, settings, interval)), 0o600); err != nil {
 		return nil, err
 	}
 	logFile, err := os.Create(p.logPath)
@@ -356,16 +420,16 @@ const eventStart int64 = 28_333_333 * 60_000
 // eventStart + i·60s/Keys: every device has a reading in the first minute,
 // and the readings after the first Keys move the watermark past its end,
 // so the window fires for every device while the load goes on.
-func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *FootprintResult) error {
+func (p *agentProc) load(ctx context.Context, cfg FootprintConfig) (*loadFigures, error) {
 	id := fmt.Sprintf("cairn-bench-footprint-%d-%d", os.Getpid(), time.Now().UnixNano())
 	pub, err := connect(p.broker, id+"-publisher")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer pub.Disconnect(100)
 	averages, err := connect(p.broker, id+"-averages")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer averages.Disconnect(100)
 	var mu sync.Mutex
@@ -376,27 +440,23 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 		mu.Unlock()
 	})
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		return fmt.Errorf("footprint: subscribe to the averages: %v", tok.Error())
+		return nil, fmt.Errorf("footprint: subscribe to the averages: %v", tok.Error())
 	}
 	// The source subscribes once connected: probe until it hears.
 	if err := p.probe(ctx, pub); err != nil {
-		return err
+		return nil, err
 	}
 	before, err := p.status()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	base := sourceRecords(before)
 
-	type peaks struct {
-		mem        memory
-		heapLive   int64
-		checkpoint int64
-	}
-	sampled := make(chan peaks, 1)
+	res := &loadFigures{}
+	sampled := make(chan loadFigures, 1)
 	stopSampling := make(chan struct{})
 	go func() {
-		var pk peaks
+		var pk loadFigures
 		for i := 0; ; i++ {
 			if m, err := readMemory(p.cmd.Process.Pid); err == nil && m.rss > pk.mem.rss {
 				pk.mem = m
@@ -419,22 +479,22 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 			}
 		}
 	}()
-	finish := func(err error) error {
+	finish := func(err error) (*loadFigures, error) {
 		close(stopSampling)
 		pk := <-sampled
 		if err != nil {
-			return err
+			return nil, err
 		}
 		end, err := readMemory(p.cmd.Process.Pid)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if end.rss > pk.mem.rss {
 			pk.mem = end
 		}
-		res.LoadRSSBytes, res.LoadAnonBytes, res.LoadFileBytes, res.LoadHWMBytes = pk.mem.rss, pk.mem.anon, pk.mem.file, end.hwm
-		res.LoadHeapLiveBytes, res.LargestCheckpointBytes = pk.heapLive, pk.checkpoint
-		return nil
+		res.mem, res.heapLive, res.checkpoint = pk.mem, pk.heapLive, pk.checkpoint
+		res.mem.hwm = end.hwm
+		return res, nil
 	}
 
 	// At most 1000 readings wait for the broker's acknowledgement: a
@@ -467,7 +527,7 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 	if err := <-acked; err != nil {
 		return finish(err)
 	}
-	res.PublishMessagesPerSec = perSec(cfg.Messages, time.Since(start))
+	res.publishPerSec = perSec(cfg.Messages, time.Since(start))
 	want := base + int64(cfg.Messages)
 	wantAverages := cfg.Keys + 1 // and the probe's
 	_, err = p.waitStatus(ctx, time.Duration(cfg.Messages/1000)*time.Second+2*time.Minute,
@@ -491,7 +551,7 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig, res *Footprin
 		}
 		return finish(err)
 	}
-	res.ProcessMessagesPerSec = perSec(cfg.Messages, time.Since(start))
+	res.processPerSec = perSec(cfg.Messages, time.Since(start))
 	return finish(nil)
 }
 

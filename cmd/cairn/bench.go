@@ -62,6 +62,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&foot.Keys, "load-keys", 100_000, "footprint: distinct keys of the load")
 	fs.IntVar(&foot.Messages, "load-messages", 150_000, "footprint: readings published")
 	fs.IntVar(&foot.Rate, "load-rate", 10_000, "footprint: readings per second")
+	fs.StringVar(&foot.MemoryLimit, "memory-limit", bench.FootprintMemoryLimit, "footprint: run the load again with this agent.memory_limit (\"\": don't)")
 
 	// Scenario names and flags may come in any order.
 	var names []string

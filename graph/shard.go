@@ -2,7 +2,9 @@ package graph
 
 import (
 	"encoding/binary"
+	"errors"
 	"iter"
+	"math"
 	"slices"
 )
 
@@ -18,7 +20,7 @@ import (
 // where the payload is the uvarint version that wrote the entry followed by
 // the codec's encoding of the value. index is a hash table with linear
 // probing: a slot holds 1 + an entry's offset in arena, or 0 when empty.
-// Offsets are 32 bits, so a shard holds at most 4 GiB.
+// Offsets are 32 bits: put refuses an entry that would start past them.
 //
 // A write whose payload has the length of the one it replaces overwrites it
 // in place; any other write appends, and the bytes it leaves behind count
@@ -114,9 +116,16 @@ func (sh *stateShard) get(key string, h uint64) (payload []byte, slot int, ok bo
 	return p, i, true
 }
 
+// errShardFull is put's error for an entry past the 32-bit offsets.
+var errShardFull = errors.New("a sixteenth of a key group holds 4 GiB of keyed state: no more fits")
+
+// shardLimit is where an arena's offsets end; a variable for the test of
+// what happens there.
+var shardLimit uint64 = math.MaxUint32
+
 // put stores payload for key, whose hash is h. hint is a slot that may
 // hold key (a get's), or -1.
-func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) {
+func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) error {
 	size := len(sh.index)
 	if (sh.n+1)*4 > size*3 {
 		size = indexFor(sh.n + 1)
@@ -138,10 +147,16 @@ func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) {
 		_, old, end := entryAt(sh.arena, off)
 		if len(old) == len(payload) {
 			copy(old, payload)
-			return
+			return nil
+		}
+		if uint64(len(sh.arena)) >= shardLimit {
+			return errShardFull
 		}
 		sh.garbage += end - off
 	} else {
+		if uint64(len(sh.arena)) >= shardLimit {
+			return errShardFull
+		}
 		sh.n++
 	}
 	sh.index[i] = uint32(len(sh.arena)) + 1
@@ -152,6 +167,7 @@ func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) {
 	if sh.garbage > len(sh.arena)/2 {
 		sh.compact(len(sh.index))
 	}
+	return nil
 }
 
 // remove deletes key's entry, whose hash is h, and reports whether there

@@ -32,7 +32,9 @@ func TestShardMatchesAMap(t *testing.T) {
 			switch r := rng.IntN(10); {
 			case r < 6:
 				p := bytes.Repeat([]byte{byte(step)}, 1+rng.IntN(4))
-				sh.put(k, keyHash(k), p, rng.IntN(len(sh.index)+2)-1)
+				if err := sh.put(k, keyHash(k), p, rng.IntN(len(sh.index)+2)-1); err != nil {
+					t.Fatal(err)
+				}
 				want[k] = p
 			case r < 9:
 				_, had := want[k]
@@ -121,5 +123,28 @@ func TestUndecodableStateFailsTheSubtask(t *testing.T) {
 	}
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), `keyed state "v" of key "k": cannot read this`) {
 		t.Fatalf("Err() = %v", err)
+	}
+}
+
+// TestFullShardFailsTheSubtask: a write past the arena's 32-bit offsets
+// (here lowered to 64 bytes) fails the subtask and changes nothing; a write
+// of the same length, in place, still succeeds.
+func TestFullShardFailsTheSubtask(t *testing.T) {
+	defer func(limit uint64) { shardLimit = limit }(shardLimit)
+	shardLimit = 64
+	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
+	v, _ := NewValueState(s.Context(), "v", BytesCodec{})
+	s.SetKey("k")
+	v.Set(bytes.Repeat([]byte{1}, 70))
+	v.Set(bytes.Repeat([]byte{2}, 70))
+	if got, ok := v.Get(); !ok || got[0] != 2 || s.Err() != nil {
+		t.Fatalf("in-place write: %v, %v, %v", got[:1], ok, s.Err())
+	}
+	v.Set([]byte{3})
+	if !errors.Is(s.Err(), errShardFull) {
+		t.Fatalf("Err() = %v, want errShardFull", s.Err())
+	}
+	if got, ok := v.Get(); !ok || got[0] != 2 {
+		t.Fatalf("the refused write changed the value to %v", got[:1])
 	}
 }

@@ -101,7 +101,8 @@ func (s *ValueState[T]) Get() (T, bool) {
 	return v, true
 }
 
-// Set stores v for the current key.
+// Set stores v for the current key. A shard that cannot hold it (see
+// stateShard) fails the subtask, as misuse of keyed state does.
 func (s *ValueState[T]) Set(v T) {
 	i := s.ctx.slot()
 	if i < 0 {
@@ -110,7 +111,10 @@ func (s *ValueState[T]) Set(v T) {
 	t := s.table
 	t.scratch = t.codec.Append(binary.AppendUvarint(t.scratch[:0], uint64(s.ctx.version)), v)
 	sh := &t.shards[i]
-	sh.put(s.ctx.key, s.ctx.keyHash, t.scratch, t.hint)
+	if err := sh.put(s.ctx.key, s.ctx.keyHash, t.scratch, t.hint); err != nil {
+		s.ctx.fail(fmt.Errorf("keyed state %q of key %q: %w", t.name, s.ctx.key, err))
+		return
+	}
 	sh.ver = s.ctx.version
 	if sh.deleted != nil {
 		delete(sh.deleted, s.ctx.key)
@@ -218,7 +222,9 @@ func (t *stateTable[T]) load(i int, snap *TableSnapshot) error {
 		}
 		h := keyHash(k)
 		t.scratch = append(append(t.scratch[:0], 0), snap.Values[j]...) // version 0
-		shards[h>>60].put(k, h, t.scratch, -1)
+		if err := shards[h>>60].put(k, h, t.scratch, -1); err != nil {
+			return fmt.Errorf("key %q: %w", k, err)
+		}
 	}
 	return nil
 }

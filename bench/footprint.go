@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,8 @@ type FootprintResult struct {
 	LargestCheckpointBytes int64 `json:"largest_checkpoint_bytes"`
 	// The second load run, with agent.memory_limit at MemoryLimit (empty:
 	// not run): its processing rate, high-water mark and largest live
-	// heap, and its rate over the first run's.
+	// heap, and its rate over the first run's. The rates can differ only
+	// where the agent falls behind the load's pace.
 	MemoryLimit                  string  `json:"memory_limit,omitempty"`
 	LimitedProcessMessagesPerSec float64 `json:"limited_process_messages_per_sec,omitempty"`
 	LimitedLoadHWMBytes          int64   `json:"limited_load_hwm_bytes,omitempty"`
@@ -363,6 +365,11 @@ func startAgent(ctx context.Context, binary, dir, broker, interval, memoryLimit 
 	}
 	defer logFile.Close()
 	p.cmd = exec.CommandContext(ctx, binary, "run", "-c", file)
+	// The pipeline alone sets the memory limit: none from the bench's
+	// environment, and the collector's default pace.
+	p.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "GOMEMLIMIT=") || strings.HasPrefix(kv, "GOGC=")
+	})
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ import (
 // compacted, so that the snapshot's view never changes.
 type stateShard struct {
 	arena   []byte
-	index   []uint32 // nil, or a power of two long and at most 3/4 full
+	index   []uint32 // nil when the shard is empty, else a power of two long and at most 3/4 full
 	n       int      // entries
 	garbage int      // bytes of arena no entry uses
 	shared  bool     // arena and index are referenced by a snapshot
@@ -212,6 +212,9 @@ func (sh *stateShard) remove(key string, h uint64) bool {
 // reserve makes room for n more entries of size bytes in all, so that
 // adding them neither regrows the index nor copies the arena.
 func (sh *stateShard) reserve(n, size int) {
+	if n == 0 {
+		return
+	}
 	if want := indexFor(sh.n + n); sh.shared || want > len(sh.index) {
 		sh.compact(max(want, len(sh.index)))
 	}

@@ -10,7 +10,8 @@ import (
 	"slices"
 )
 
-// Codec turns state values into bytes for snapshots and back.
+// Codec turns state values into bytes for snapshots and back. Decode must
+// not keep src: it is keyed state's own memory, which later writes reuse.
 type Codec[T any] interface {
 	Append(dst []byte, v T) []byte
 	Decode(src []byte) (T, error)
@@ -191,8 +192,10 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 		if incremental && sh.ver <= base {
 			continue // unchanged since the base
 		}
-		sh.shared = sh.n > 0
-		f.views[i] = shardView{arena: sh.arena, index: sh.index, n: sh.n}
+		if sh.index != nil { // a view of an empty shard's index would see the next write
+			sh.shared = true
+			f.views[i] = shardView{arena: sh.arena, index: sh.index, n: sh.n}
+		}
 		if incremental && len(sh.deleted) > 0 {
 			if f.deleted == nil {
 				f.deleted = make([][]string, len(t.shards))

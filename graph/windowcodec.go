@@ -124,9 +124,19 @@ func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
 	return ws, nil
 }
 
+// The fewest bytes a window takes in each format, which bound how many
+// windows a damaged count can make the decoder allocate.
+const (
+	minWindowBytes   = 13 // flags, four one-byte varints, first
+	minWindowBytesV1 = 47 // six one-byte varints, five floats, fired
+)
+
 func decodeWindows(src []byte) ([]windowAcc, error) {
 	d := decoder{buf: src}
 	n := d.count()
+	if n > len(d.buf)/minWindowBytes {
+		return nil, fmt.Errorf("%d windows in %d bytes", n, len(d.buf))
+	}
 	ws := make([]windowAcc, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		flags := d.uvarint()
@@ -174,6 +184,9 @@ func decodeWindows(src []byte) ([]windowAcc, error) {
 func decodeWindowsV1(src []byte) ([]windowAcc, error) {
 	d := decoder{buf: src}
 	n := d.count()
+	if n > len(d.buf)/minWindowBytesV1 {
+		return nil, fmt.Errorf("%d windows in %d bytes", n, len(d.buf))
+	}
 	ws := make([]windowAcc, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		var w windowAcc

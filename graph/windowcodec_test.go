@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -117,6 +118,14 @@ func TestWindowsOfFormat1(t *testing.T) {
 	bad := append(bytes.Clone(windowsFormat2), 1, 0xff, 0x7f) // flags with a min source of 3
 	if _, err := (windowsCodec{}).Decode(bad); err == nil {
 		t.Error("unknown window flags decode")
+	}
+	// A count of more windows than the bytes can hold is refused before
+	// the decoder allocates for them.
+	for _, enc := range [][]byte{append(append(bytes.Clone(windowsFormat2), 2), make([]byte, 2*minWindowBytes-1)...),
+		append([]byte{2}, make([]byte, 2*minWindowBytesV1-1)...)} {
+		if _, err := (windowsCodec{}).Decode(enc); err == nil || !strings.Contains(err.Error(), "2 windows in") {
+			t.Errorf("%d bytes for 2 windows: err = %v", len(enc)-1, err)
+		}
 	}
 }
 

@@ -415,9 +415,13 @@ func (d *decoder) varint() int64 {
 // count reads an element count, refusing counts that the remaining bytes
 // cannot hold (every element takes at least one byte), so that a corrupt
 // count cannot make the decoder allocate or loop without bound.
-func (d *decoder) count() int {
+func (d *decoder) count() int { return d.countOf(1) }
+
+// countOf reads a count of elements that take at least size bytes each,
+// refusing counts that the remaining bytes cannot hold.
+func (d *decoder) countOf(size int) int {
 	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.buf)) {
+	if d.err == nil && n > uint64(len(d.buf)/size) {
 		d.err = fmt.Errorf("count %d exceeds remaining %d bytes", n, len(d.buf))
 		return 0
 	}

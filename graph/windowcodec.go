@@ -133,10 +133,7 @@ const (
 
 func decodeWindows(src []byte) ([]windowAcc, error) {
 	d := decoder{buf: src}
-	n := d.count()
-	if n > len(d.buf)/minWindowBytes {
-		return nil, fmt.Errorf("%d windows in %d bytes", n, len(d.buf))
-	}
+	n := d.countOf(minWindowBytes)
 	ws := make([]windowAcc, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		flags := d.uvarint()
@@ -183,10 +180,7 @@ func decodeWindows(src []byte) ([]windowAcc, error) {
 
 func decodeWindowsV1(src []byte) ([]windowAcc, error) {
 	d := decoder{buf: src}
-	n := d.count()
-	if n > len(d.buf)/minWindowBytesV1 {
-		return nil, fmt.Errorf("%d windows in %d bytes", n, len(d.buf))
-	}
+	n := d.countOf(minWindowBytesV1)
 	ws := make([]windowAcc, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		var w windowAcc

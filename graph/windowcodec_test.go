@@ -123,7 +123,7 @@ func TestWindowsOfFormat1(t *testing.T) {
 	// the decoder allocates for them.
 	for _, enc := range [][]byte{append(append(bytes.Clone(windowsFormat2), 2), make([]byte, 2*minWindowBytes-1)...),
 		append([]byte{2}, make([]byte, 2*minWindowBytesV1-1)...)} {
-		if _, err := (windowsCodec{}).Decode(enc); err == nil || !strings.Contains(err.Error(), "2 windows in") {
+		if _, err := (windowsCodec{}).Decode(enc); err == nil || !strings.Contains(err.Error(), "count 2 exceeds") {
 			t.Errorf("%d bytes for 2 windows: err = %v", len(enc)-1, err)
 		}
 	}

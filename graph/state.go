@@ -177,24 +177,35 @@ type stateTable[T any] struct {
 func (t *stateTable[T]) tableName() string { return t.name }
 
 func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
-	f := &frozenStateTable{name: t.name, base: base, incremental: incremental,
-		views: make([]shardView, len(t.shards))}
+	n := 0
 	for i := range t.shards {
-		sh := &t.shards[i]
-		for k, v := range sh.deleted {
-			if v <= base {
-				delete(sh.deleted, k)
-			}
+		if sh := &t.shards[i]; sh.index != nil && (!incremental || sh.ver > base) {
+			n++
 		}
-		if len(sh.deleted) == 0 {
-			sh.deleted = nil
+	}
+	f := &frozenStateTable{name: t.name, base: base, incremental: incremental,
+		views: make([]shardView, 0, n), groupViews: make([]int32, len(t.shards)/shardsPerGroup+1)}
+	for i := range t.shards {
+		if i%shardsPerGroup == 0 {
+			f.groupViews[i/shardsPerGroup] = int32(len(f.views))
+		}
+		sh := &t.shards[i]
+		if sh.deleted != nil {
+			for k, v := range sh.deleted {
+				if v <= base {
+					delete(sh.deleted, k)
+				}
+			}
+			if len(sh.deleted) == 0 {
+				sh.deleted = nil
+			}
 		}
 		if incremental && sh.ver <= base {
 			continue // unchanged since the base
 		}
 		if sh.index != nil { // a view of an empty shard's index would see the next write
 			sh.shared = true
-			f.views[i] = shardView{arena: sh.arena, index: sh.index, n: sh.n}
+			f.views = append(f.views, shardView{arena: sh.arena, index: sh.index, n: sh.n})
 		}
 		if incremental && len(sh.deleted) > 0 {
 			if f.deleted == nil {
@@ -203,6 +214,7 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 			f.deleted[i] = slices.Collect(maps.Keys(sh.deleted))
 		}
 	}
+	f.groupViews[len(f.groupViews)-1] = int32(len(f.views))
 	return f
 }
 
@@ -238,19 +250,36 @@ type frozenStateTable struct {
 	name        string
 	base        Version
 	incremental bool
-	views       []shardView // per shard; empty when empty or unchanged
-	deleted     [][]string  // per shard, incremental only
+	// views are the shards to write, in order, with entries and changed
+	// since the base if incremental; group i's are
+	// views[groupViews[i]:groupViews[i+1]].
+	views      []shardView
+	groupViews []int32
+	deleted    [][]string // per shard, incremental only
+}
+
+// groupViewsOf returns group i's views.
+func (f *frozenStateTable) groupViewsOf(i int) []shardView {
+	return f.views[f.groupViews[i]:f.groupViews[i+1]]
 }
 
 func (f *frozenStateTable) tableName() string { return f.name }
 
 func (f *frozenStateTable) hasData(i int) bool {
-	for s := i * shardsPerGroup; s < (i+1)*shardsPerGroup; s++ {
-		if f.deleted != nil && len(f.deleted[s]) > 0 {
-			return true
+	if f.deleted != nil {
+		for _, d := range f.deleted[i*shardsPerGroup : (i+1)*shardsPerGroup] {
+			if len(d) > 0 {
+				return true
+			}
 		}
-		for _, p := range f.views[s].all() {
-			if ver, _ := splitPayload(p); !f.incremental || ver > f.base {
+	}
+	views := f.groupViewsOf(i)
+	if !f.incremental {
+		return len(views) > 0
+	}
+	for _, v := range views {
+		for _, p := range v.all() {
+			if ver, _ := splitPayload(p); ver > f.base {
 				return true
 			}
 		}
@@ -262,22 +291,24 @@ func (f *frozenStateTable) hasData(i int) bool {
 // by key, so that snapshots are deterministic and stores can insert them in
 // order.
 func (f *frozenStateTable) appendGroup(dst []byte, i int) []byte {
-	views := f.views[i*shardsPerGroup : (i+1)*shardsPerGroup]
+	views := f.groupViewsOf(i)
 	n := 0
 	for _, v := range views {
 		n += v.n
 	}
 	entries := make([][]byte, 0, n) // each entry's bytes in its arena
-	var deleted []string
-	for s, v := range views {
+	for _, v := range views {
 		for off, p := range v.all() {
 			if ver, _ := splitPayload(p); !f.incremental || ver > f.base {
 				_, _, end := entryAt(v.arena, off)
 				entries = append(entries, v.arena[off:end])
 			}
 		}
-		if f.deleted != nil {
-			deleted = append(deleted, f.deleted[i*shardsPerGroup+s]...)
+	}
+	var deleted []string
+	if f.deleted != nil {
+		for _, d := range f.deleted[i*shardsPerGroup : (i+1)*shardsPerGroup] {
+			deleted = append(deleted, d...)
 		}
 	}
 	slices.SortFunc(entries, func(a, b []byte) int {

@@ -103,7 +103,7 @@ func (s *ValueState[T]) Get() (T, bool) {
 }
 
 // Set stores v for the current key. A shard that cannot hold it (see
-// stateShard) fails the subtask, as misuse of keyed state does.
+// stateShard) fails the job, as misuse of keyed state does.
 func (s *ValueState[T]) Set(v T) {
 	i := s.ctx.slot()
 	if i < 0 {
@@ -203,7 +203,7 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 		if incremental && sh.ver <= base {
 			continue // unchanged since the base
 		}
-		if sh.index != nil { // a view of an empty shard's index would see the next write
+		if sh.index != nil { // entries: held, so that the shard's next write copies it
 			sh.shared = true
 			f.views = append(f.views, shardView{arena: sh.arena, index: sh.index, n: sh.n})
 		}

@@ -102,8 +102,20 @@ func (sh *stateShard) find(key string, h uint64) (slot int, found bool) {
 	}
 }
 
+// locate is find, trying hint first: a slot that may hold key (a get's),
+// or -1.
+func (sh *stateShard) locate(key string, h uint64, hint int) (slot int, found bool) {
+	if hint >= 0 && hint < len(sh.index) && sh.index[hint] != 0 {
+		if k, _ := keyAt(sh.arena, int(sh.index[hint]-1)); string(k) == key {
+			return hint, true
+		}
+	}
+	return sh.find(key, h)
+}
+
 // get returns key's payload, which aliases the arena: it is valid until
-// the next write to the shard. slot is where put may find key again.
+// the next write to the shard. slot is where put or remove may find key
+// again.
 func (sh *stateShard) get(key string, h uint64) (payload []byte, slot int, ok bool) {
 	if sh.n == 0 {
 		return nil, -1, false
@@ -134,14 +146,7 @@ func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) error 
 		sh.compact(size)
 		hint = -1
 	}
-	i, found := hint, false
-	if hint >= 0 && hint < len(sh.index) && sh.index[hint] != 0 {
-		k, _ := keyAt(sh.arena, int(sh.index[hint]-1))
-		found = string(k) == key
-	}
-	if !found {
-		i, found = sh.find(key, h)
-	}
+	i, found := sh.locate(key, h, hint)
 	if found {
 		off := int(sh.index[i] - 1)
 		_, old, end := entryAt(sh.arena, off)
@@ -171,12 +176,14 @@ func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) error 
 }
 
 // remove deletes key's entry, whose hash is h, and reports whether there
-// was one. A shard left empty lets go of its arena and index.
-func (sh *stateShard) remove(key string, h uint64) bool {
+// was one; hint is as put's. A shard left empty lets go of its arena and
+// index.
+func (sh *stateShard) remove(key string, h uint64, hint int) bool {
 	if sh.n == 0 {
 		return false
 	}
-	if _, found := sh.find(key, h); !found {
+	i, found := sh.locate(key, h, hint)
+	if !found {
 		return false
 	}
 	if sh.n == 1 {
@@ -185,8 +192,8 @@ func (sh *stateShard) remove(key string, h uint64) bool {
 	}
 	if sh.shared {
 		sh.compact(len(sh.index))
+		i, _ = sh.find(key, h)
 	}
-	i, _ := sh.find(key, h)
 	off := int(sh.index[i] - 1)
 	_, _, end := entryAt(sh.arena, off)
 	sh.garbage += end - off

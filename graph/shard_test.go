@@ -38,7 +38,7 @@ func TestShardMatchesAMap(t *testing.T) {
 				want[k] = p
 			case r < 9:
 				_, had := want[k]
-				if got := sh.remove(k, keyHash(k)); got != had {
+				if got := sh.remove(k, keyHash(k), rng.IntN(len(sh.index)+2)-1); got != had {
 					t.Fatalf("seed %d step %d: remove(%q) = %v, want %v", seed, step, k, got, had)
 				}
 				delete(want, k)

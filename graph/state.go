@@ -129,7 +129,7 @@ func (s *ValueState[T]) Delete() {
 		return
 	}
 	sh := &s.table.shards[i]
-	if !sh.remove(s.ctx.key, s.ctx.keyHash) {
+	if !sh.remove(s.ctx.key, s.ctx.keyHash, s.table.hint) {
 		return
 	}
 	sh.ver = s.ctx.version
@@ -171,7 +171,7 @@ type stateTable[T any] struct {
 	codec   Codec[T]
 	shards  []stateShard // group index * shardsPerGroup + shard
 	scratch []byte       // the payload being written
-	hint    int          // the slot of the last Get's key, for a Set of it
+	hint    int          // the slot of the last Get's key, for a Set or Delete of it
 }
 
 func (t *stateTable[T]) tableName() string { return t.name }

@@ -53,27 +53,17 @@ func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
 	dst = append(dst, windowsFormat2...)
 	dst = binary.AppendUvarint(dst, uint64(len(ws)))
 	for _, w := range ws {
-		same := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
-		source := func(v float64) uint64 {
-			switch {
-			case same(v, w.first):
-				return windowFromFirst
-			case same(v, w.last):
-				return windowFromLast
-			}
-			return windowStored
-		}
 		var flags uint64
-		if same(w.last, w.first) {
+		if sameFloat(w.last, w.first) {
 			flags |= windowLastIsFirst
 		}
 		if w.lastTime == w.firstTime {
 			flags |= windowLastTimeIsFirst
 		}
-		if same(w.sum, w.first) {
+		if sameFloat(w.sum, w.first) {
 			flags |= windowSumIsFirst
 		}
-		minFrom, maxFrom := source(w.min), source(w.max)
+		minFrom, maxFrom := w.sourceOf(w.min), w.sourceOf(w.max)
 		flags |= minFrom<<windowMinShift | maxFrom<<windowMaxShift
 		if w.fired {
 			flags |= windowFired
@@ -104,6 +94,33 @@ func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
 		}
 	}
 	return dst
+}
+
+// sameFloat compares bit for bit, so that a value decodes exactly as it
+// was: NaN is itself, and -0 is not 0.
+func sameFloat(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
+
+// sourceOf is where format 2 keeps v, w's min or max.
+func (w *windowAcc) sourceOf(v float64) uint64 {
+	switch {
+	case sameFloat(v, w.first):
+		return windowFromFirst
+	case sameFloat(v, w.last):
+		return windowFromLast
+	}
+	return windowStored
+}
+
+// fromSource reads w's min or max from where sourceOf kept it: w's first
+// or last, which must be read already, or d.
+func (w *windowAcc) fromSource(source uint64, d *decoder) float64 {
+	switch source {
+	case windowFromFirst:
+		return w.first
+	case windowFromLast:
+		return w.last
+	}
+	return d.float()
 }
 
 func appendFloat(dst []byte, v float64) []byte {
@@ -158,17 +175,8 @@ func decodeWindows(src []byte) ([]windowAcc, error) {
 		if flags&windowLastIsFirst == 0 {
 			w.last = d.float()
 		}
-		from := func(source uint64) float64 {
-			switch source {
-			case windowFromFirst:
-				return w.first
-			case windowFromLast:
-				return w.last
-			}
-			return d.float()
-		}
-		w.min = from(minFrom)
-		w.max = from(maxFrom)
+		w.min = w.fromSource(minFrom, &d)
+		w.max = w.fromSource(maxFrom, &d)
 		w.sum = w.first
 		if flags&windowSumIsFirst == 0 {
 			w.sum = d.float()

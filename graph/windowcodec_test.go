@@ -62,7 +62,7 @@ func sameWindows(a, b []windowAcc) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		for _, f := range [][2]*float64{{&x.sum, &y.sum}, {&x.min, &y.min}, {&x.max, &y.max}, {&x.first, &y.first}, {&x.last, &y.last}} {
-			if math.Float64bits(*f[0]) != math.Float64bits(*f[1]) {
+			if !sameFloat(*f[0], *f[1]) {
 				return false
 			}
 			*f[0], *f[1] = 0, 0

@@ -1,0 +1,46 @@
+// Package seglog is an append-only log of checksummed records in segment
+// files, shaped for flash storage: appends go to the end of one file, a
+// Sync is one fdatasync of it, and the front of the log is dropped by
+// deleting whole files. Nothing is ever rewritten in place, so the only
+// page a sync writes again is the one the previous sync left half full.
+//
+// Every record covers one or more consecutive offsets (a record may hold a
+// group of messages). Offsets start where the log was created (Reset) and
+// only grow.
+//
+// # Files
+//
+// A log is a directory of segments named by their first offset,
+// <first:20 digits>.seg. A segment starts with a 20-byte header:
+//
+//	magic "CRNL", version 1, three zero bytes,
+//	first offset (8 bytes, little-endian), CRC-32C of the 16 bytes before
+//
+// and holds records one after the other, each framed as
+//
+//	length of the data (4 bytes LE), CRC-32C (4 bytes LE),
+//	offset of the record (8 bytes LE), count of offsets (uvarint), data
+//
+// where the checksum covers everything after it: offset, count and data. A
+// record whose checksum fails is never returned.
+//
+// # Durability and power cuts
+//
+// Append hands records to the operating system; Sync makes everything
+// appended durable (fdatasync, and an fsync of the directory after a new
+// segment was created) and only then lets readers see it. A segment is
+// synced before the next one is created, so after a power cut only the
+// newest segment can end in a torn write: Open cuts it at the first record
+// that does not verify, as long as no later record in the file verifies.
+// If one does, the damage is not a torn write but a corrupt file, and Open
+// fails with an error wrapping ErrCorrupt rather than lose what follows.
+// A failed write or sync rolls the log back to its last sync (the kernel
+// may have dropped the pages of a failed fdatasync), so a retry never
+// leaves the same data twice.
+//
+// # Wear
+//
+// A Meter counts what the log makes the kernel write back, in 4 KiB pages as
+// the kernel counts a process's writes (/proc/PID/io write_bytes): the
+// pages an append dirties that the previous sync cleaned, and the syncs.
+package seglog

@@ -1,0 +1,136 @@
+package seglog
+
+import (
+	"bufio"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+)
+
+// Options configure a Log. Zero values mean the defaults noted.
+type Options struct {
+	// SegmentBytes is the size past which the next record goes into a new
+	// segment; default 4 MiB. The front of the log is dropped a segment at
+	// a time, so up to this much more than asked is kept.
+	SegmentBytes int64
+	// FS holds the log's files; default OS.
+	FS FS
+	// Meter, if set, counts the pages the log writes and its syncs.
+	Meter *Meter
+	// Logger is told of torn writes cut at Open; default slog.Default.
+	Logger *slog.Logger
+}
+
+// indexEvery is how far apart, in bytes, the records a segment's index
+// remembers are: reading from an offset scans at most this much to it.
+const indexEvery = 32 << 10
+
+// segment is one file of a log.
+type segment struct {
+	first   uint64
+	end     uint64 // the offset after its last record
+	size    int64  // its bytes, header included
+	durable int64  // of them, those synced: readers read no further
+	name    string
+	// index marks a record about every indexEvery bytes, in order; the
+	// first mark is the first record's. Reading fills it in as it goes.
+	index []mark
+	r     File // open for reading once read
+}
+
+// mark is where a record starts.
+type mark struct {
+	off uint64
+	pos int64
+}
+
+// Log is an append-only log in a directory; see the package doc. One
+// goroutine may append and sync while another reads and truncates.
+type Log struct {
+	dir  string
+	opts Options
+
+	wmu sync.Mutex // Append, Sync, Reset: the writer's side
+	rmu sync.Mutex // Read, TruncateFront, Reset: the reader's side
+
+	mu      sync.Mutex // the fields below
+	segs    []*segment // oldest first; the last is written
+	next    uint64     // the offset of the next record
+	synced  uint64     // records below are durable and readable
+	created bool       // the last segment was created after the last sync
+	broken  error      // a rollback failed: writes fail until one succeeds
+	hint    readHint   // where the last Read stopped
+	closed  bool
+
+	// Owned by the writer (wmu).
+	w     File
+	dirty dirtyPages // of w
+	buf   []byte     // the frame being written
+	// Owned by the reader (rmu).
+	rbuf *bufio.Reader
+}
+
+// readHint lets a Read go on where the one before stopped.
+type readHint struct {
+	seg *segment
+	off uint64
+	pos int64
+}
+
+func (l *Log) path(s *segment) string { return filepath.Join(l.dir, s.name) }
+
+// First is the lowest offset the log holds, or Next if it is empty.
+func (l *Log) First() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.segs) == 0 || l.segs[0].first == l.next {
+		return l.next
+	}
+	return l.segs[0].first
+}
+
+// Next is the offset the next record appended will get.
+func (l *Log) Next() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
+// Synced is the offset after the last durable record: what readers see.
+func (l *Log) Synced() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.synced
+}
+
+// Close closes the log's files. Records not synced may or may not be
+// there when it is opened again.
+func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	return l.closeFiles()
+}
+
+func (l *Log) closeFiles() error {
+	var errs []error
+	if l.w != nil {
+		errs = append(errs, l.w.Close())
+		l.w = nil
+	}
+	for _, s := range l.segs {
+		if s.r != nil {
+			errs = append(errs, s.r.Close())
+			s.r = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// errClosed is returned by a closed log.
+var errClosed = errors.New("log closed")

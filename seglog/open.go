@@ -1,0 +1,205 @@
+package seglog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+)
+
+// Open opens the log in dir, creating the directory if needed. A torn
+// write at the end of the newest segment is cut (and logged); damage
+// anywhere else is an error wrapping ErrCorrupt. A new log's first offset
+// is 1.
+func Open(dir string, opts Options) (*Log, error) {
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = 4 << 20
+	}
+	if opts.FS == nil {
+		opts.FS = OS
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	l := &Log{dir: dir, opts: opts, next: 1, synced: 1, dirty: dirtyPages{through: -1}}
+	fs := opts.FS
+	if err := MkdirDurable(fs, dir); err != nil {
+		return nil, err
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if first, ok := parseSegmentName(name); ok {
+			l.segs = append(l.segs, &segment{first: first, name: name, index: []mark{{first, headerSize}}})
+		}
+	}
+	sort.Slice(l.segs, func(i, j int) bool { return l.segs[i].first < l.segs[j].first })
+	for i, s := range l.segs {
+		if i+1 < len(l.segs) {
+			s.end = l.segs[i+1].first
+			if s.end <= s.first {
+				return nil, fmt.Errorf("%w: %s: segments %s and %s overlap", ErrCorrupt, dir, s.name, l.segs[i+1].name)
+			}
+			if err := l.checkSealed(s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := l.openLast(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	return l, nil
+}
+
+// MkdirDurable creates dir and any parents it lacks, each durably (the
+// directory above synced), so that a power cut cannot lose a log's
+// directory with the synced segments in it.
+func MkdirDurable(fs FS, dir string) error {
+	if _, err := fs.List(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirDurable(fs, parent); err != nil {
+			return err
+		}
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return err
+	}
+	return fs.SyncDir(parent)
+}
+
+// checkSealed reads a segment's header and size; its records are
+// verified as they are read.
+func (l *Log) checkSealed(s *segment) error {
+	f, err := l.opts.FS.Open(l.path(s))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := make([]byte, headerSize)
+	if _, err := f.ReadAt(h, 0); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	first, err := decodeHeader(h)
+	if err == nil && first != s.first {
+		err = fmt.Errorf("header names offset %d", first)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, l.path(s), err)
+	}
+	if s.size, err = f.Size(); err != nil {
+		return err
+	}
+	s.durable = s.size
+	return nil
+}
+
+// openLast opens the newest segment for appending after scanning it to its
+// end: a segment whose header was torn is removed, a record that does not
+// verify ends the segment there.
+func (l *Log) openLast() error {
+	if len(l.segs) == 0 {
+		return nil
+	}
+	fs := l.opts.FS
+	s := l.segs[len(l.segs)-1]
+	f, err := fs.OpenAppend(l.path(s))
+	if err != nil {
+		return err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	h := make([]byte, min(size, headerSize))
+	if _, err := f.ReadAt(h, 0); err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return err
+	}
+	first, herr := decodeHeader(h)
+	if herr == nil && first != s.first {
+		herr = fmt.Errorf("header names offset %d", first)
+	}
+	if herr != nil {
+		// Created, and cut off before its first sync completed: nothing
+		// in it was acknowledged, unless the damage is not a torn write.
+		rest := make([]byte, max(0, size-headerSize))
+		if _, err := f.ReadAt(rest, headerSize); err != nil && !errors.Is(err, io.EOF) {
+			f.Close()
+			return err
+		}
+		f.Close()
+		l.cutLog(verifyingAfter(rest, s.first), "removing a log segment whose header does not verify: a write torn by a power cut, or damage",
+			"segment", l.path(s), "reason", herr.Error(), "bytes", size)
+		if err := fs.Remove(l.path(s)); err != nil {
+			return err
+		}
+		if err := fs.SyncDir(l.dir); err != nil {
+			return err
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+		l.next, l.synced = s.first, s.first
+		if len(l.segs) == 0 {
+			return nil
+		}
+		return l.openLast()
+	}
+	sc := newScanner(f, headerSize, size, s.first, nil)
+	last := mark{s.first, headerSize}
+	for {
+		pos := sc.pos
+		r, ok := sc.scan()
+		if !ok {
+			break
+		}
+		if pos >= last.pos+indexEvery {
+			last = mark{r.Offset, pos}
+			s.index = append(s.index, last)
+		}
+	}
+	var bad *badFrame
+	switch {
+	case errors.As(sc.err, &bad):
+		rest := make([]byte, size-bad.pos)
+		if _, err := f.ReadAt(rest, bad.pos); err != nil && !errors.Is(err, io.EOF) {
+			f.Close()
+			return err
+		}
+		l.cutLog(verifyingAfter(rest, sc.next), "cutting the log at a record that does not verify: a write torn by a power cut, or damage",
+			"segment", l.path(s), "at_byte", bad.pos, "reason", bad.reason, "bytes_cut", size-bad.pos, "next_offset", sc.next)
+		if err := f.Truncate(bad.pos); err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("cutting a torn write from %s: %w", l.path(s), err)
+		}
+		size = bad.pos
+	case sc.err != nil:
+		f.Close()
+		return sc.err
+	}
+	s.end, s.size, s.durable = sc.next, size, size
+	l.next, l.synced = sc.next, sc.next
+	l.w = f
+	return nil
+}
+
+// cutLog logs a cut at Open: a warning, or an error when records after the
+// cut verify, which a torn write rarely leaves (the kernel wrote pages
+// back out of order) and damage does.
+func (l *Log) cutLog(verifying int, msg string, args ...any) {
+	log := l.opts.Logger.Warn
+	if verifying > 0 {
+		log = l.opts.Logger.Error
+	}
+	log(msg, append(args, "records_after_that_verify", verifying)...)
+}

@@ -1,0 +1,197 @@
+package seglog
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+)
+
+const (
+	headerSize  = 20
+	frameHeader = 16 // length, checksum, offset
+	// MaxRecord is the most data one record holds.
+	MaxRecord = 64 << 20
+	version   = 1
+	suffix    = ".seg"
+)
+
+var magic = [4]byte{'C', 'R', 'N', 'L'}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by errors about a log's files that fail
+// verification other than as a torn write at the end.
+var ErrCorrupt = errors.New("ingest log file damaged")
+
+// segmentName is the file name of the segment starting at first.
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%020d%s", first, suffix)
+}
+
+// parseSegmentName returns the first offset a segment's name gives.
+func parseSegmentName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	first, err := strconv.ParseUint(digits, 10, 64)
+	return first, err == nil
+}
+
+func encodeHeader(first uint64) []byte {
+	h := make([]byte, 0, headerSize)
+	h = append(h, magic[:]...)
+	h = append(h, version, 0, 0, 0)
+	h = binary.LittleEndian.AppendUint64(h, first)
+	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, crcTable))
+}
+
+// decodeHeader returns the first offset of a segment's header, or why it
+// is not one.
+func decodeHeader(h []byte) (uint64, error) {
+	switch {
+	case len(h) < headerSize:
+		return 0, fmt.Errorf("header is %d bytes, want %d", len(h), headerSize)
+	case [4]byte(h[:4]) != magic:
+		return 0, fmt.Errorf("not a segment: magic %q", h[:4])
+	case binary.LittleEndian.Uint32(h[16:]) != crc32.Checksum(h[:16], crcTable):
+		return 0, errors.New("header checksum mismatch")
+	case h[4] != version:
+		return 0, fmt.Errorf("segment format %d (this cairn reads %d)", h[4], version)
+	}
+	return binary.LittleEndian.Uint64(h[8:]), nil
+}
+
+// appendFrame appends the frame of a record of count offsets from off.
+func appendFrame(dst []byte, off uint64, count int, data []byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, 8)...) // length and checksum, below
+	dst = binary.LittleEndian.AppendUint64(dst, off)
+	dst = binary.AppendUvarint(dst, uint64(count))
+	dst = append(dst, data...)
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeader))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+8:], crcTable))
+	return dst
+}
+
+// frameSize is the bytes a record of count offsets and n bytes of data
+// takes.
+func frameSize(count, n int) int64 {
+	var b [binary.MaxVarintLen64]byte
+	return int64(frameHeader + binary.PutUvarint(b[:], uint64(count)) + n)
+}
+
+// Record is a record read from a log. Data is valid only until the
+// function it was given to returns.
+type Record struct {
+	Offset uint64 // the first offset it covers
+	Count  int    // the offsets it covers
+	Data   []byte
+}
+
+// End is the offset after the record.
+func (r Record) End() uint64 { return r.Offset + uint64(r.Count) }
+
+// badFrame says why the bytes at a position of a segment are not the
+// record expected there.
+type badFrame struct {
+	pos    int64
+	reason string
+}
+
+func (e *badFrame) Error() string { return fmt.Sprintf("byte %d: %s", e.pos, e.reason) }
+
+// scanner reads the records of one segment from pos, expecting offset
+// next, up to limit bytes.
+type scanner struct {
+	r     *bufio.Reader
+	pos   int64
+	limit int64
+	next  uint64
+	buf   []byte
+	err   error // an I/O error or a *badFrame; nil at a clean end
+}
+
+func newScanner(f io.ReaderAt, pos, limit int64, next uint64, r *bufio.Reader) *scanner {
+	sr := io.NewSectionReader(f, pos, limit-pos)
+	if r == nil {
+		r = bufio.NewReaderSize(sr, 64<<10)
+	} else {
+		r.Reset(sr)
+	}
+	return &scanner{r: r, pos: pos, limit: limit, next: next}
+}
+
+// scan returns the next record, or false at the end or on an error (s.err).
+func (s *scanner) scan() (Record, bool) {
+	if s.pos >= s.limit {
+		return Record{}, false
+	}
+	bad := func(reason string) (Record, bool) {
+		s.err = &badFrame{pos: s.pos, reason: reason}
+		return Record{}, false
+	}
+	if s.limit-s.pos < frameHeader+1 {
+		return bad("a partial record")
+	}
+	var h [frameHeader]byte
+	if _, err := io.ReadFull(s.r, h[:]); err != nil {
+		s.err = err
+		return Record{}, false
+	}
+	n := int64(binary.LittleEndian.Uint32(h[0:]))
+	sum := binary.LittleEndian.Uint32(h[4:])
+	off := binary.LittleEndian.Uint64(h[8:])
+	switch {
+	case n < 1 || n > MaxRecord+binary.MaxVarintLen64:
+		return bad(fmt.Sprintf("record length %d", n))
+	case s.pos+frameHeader+n > s.limit:
+		return bad(fmt.Sprintf("a record of %d bytes past the end", n))
+	}
+	if int64(cap(s.buf)) < n {
+		s.buf = make([]byte, n)
+	}
+	body := s.buf[:n]
+	if _, err := io.ReadFull(s.r, body); err != nil {
+		s.err = err
+		return Record{}, false
+	}
+	if crc32.Update(crc32.Checksum(h[8:], crcTable), crcTable, body) != sum {
+		return bad("checksum mismatch")
+	}
+	count, k := binary.Uvarint(body)
+	switch {
+	case k <= 0 || count == 0 || count > 1<<32:
+		return bad("bad offset count")
+	case off != s.next:
+		return bad(fmt.Sprintf("record of offset %d where %d was due", off, s.next))
+	}
+	s.pos += frameHeader + n
+	s.next += count
+	return Record{Offset: off, Count: int(count), Data: body[k:]}, true
+}
+
+// verifyingAfter counts the records that verify anywhere in data (the rest
+// of a segment after a bad frame) with an offset of after or more: a torn write
+// leaves none, unless the kernel wrote pages back out of order.
+func verifyingAfter(data []byte, after uint64) int {
+	found := 0
+	for p := 0; p+frameHeader+1 <= len(data); p++ {
+		n := int(binary.LittleEndian.Uint32(data[p:]))
+		off := binary.LittleEndian.Uint64(data[p+8:])
+		if n < 1 || p+frameHeader+n > len(data) || off < after {
+			continue
+		}
+		sum := binary.LittleEndian.Uint32(data[p+4:])
+		if crc32.Checksum(data[p+8:p+frameHeader+n], crcTable) == sum {
+			found++
+			p += frameHeader + n - 1
+		}
+	}
+	return found
+}

@@ -44,6 +44,24 @@ type Options struct {
 	AllowDroppedState bool
 }
 
+// LogsPath is the ingest logs' directory under a data directory.
+func LogsPath(dataDir string) string { return filepath.Join(dataDir, "ingest") }
+
+// openLogs opens the ingest logs in dataDir, first moving those of an
+// earlier cairn's single bbolt file (ingest.db) into them.
+func openLogs(dataDir string, log *slog.Logger) (*mqttio.Logs, error) {
+	opts := mqttio.LogOptions{Logger: log}
+	old := filepath.Join(dataDir, "ingest.db")
+	migrated, err := mqttio.MigrateBoltLogs(old, LogsPath(dataDir), opts)
+	if err != nil {
+		return nil, err
+	}
+	if migrated {
+		log.Info("ingest log moved to segment files; every message keeps its offset", "from", old, "to", LogsPath(dataDir))
+	}
+	return mqttio.OpenLogs(LogsPath(dataDir), opts)
+}
+
 // StorePath is the checkpoint store under a data directory.
 func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints.db") }
 
@@ -104,7 +122,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if rem != nil {
 		defer rem.close()
 	}
-	if d.logs, err = mqttio.OpenLogDB(filepath.Join(dataDir, "ingest.db")); err != nil {
+	if d.logs, err = openLogs(dataDir, log); err != nil {
 		return err
 	}
 	defer d.logs.Close()

@@ -15,7 +15,7 @@ import (
 
 // deps are what building a graph needs beyond the config.
 type deps struct {
-	logs     *mqttio.LogDB
+	logs     *mqttio.Logs
 	dataDir  string
 	clientID string            // base of every MQTT client id
 	brokers  map[string]string // name → URL of the embedded brokers started
@@ -88,7 +88,8 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		d.sources = append(d.sources, metrics)
 		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
 			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
-			Logs: d.logs, DeadLetterTopic: s.DeadLetterTopic, RetainCheckpoints: c.Checkpoints.Retained,
+			Logs: d.logs, SyncInterval: c.Agent.SyncInterval, MaxInflight: c.Brokers[s.Broker].MaxInflight,
+			DeadLetterTopic: s.DeadLetterTopic, RetainCheckpoints: c.Checkpoints.Retained,
 			Metrics: metrics,
 		}), opts...)
 		parallelism[s.ID] = s.Parallelism

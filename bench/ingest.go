@@ -16,7 +16,7 @@ type IngestConfig struct {
 	// 1000, the source's group commit).
 	Messages  int
 	GroupSize int
-	// SingleMessages are appended one per fsynced transaction, for the
+	// SingleMessages are appended one per fsynced append, for the
 	// comparison; default 200.
 	SingleMessages int
 }
@@ -56,7 +56,7 @@ func Ingest(cfg IngestConfig) (*IngestResult, error) {
 	if cfg.SingleMessages <= 0 {
 		cfg.SingleMessages = 200
 	}
-	logs, err := mqttio.OpenLogDB(filepath.Join(cfg.Dir, "ingest.db"))
+	logs, err := mqttio.OpenLogs(filepath.Join(cfg.Dir, "ingest"), mqttio.LogOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +91,12 @@ func TelemetryGroup(n int) []mqttio.Message {
 	for i := range group {
 		topic := fmt.Sprintf("sensors/d%03d/telemetry", i%100)
 		p := []byte(fmt.Sprintf(`{"device":"d%03d","temp":21.5,"humidity":40,"seq":%08d}`, i%100, i))
-		group[i] = mqttio.Message{Topic: topic, Payload: p, Received: time.Now(), PacketID: uint16(i), Sum: mqttio.PayloadSum(topic, p)}
+		group[i] = mqttio.Message{Topic: topic, Payload: p, Received: time.Now(), PacketID: uint16(i)}
 	}
 	return group
 }
 
-// AppendGroups appends group to l times times, one fsynced transaction
+// AppendGroups appends group to l times times, one fsynced append
 // each, and returns the time it took.
 func AppendGroups(l *mqttio.Log, group []mqttio.Message, times int) (time.Duration, error) {
 	start := time.Now()

@@ -108,7 +108,7 @@ type MQTTRig struct {
 	prefix string
 	pub    paho.Client
 	bare   paho.Client
-	logs   *mqttio.LogDB
+	logs   *mqttio.Logs
 
 	bareN, bareTarget   atomic.Int64
 	bareDone            chan struct{}
@@ -157,7 +157,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		return nil, fmt.Errorf("bare subscriber: subscribe: %v", tok.Error())
 	}
 
-	if r.logs, err = mqttio.OpenLogDB(filepath.Join(dir, "ingest.db")); err != nil {
+	if r.logs, err = mqttio.OpenLogs(filepath.Join(dir, "ingest"), mqttio.LogOptions{Logger: quiet}); err != nil {
 		return nil, err
 	}
 	filter, fields, err := mqttio.ParseTopicPattern(r.prefix + "/cairn/{device}/telemetry")
@@ -168,7 +168,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 	var bld graph.Builder
 	src := bld.Source("mqtt", 1, mqttio.NewSource(mqttio.SourceConfig{Name: "mqtt",
 		Client: mqttio.ClientConfig{Broker: broker, ClientID: r.prefix + "-cairn", Logger: quiet},
-		Topics: []string{filter}, Logs: r.logs, Decoding: mqttio.Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"}}))
+		Topics: []string{filter}, Logs: r.logs, MaxInflight: RigMaxInflight, Decoding: mqttio.Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"}}))
 	bld.Operator("count", 1, func(int) graph.Operator {
 		return &roundCounter{n: &r.cairnN, target: &r.cairnTarget, done: r.cairnDone, probed: probed}
 	}, []graph.Input{graph.In(src, graph.Forward())})
@@ -205,6 +205,12 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		}
 	}
 }
+
+// RigMaxInflight is the in-flight window the rig's source commits at: the
+// embedded broker's is larger, and a broker measured through must let at
+// least this many messages be in flight to a client (mosquitto:
+// max_inflight_messages), or every commit waits for the sync interval.
+const RigMaxInflight = 1000
 
 // probeKey is the device of the messages that find out whether cairn is
 // subscribed; they are not counted.

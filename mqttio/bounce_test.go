@@ -44,7 +44,7 @@ func runMQTTHelper(dir, url string) error {
 	if err != nil {
 		return err
 	}
-	logs, err := OpenLogDB(filepath.Join(dir, "ingest.db"))
+	logs, err := OpenLogs(filepath.Join(dir, "ingest"), LogOptions{})
 	if err != nil {
 		return err
 	}

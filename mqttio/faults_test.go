@@ -190,7 +190,7 @@ func TestIngestLogFullDisk(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, br testBroker) {
 		proxy := newAckCounter(t, br.url)
 		var full atomic.Bool
-		logs, err := OpenLogDBWith(filepath.Join(t.TempDir(), "ingest.db"), LogOptions{WriteFault: func() error {
+		logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{WriteFault: func() error {
 			if full.Load() {
 				return syscall.ENOSPC
 			}
@@ -206,7 +206,7 @@ func TestIngestLogFullDisk(t *testing.T) {
 		got := new(seqs)
 		var b graph.Builder
 		src := b.Source("mqtt", 1, NewSource(SourceConfig{
-			Name: "mqtt", Topics: []string{"full/+/t"}, Logs: logs, Metrics: metrics, GroupSize: 50,
+			Name: "mqtt", Topics: []string{"full/+/t"}, Logs: logs, Metrics: metrics, MaxInflight: 50,
 			Client:   ClientConfig{Broker: proxy.url, ClientID: "full", Logger: slog.New(slog.NewTextHandler(&logged, nil))},
 			Decoding: Decoding{ValueField: "seq"},
 		}))
@@ -303,7 +303,7 @@ func BenchmarkIngestSlowDisk(b *testing.B) {
 		presubscribe(b, br.url, id+"-0", topic)
 		publishSeqs(b, pub, topic, 0, n) // queued in the broker's session
 		var commits atomic.Int64
-		logs, err := OpenLogDBWith(filepath.Join(b.TempDir(), "ingest.db"), LogOptions{WriteFault: func() error {
+		logs, err := OpenLogs(filepath.Join(b.TempDir(), "ingest"), LogOptions{WriteFault: func() error {
 			commits.Add(1)
 			time.Sleep(delay)
 			return nil

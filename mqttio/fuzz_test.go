@@ -91,33 +91,43 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// FuzzLogRecord feeds arbitrary bytes to the ingest log's record decoder:
-// it must never panic, and whatever decodes must encode back to the same
-// bytes (the record format has one encoding per message). Messages encode
-// and decode back to themselves. Seeds: testdata/fuzz/FuzzLogRecord.
+// FuzzLogRecord feeds arbitrary bytes to the ingest log's group decoder
+// (the first byte a message count): it must never panic, and whatever
+// decodes must encode to bytes that decode to the same messages. Messages
+// encode and decode back to themselves. Seeds:
+// testdata/fuzz/FuzzLogRecord.
 func FuzzLogRecord(f *testing.F) {
-	m := Message{Topic: "sensors/d1/telemetry", Payload: []byte(`{"temp":21.5}`), Received: time.Unix(0, 1_700_000_000_123_456_789), PacketID: 7}
-	m.Sum = PayloadSum(m.Topic, m.Payload)
-	f.Add(encodeMessage(nil, m))
-	f.Add(encodeMessage(nil, Message{}))
-	f.Add([]byte{0, 1, 2})
+	received := time.UnixMilli(1_700_000_000_123)
+	group := []Message{
+		{Topic: "sensors/d1/telemetry", Payload: []byte(`{"temp":21.5}`), Received: received, PacketID: 7},
+		{Topic: "sensors/d2/telemetry", Payload: []byte(`{"temp":2}`), Received: received, PacketID: 65535},
+		{Topic: "", Payload: nil, Received: received},
+	}
+	enc, _ := appendGroup(nil, group)
+	f.Add(append([]byte{3}, enc...))
+	f.Add([]byte{1, 0, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := decodeMessage(data)
-		if err != nil {
-			if !strings.Contains(err.Error(), "short message record") {
-				t.Fatalf("unexpected error %v", err)
-			}
+		if len(data) == 0 {
 			return
 		}
-		if again := encodeMessage(nil, m); !bytes.Equal(again, data) {
-			t.Fatalf("record %x re-encodes as %x", data, again)
+		count, data := int(data[0]), data[1:]
+		msgs, err := decodeGroup(data, count, nil)
+		if err != nil {
+			return
 		}
-		// And a message built from the decoded fields round-trips.
-		back, err := decodeMessage(encodeMessage(nil, Message{Topic: m.Topic, Payload: bytes.Clone(m.Payload),
-			Received: m.Received, PacketID: m.PacketID, Sum: m.Sum}))
-		if err != nil || back.Topic != m.Topic || !bytes.Equal(back.Payload, m.Payload) ||
-			!back.Received.Equal(m.Received) || back.PacketID != m.PacketID || back.Sum != m.Sum {
-			t.Fatalf("message %+v decodes as %+v (%v)", m, back, err)
+		again, n := appendGroup(nil, msgs)
+		if n != len(msgs) && len(data) < maxGroupBytes {
+			t.Fatalf("%d messages decoded, %d encoded", len(msgs), n)
+		}
+		back, err := decodeGroup(again, n, nil)
+		if err != nil || len(back) != n {
+			t.Fatalf("re-encoded group: %v", err)
+		}
+		for i := range back {
+			if back[i].Topic != msgs[i].Topic || !bytes.Equal(back[i].Payload, msgs[i].Payload) ||
+				!back[i].Received.Equal(msgs[i].Received) || back[i].PacketID != msgs[i].PacketID {
+				t.Fatalf("message %d: %+v decodes as %+v", i, msgs[i], back[i])
+			}
 		}
 	})
 }

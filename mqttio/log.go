@@ -1,30 +1,32 @@
 package mqttio
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/cairn-edge/cairn/seglog"
 )
 
 // Message is one MQTT message as the ingest log keeps it.
 type Message struct {
 	Topic    string
 	Payload  []byte
-	Received time.Time // when the agent received it (not a reliable clock)
-	// PacketID and Sum identify a QoS 1 message for the broker's
-	// redelivery after a crash; see Log.Logged.
+	Received time.Time // when the agent logged it (not a reliable clock)
+	// PacketID identifies a QoS 1 message for the broker's redelivery
+	// after a crash; see Log.Logged.
 	PacketID uint16
-	Sum      uint64
 }
 
-// PayloadSum is the checksum stored with each message to recognise a
-// redelivery.
+// PayloadSum is the checksum that recognises a redelivery of a message
+// already logged (Log.Logged).
 func PayloadSum(topic string, payload []byte) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(topic))
@@ -33,145 +35,165 @@ func PayloadSum(topic string, payload []byte) uint64 {
 	return h.Sum64()
 }
 
-// bucketLogMeta holds, per log, the offset it was last truncated to.
-var bucketLogMeta = []byte("log-meta")
-
-// LogDB is the file of the ingest logs of all sources of an agent: one bbolt
-// file, one bucket per source subtask, keys are 8-byte big-endian offsets.
-// Open it once per process.
-type LogDB struct {
-	db   *bolt.DB
-	opts LogOptions
-	mu   sync.Mutex
-	// logs are the open logs by name; a log is shared by the source
-	// incarnations of one subtask across job restarts.
-	logs map[string]*Log
-}
-
-// LogOptions are the ingest log file's fault hooks, for tests.
+// LogOptions configure the ingest logs. Zero values mean the defaults
+// noted.
 type LogOptions struct {
-	// WriteFault, if set, is called at the end of every write transaction,
-	// after its writes and before bbolt commits and fsyncs them. An error
-	// fails the transaction, of which nothing is written, as a full or
-	// broken disk would (tests inject ENOSPC); a delay holds the commit as
-	// a slow fsync would.
+	// SegmentBytes is the size of a log's segment files; default 4 MiB.
+	SegmentBytes int64
+	// FS holds the files; default the operating system's. Tests pass one
+	// that loses what was not synced, as a power cut does.
+	FS seglog.FS
+	// WriteFault, if set, is called before every group of messages is
+	// written. An error fails the append, of which nothing is written, as
+	// a full or broken disk would (tests inject ENOSPC); a delay holds it
+	// as a slow fsync would.
 	WriteFault func() error
+	// Logger is told of torn writes cut when a log opens; default
+	// slog.Default.
+	Logger *slog.Logger
 }
 
-// OpenLogDB opens or creates the ingest log file at path.
-func OpenLogDB(path string) (*LogDB, error) { return OpenLogDBWith(path, LogOptions{}) }
+// Logs are the ingest logs of an agent's sources: in a directory, a
+// segmented log (package seglog) per source subtask, and the stored dead
+// letters. Open them once per process: OpenLogs locks the directory.
+type Logs struct {
+	dir   string
+	opts  LogOptions
+	meter seglog.Meter
+	lock  func() error // releases the directory's lock
 
-// OpenLogDBWith is OpenLogDB with fault hooks.
-func OpenLogDBWith(path string, opts LogOptions) (*LogDB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("opening ingest log %s: %w", path, err)
+	mu   sync.Mutex
+	logs map[string]*Log // by name; a log is shared by the source incarnations of one subtask across job restarts
+	dead *deadLetterStore
+}
+
+// OpenLogs opens or creates the ingest logs in dir.
+func OpenLogs(dir string, opts LogOptions) (*Logs, error) {
+	if opts.FS == nil {
+		opts.FS = seglog.OS
 	}
-	return &LogDB{db: db, opts: opts, logs: make(map[string]*Log)}, nil
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := seglog.MkdirDurable(opts.FS, dir); err != nil {
+		return nil, fmt.Errorf("ingest log: %w", err)
+	}
+	d := &Logs{dir: dir, opts: opts, logs: make(map[string]*Log)}
+	var err error
+	if opts.FS == seglog.OS {
+		if d.lock, err = lockDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	if d.dead, err = openDeadLetters(filepath.Join(dir, deadLetterDir), d.segOptions(deadLetterSegment)); err != nil {
+		d.unlock()
+		return nil, err
+	}
+	return d, nil
 }
 
-// update runs a write transaction, asking WriteFault before the commit.
-func (d *LogDB) update(f func(tx *bolt.Tx) error) error {
-	return d.db.Update(func(tx *bolt.Tx) error {
-		if err := f(tx); err != nil {
-			return err
-		}
-		if d.opts.WriteFault != nil {
-			return d.opts.WriteFault()
-		}
-		return nil
-	})
+func (d *Logs) segOptions(segmentBytes int64) seglog.Options {
+	return seglog.Options{SegmentBytes: segmentBytes, FS: d.opts.FS, Meter: &d.meter, Logger: d.opts.Logger}
 }
 
-// Close closes the file.
-func (d *LogDB) Close() error { return d.db.Close() }
+func (d *Logs) unlock() {
+	if d.lock != nil {
+		d.lock()
+		d.lock = nil
+	}
+}
+
+// Wear is what the ingest logs made the kernel write back, in whole pages,
+// and the syncs that did it, since they were opened.
+func (d *Logs) Wear() (written, syncs int64) { return d.meter.Written(), d.meter.Syncs() }
+
+// Close closes every log.
+func (d *Logs) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, l := range d.logs {
+		errs = append(errs, l.seg.Close())
+	}
+	errs = append(errs, d.dead.close())
+	d.unlock()
+	return errors.Join(errs...)
+}
+
+// logDir is the directory of the log called name ("source/0").
+func logDir(name string) string { return "log-" + url.PathEscape(name) }
 
 // Log returns the log called name, creating it if needed.
-func (d *LogDB) Log(name string) (*Log, error) {
+func (d *Logs) Log(name string) (*Log, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if l := d.logs[name]; l != nil {
 		return l, nil
 	}
-	l := &Log{db: d.db, update: d.update, bucket: []byte(name), grew: make(chan struct{}, 1), first: 1, next: 1}
-	err := d.update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(l.bucket)
-		if err != nil {
-			return err
-		}
-		meta, err := tx.CreateBucketIfNotExists(bucketLogMeta)
-		if err != nil {
-			return err
-		}
-		// Offsets start at 1 (0 means "from the start"). A log truncated
-		// to nothing remembers where it was in the meta bucket.
-		if v := meta.Get(l.bucket); len(v) == 8 {
-			l.first = max(l.first, binary.BigEndian.Uint64(v))
-		}
-		c := b.Cursor()
-		if k, _ := c.First(); k != nil {
-			l.first = max(l.first, binary.BigEndian.Uint64(k))
-		}
-		l.next = l.first
-		if k, _ := c.Last(); k != nil {
-			l.next = max(l.next, binary.BigEndian.Uint64(k)+1)
-		}
-		return nil
-	})
+	seg, err := seglog.Open(filepath.Join(d.dir, logDir(name)), d.segOptions(d.opts.SegmentBytes))
 	if err != nil {
 		return nil, fmt.Errorf("ingest log %s: %w", name, err)
 	}
+	l := &Log{name: name, seg: seg, fault: d.opts.WriteFault, grew: make(chan struct{}, 1)}
 	d.logs[name] = l
 	return l, nil
 }
 
 // Log is one source subtask's ingest log: an append-only sequence of
-// messages numbered by offset, durable once Append returns.
+// messages numbered by offset (from 1), durable once Append returns.
+// Messages are stored in groups, one per Append (maxGroupBytes at most):
+// the group's receipt time once, each topic as the prefix it shares with
+// the one before and the rest.
 type Log struct {
-	db     *bolt.DB
-	update func(func(tx *bolt.Tx) error) error // the LogDB's write transactions
-	bucket []byte
+	name  string
+	seg   *seglog.Log
+	fault func() error
+	grew  chan struct{}
 
-	appendMu    sync.Mutex // one Append at a time: offsets are reserved for the whole transaction
-	mu          sync.Mutex
-	first, next uint64 // retained offsets are [first, next)
-	grew        chan struct{}
+	appendMu sync.Mutex // one Append at a time
+	enc      []byte     // the group being encoded
+
+	readMu  sync.Mutex // one Read at a time
+	held    heldGroup  // the group a Read stopped in
+	scratch []Message  // the group being read
 }
 
-// Append stores msgs durably, in one fsynced transaction, and returns the
-// offset of the first.
+// heldGroup is a group a Read stopped in the middle of, decoded from its
+// own copy of the record, so that the next Read goes on without reading
+// it again.
+type heldGroup struct {
+	first uint64
+	data  []byte
+	msgs  []Message
+}
+
+// maxGroupBytes bounds a group: an Append of more writes several, synced
+// together.
+const maxGroupBytes = 1 << 20
+
+// Append stores msgs durably (one sync) and returns the offset of the
+// first. On failure nothing of them is stored.
 func (l *Log) Append(msgs []Message) (uint64, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	l.mu.Lock()
-	first := l.next
-	l.mu.Unlock()
-	// bbolt keeps keys and values by reference until the commit: encode
-	// them all into one buffer that outlives the transaction.
-	size := 0
-	for _, m := range msgs {
-		size += 8 + 20 + len(m.Topic) + len(m.Payload)
+	first := l.seg.Next()
+	if len(msgs) == 0 {
+		return first, nil
 	}
-	buf := make([]byte, 0, size)
-	err := l.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(l.bucket)
-		b.FillPercent = 1 // offsets only grow: pack pages full
-		for i, m := range msgs {
-			start := len(buf)
-			buf = binary.BigEndian.AppendUint64(buf, first+uint64(i))
-			buf = encodeMessage(buf, m)
-			if err := b.Put(buf[start:start+8], buf[start+8:]); err != nil {
-				return err
-			}
+	fail := func(err error) (uint64, error) {
+		return 0, fmt.Errorf("appending to ingest log %s: %w", l.name, err)
+	}
+	if l.fault != nil {
+		if err := l.fault(); err != nil {
+			return fail(err)
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("appending to ingest log %s: %w", l.bucket, err)
 	}
-	l.mu.Lock()
-	l.next = first + uint64(len(msgs))
-	l.mu.Unlock()
+	if err := l.write(msgs); err != nil {
+		return fail(err)
+	}
+	if err := l.seg.Sync(); err != nil {
+		return fail(err)
+	}
 	select {
 	case l.grew <- struct{}{}:
 	default:
@@ -179,58 +201,84 @@ func (l *Log) Append(msgs []Message) (uint64, error) {
 	return first, nil
 }
 
-// First is the lowest retained offset.
-func (l *Log) First() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.first
+// write appends msgs in groups of at most maxGroupBytes, not synced.
+func (l *Log) write(msgs []Message) error {
+	for len(msgs) > 0 {
+		n := 0
+		l.enc, n = appendGroup(l.enc[:0], msgs)
+		if _, err := l.seg.Append(n, l.enc); err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	if cap(l.enc) > maxGroupBytes {
+		l.enc = nil
+	}
+	return nil
 }
 
-// Next is the offset the next appended message will get.
-func (l *Log) Next() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.next
-}
+// First is the lowest retained offset.
+func (l *Log) First() uint64 { return l.seg.First() }
+
+// Next is the offset the next appended message will get: every message
+// below it is durable.
+func (l *Log) Next() uint64 { return l.seg.Synced() }
 
 // Grew receives after appends: a reader waiting for data waits on it.
 func (l *Log) Grew() <-chan struct{} { return l.grew }
 
 // ErrTruncated is returned when reading below the log's first offset.
-var ErrTruncated = errors.New("offset is below the ingest log's first retained offset")
+var ErrTruncated = seglog.ErrTruncated
 
 // Read calls f for the messages from offset on, at most max of them, and
 // returns the offset after the last one read. Message payloads are valid
 // only during f.
 func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) (uint64, error) {
-	l.mu.Lock()
-	first := l.first
-	l.mu.Unlock()
-	if offset < first {
-		return offset, fmt.Errorf("%w: %d < %d", ErrTruncated, offset, first)
-	}
-	next := offset
-	err := l.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(l.bucket).Cursor()
-		k, v := c.Seek(binary.BigEndian.AppendUint64(nil, offset))
-		for n := 0; k != nil && n < max; n++ {
-			off := binary.BigEndian.Uint64(k)
-			if off != next {
-				return fmt.Errorf("ingest log %s: offset %d missing", l.bucket, next)
-			}
-			m, err := decodeMessage(v)
-			if err != nil {
-				return fmt.Errorf("ingest log %s at %d: %w", l.bucket, off, err)
-			}
-			if err := f(off, m); err != nil {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	next, n := offset, 0
+	// deliver passes f the messages of a group from first on, from next.
+	deliver := func(first uint64, msgs []Message) error {
+		for i := int(next - first); i < len(msgs) && n < max; i++ {
+			if err := f(next, msgs[i]); err != nil {
 				return err
 			}
-			next++
-			k, v = c.Next()
+			next, n = next+1, n+1
 		}
 		return nil
+	}
+	if h := &l.held; h.data != nil && next >= h.first && next < h.first+uint64(len(h.msgs)) {
+		if err := deliver(h.first, h.msgs); err != nil || n == max {
+			return next, err
+		}
+	}
+	var ferr error
+	err := l.seg.Read(next, func(r seglog.Record) bool {
+		msgs, err := decodeGroup(r.Data, r.Count, l.scratch)
+		l.scratch = msgs
+		if err != nil {
+			ferr = fmt.Errorf("ingest log %s at %d: %w", l.name, r.Offset, err)
+			return false
+		}
+		if ferr = deliver(r.Offset, msgs); ferr != nil {
+			return false
+		}
+		if n < max {
+			return true
+		}
+		if next < r.End() { // stopped inside: keep the group for the next Read
+			l.held.first, l.held.data = r.Offset, append(l.held.data[:0], r.Data...)
+			l.held.msgs, _ = decodeGroup(l.held.data, r.Count, l.held.msgs[:0])
+		}
+		return false
 	})
-	return next, err
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return next, fmt.Errorf("ingest log %s: %w", l.name, err)
+	}
+	return next, nil
 }
 
 // RedeliveryWindow is how many of the newest messages Truncate always keeps:
@@ -239,43 +287,16 @@ func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) 
 // window per client (20 in a default mosquitto).
 const RedeliveryWindow = 10_000
 
-// Truncate deletes the messages below offset, but keeps the newest
-// RedeliveryWindow.
+// Truncate deletes the messages below offset, in whole segments, but
+// keeps the newest RedeliveryWindow.
 func (l *Log) Truncate(offset uint64) error {
-	l.mu.Lock()
-	first := l.first
-	if l.next > RedeliveryWindow {
-		offset = min(offset, l.next-RedeliveryWindow)
-	} else {
-		offset = min(offset, 1)
-	}
-	l.mu.Unlock()
-	// In transactions of at most truncateBatch deletions: a long backlog
-	// must not be held in one transaction's memory on a small device.
-	for from := first; from < offset; {
-		to := min(offset, from+truncateBatch)
-		err := l.update(func(tx *bolt.Tx) error {
-			c := tx.Bucket(l.bucket).Cursor()
-			end := binary.BigEndian.AppendUint64(nil, to)
-			for k, _ := c.First(); k != nil && bytes.Compare(k, end) < 0; k, _ = c.First() {
-				if err := c.Delete(); err != nil {
-					return err
-				}
-			}
-			return tx.Bucket(bucketLogMeta).Put(l.bucket, end)
-		})
-		if err != nil {
-			return fmt.Errorf("truncating ingest log %s below %d: %w", l.bucket, offset, err)
-		}
-		l.mu.Lock()
-		l.first = max(l.first, to)
-		l.mu.Unlock()
-		from = to
+	next := l.seg.Synced()
+	offset = min(offset, next-min(next, RedeliveryWindow))
+	if err := l.seg.TruncateFront(offset); err != nil {
+		return fmt.Errorf("truncating ingest log %s below %d: %w", l.name, offset, err)
 	}
 	return nil
 }
-
-const truncateBatch = 10_000
 
 // SkipTo makes an empty log continue at offset: a checkpoint taken
 // elsewhere (a replaced device) resumes a log numbered from there. It fails
@@ -283,75 +304,122 @@ const truncateBatch = 10_000
 func (l *Log) SkipTo(offset uint64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	l.mu.Lock()
-	empty, next := l.first == l.next, l.next
-	l.mu.Unlock()
+	next := l.seg.Synced()
 	if offset <= next {
 		return nil
 	}
-	if !empty {
-		return fmt.Errorf("ingest log %s ends at offset %d, before the checkpoint's %d: acknowledged messages are missing", l.bucket, next, offset)
+	if l.seg.First() != next {
+		return fmt.Errorf("ingest log %s ends at offset %d, before the checkpoint's %d: acknowledged messages are missing", l.name, next, offset)
 	}
-	err := l.update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketLogMeta).Put(l.bucket, binary.BigEndian.AppendUint64(nil, offset))
-	})
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.first, l.next = offset, offset
-	l.mu.Unlock()
-	return nil
+	return l.seg.Reset(offset)
 }
 
-// Logged returns the packet ids and sums of the newest n messages: after a
-// restart, the broker redelivers (with the DUP flag) messages whose PUBACK
-// was lost, and a redelivery found here is acknowledged without being
-// logged twice.
+// Logged returns the packet ids and payload sums of the newest n messages:
+// after a restart, the broker redelivers (with the DUP flag) messages whose
+// PUBACK was lost, and a redelivery found here is acknowledged without
+// being logged twice.
 func (l *Log) Logged(n int) (map[uint16]uint64, error) {
 	out := make(map[uint16]uint64)
-	err := l.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(l.bucket).Cursor()
-		var seen []Message
-		for k, v := c.Last(); k != nil && len(seen) < n; k, v = c.Prev() {
-			m, err := decodeMessage(v)
-			if err != nil {
-				return err
-			}
-			seen = append(seen, m)
-		}
-		for i := len(seen) - 1; i >= 0; i-- { // newest wins
-			out[seen[i].PacketID] = seen[i].Sum
-		}
+	next := l.Next()
+	from := max(l.First(), next-min(next, uint64(n)))
+	_, err := l.Read(from, n, func(_ uint64, m Message) error {
+		out[m.PacketID] = PayloadSum(m.Topic, m.Payload) // newest wins
 		return nil
 	})
 	return out, err
 }
 
-// encodeMessage: packet id (2), sum (8), received unix nanos (8), topic
-// length (2), topic, payload.
-func encodeMessage(dst []byte, m Message) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, m.PacketID)
-	dst = binary.BigEndian.AppendUint64(dst, m.Sum)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Received.UnixNano()))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(m.Topic)))
-	dst = append(dst, m.Topic...)
-	return append(dst, m.Payload...)
+// Group format: a format byte (0), the receipt time (varint, Unix
+// milliseconds), then per message its packet id (uvarint), its topic as
+// the length of the prefix it shares with the topic before (uvarint) and
+// the rest (uvarint length, bytes), and its payload (uvarint length,
+// bytes). The record's count is the number of messages.
+const groupFormat = 0
+
+// appendGroup encodes as many of msgs as fit maxGroupBytes (at least one)
+// and returns how many.
+func appendGroup(dst []byte, msgs []Message) ([]byte, int) {
+	dst = append(dst, groupFormat)
+	dst = binary.AppendVarint(dst, msgs[0].Received.UnixMilli())
+	prev := ""
+	n := 0
+	for _, m := range msgs {
+		if n > 0 && len(dst)+len(m.Topic)+len(m.Payload)+20 > maxGroupBytes {
+			break
+		}
+		shared := sharedPrefix(prev, m.Topic)
+		dst = binary.AppendUvarint(dst, uint64(m.PacketID))
+		dst = binary.AppendUvarint(dst, uint64(shared))
+		dst = binary.AppendUvarint(dst, uint64(len(m.Topic)-shared))
+		dst = append(dst, m.Topic[shared:]...)
+		dst = binary.AppendUvarint(dst, uint64(len(m.Payload)))
+		dst = append(dst, m.Payload...)
+		prev = m.Topic
+		n++
+	}
+	return dst, n
 }
 
-func decodeMessage(v []byte) (Message, error) {
-	if len(v) < 20 {
-		return Message{}, errors.New("short message record")
+func sharedPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
 	}
-	tl := int(binary.BigEndian.Uint16(v[18:]))
-	if len(v) < 20+tl {
-		return Message{}, errors.New("short message record")
+	return n
+}
+
+// decodeGroup decodes a group of count messages into dst. Payloads point
+// into data; topics are strings of their own.
+func decodeGroup(data []byte, count int, dst []Message) ([]Message, error) {
+	if len(data) < 2 || data[0] != groupFormat || count > len(data) {
+		return nil, errors.New("not a message group")
 	}
-	return Message{
-		PacketID: binary.BigEndian.Uint16(v),
-		Sum:      binary.BigEndian.Uint64(v[2:]),
-		Received: time.Unix(0, int64(binary.BigEndian.Uint64(v[10:]))),
-		Topic:    string(v[20 : 20+tl]),
-		Payload:  v[20+tl:],
-	}, nil
+	p := data[1:]
+	ms, k := binary.Varint(p)
+	if k <= 0 {
+		return nil, errors.New("bad receipt time")
+	}
+	p = p[k:]
+	received := time.UnixMilli(ms)
+	uvarint := func() (uint64, bool) {
+		v, k := binary.Uvarint(p)
+		if k <= 0 {
+			return 0, false
+		}
+		p = p[k:]
+		return v, true
+	}
+	take := func(n uint64) ([]byte, bool) {
+		if n > uint64(len(p)) {
+			return nil, false
+		}
+		b := p[:n:n]
+		p = p[n:]
+		return b, true
+	}
+	dst = slices.Grow(dst[:0], count)
+	prev := ""
+	for range count {
+		id, ok1 := uvarint()
+		shared, ok2 := uvarint()
+		rest, ok3 := uvarint()
+		suffix, ok4 := take(rest)
+		if !ok1 || !ok2 || !ok3 || !ok4 || id > 0xffff || shared > uint64(len(prev)) {
+			return nil, errors.New("truncated or malformed message")
+		}
+		topic := prev[:shared] + string(suffix)
+		size, ok1 := uvarint()
+		payload, ok2 := take(size)
+		if !ok1 || !ok2 {
+			return nil, errors.New("truncated or malformed message")
+		}
+		dst = append(dst, Message{Topic: topic, Payload: payload, Received: received, PacketID: uint16(id)})
+		prev = topic
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("%d bytes after the group's %d messages", len(p), count)
+	}
+	return dst, nil
 }

@@ -2,7 +2,6 @@ package mqttio
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/cairn-edge/cairn/graph"
 )
@@ -35,16 +33,22 @@ type SourceConfig struct {
 	// loses what was received but not yet reflected in a checkpoint.
 	AtMostOnce bool
 	// Logs holds the durable ingest logs; required unless AtMostOnce.
-	Logs *LogDB
-	// GroupSize and GroupDelay bound a group commit: it is written when it
-	// holds GroupSize messages or its first message waited GroupDelay;
-	// defaults 1000 and 2 ms. The delay keeps acknowledgements flowing when
-	// the broker's in-flight window (20 in a default mosquitto) is smaller
-	// than a group. Messages that arrived while the previous commit was
-	// being written join the group, up to 8 × GroupSize: a slow disk makes
-	// groups larger rather than ingest slower.
-	GroupSize  int
-	GroupDelay time.Duration
+	Logs *Logs
+	// SyncInterval and MaxInflight bound a group commit, one fsync that
+	// makes every message waiting durable and acknowledges them: it is
+	// written once its first message waited SyncInterval, or earlier once
+	// MaxInflight messages (or maxPendingBytes of payload) wait. A message
+	// is acknowledged to the broker only once it is durable (I8); waiting
+	// costs latency, never data, since the broker keeps what is not
+	// acknowledged. MaxInflight must not exceed the broker's in-flight
+	// window per client (mosquitto's max_inflight_messages, 20 by
+	// default), or the broker stops sending before a commit is due and
+	// every group waits the whole interval. Defaults DefaultSyncInterval
+	// and DefaultMaxInflight. Messages that arrived while the previous
+	// commit was being written join the group, up to 8 × MaxInflight: a
+	// slow disk makes groups larger rather than ingest slower.
+	SyncInterval time.Duration
+	MaxInflight  int
 	// MaxLag is how many logged messages may wait to be processed before
 	// the source stops acknowledging, so that the broker holds back;
 	// default 100000.
@@ -70,12 +74,24 @@ type SourceMetrics struct {
 	AppendFailures atomic.Int64
 }
 
+// The defaults of SourceConfig.SyncInterval and MaxInflight: mosquitto's
+// default in-flight window, and the interval chosen by measuring the
+// bytes a gateway's load writes (README, Durability).
+const (
+	DefaultSyncInterval = time.Second
+	DefaultMaxInflight  = 20
+)
+
+// maxPendingBytes is the payload that makes a commit due, however few the
+// messages: large messages do not wait in memory for the interval.
+const maxPendingBytes = 1 << 20
+
 func (c *SourceConfig) setDefaults() {
-	if c.GroupSize <= 0 {
-		c.GroupSize = 1000
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = DefaultMaxInflight
 	}
-	if c.GroupDelay <= 0 {
-		c.GroupDelay = 2 * time.Millisecond
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = DefaultSyncInterval
 	}
 	if c.MaxLag == 0 {
 		c.MaxLag = 100_000
@@ -127,7 +143,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	s.parallel = ctx.Info().Parallelism
 	s.stop = make(chan struct{})
 	if s.cfg.AtMostOnce {
-		s.fast = make(chan Message, s.cfg.GroupSize)
+		s.fast = make(chan Message, maxGroups*s.cfg.MaxInflight)
 		s.wake = make(chan struct{}, 1)
 		return s.connect(0)
 	}
@@ -154,7 +170,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	if s.logged, err = s.log.Logged(RedeliveryWindow); err != nil {
 		return err
 	}
-	s.in = make(chan paho.Message, maxGroups*s.cfg.GroupSize)
+	s.in = make(chan paho.Message, maxGroups*s.cfg.MaxInflight)
 	s.consumed = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.ingest()
@@ -204,8 +220,12 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 	}
 }
 
+// retryBase is the wait before the first retry of a failed append; it
+// doubles with every failure, up to a second.
+const retryBase = 50 * time.Millisecond
+
 // maxGroups bounds a group commit that gathered what arrived during the
-// previous one, in groups of SourceConfig.GroupSize.
+// previous one, in groups of SourceConfig.MaxInflight.
 const maxGroups = 8
 
 // inbound is a received message waiting for its group commit.
@@ -225,9 +245,10 @@ func (s *source) ingest() {
 	var msgs []Message
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	backoff := s.cfg.GroupDelay
-	failures := 0 // consecutive failed appends: retry only when the timer says
-	due := false  // a commit is due but held back by MaxLag
+	backoff := retryBase
+	failures := 0     // consecutive failed appends: retry only when the timer says
+	pendingBytes := 0 // the payload in pending
+	due := false      // a commit is due but held back by MaxLag
 	lagging := func() bool {
 		next, read := s.log.Next(), s.readAt.Load()
 		return next > read && next-read > s.cfg.MaxLag
@@ -256,11 +277,12 @@ func (s *source) ingest() {
 			in.logged = true
 		}
 		pending = append(pending, in)
+		pendingBytes += len(m.Payload())
 	}
 	flush := func() {
 		// What arrived while the previous commit was being written joins
 		// this one: on a slow disk groups grow, and the rate holds.
-		for drained := false; !drained && len(pending) < maxGroups*s.cfg.GroupSize; {
+		for drained := false; !drained && len(pending) < maxGroups*s.cfg.MaxInflight; {
 			select {
 			case m := <-s.in:
 				add(m)
@@ -272,7 +294,7 @@ func (s *source) ingest() {
 		now := time.Now()
 		for _, in := range pending {
 			if !in.logged {
-				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID(), Sum: in.sum})
+				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID()})
 			}
 		}
 		if len(msgs) > 0 {
@@ -292,7 +314,7 @@ func (s *source) ingest() {
 			s.cfg.Client.Logger.Info("ingest log append succeeded again", "source", s.name(), "failures", failures, "messages", len(msgs))
 			failures = 0
 		}
-		backoff = s.cfg.GroupDelay
+		backoff = retryBase
 		for _, in := range pending {
 			s.logged[in.m.MessageID()] = in.sum
 			in.m.Ack()
@@ -302,16 +324,16 @@ func (s *source) ingest() {
 		// The slices are reused: let go of the messages they held.
 		clear(msgs)
 		clear(pending)
-		pending = pending[:0]
+		pending, pendingBytes = pending[:0], 0
 	}
 	for {
 		select {
 		case m := <-s.in:
 			add(m)
 			if len(pending) == 1 {
-				timer.Reset(s.cfg.GroupDelay)
+				timer.Reset(s.cfg.SyncInterval)
 			}
-			if len(pending) >= s.cfg.GroupSize && failures == 0 {
+			if (len(pending) >= s.cfg.MaxInflight || pendingBytes >= maxPendingBytes) && failures == 0 {
 				if due = lagging(); !due {
 					timer.Stop()
 					flush()
@@ -454,58 +476,4 @@ func (s *source) Close() error {
 func (s *source) updateLag() {
 	lag := int64(s.log.Next()) - int64(s.readAt.Load())
 	s.cfg.Metrics.Lag.Add(lag - s.lastLag.Swap(lag))
-}
-
-// DeadLetter is a message that could not be decoded, kept with the reason.
-type DeadLetter struct {
-	Source  string `json:"source"`
-	Offset  uint64 `json:"offset"`
-	Topic   string `json:"topic"`
-	Payload []byte `json:"payload"`
-	Reason  string `json:"reason"`
-}
-
-var bucketDeadLetters = []byte("dead-letters")
-
-// deadLetters stores dead letters under their source and offset, so a
-// replay stores each once.
-func (d *LogDB) deadLetters(dls []DeadLetter) error {
-	return d.update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketDeadLetters)
-		if err != nil {
-			return err
-		}
-		for _, dl := range dls {
-			v, err := json.Marshal(dl)
-			if err != nil {
-				return err
-			}
-			if err := b.Put(binary.BigEndian.AppendUint64([]byte(dl.Source+"\x00"), dl.Offset), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// DeadLetters returns up to limit dead letters, oldest source and offset
-// first.
-func (d *LogDB) DeadLetters(limit int) ([]DeadLetter, error) {
-	var out []DeadLetter
-	err := d.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDeadLetters)
-		if b == nil {
-			return nil
-		}
-		c := b.Cursor()
-		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
-			var dl DeadLetter
-			if err := json.Unmarshal(v, &dl); err != nil {
-				return err
-			}
-			out = append(out, dl)
-		}
-		return nil
-	})
-	return out, err
 }

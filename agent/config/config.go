@@ -66,6 +66,12 @@ type Agent struct {
 	MaxOutputBacklog string `yaml:"max_output_backlog"`
 	// MaxOutputBacklogBytes is MaxOutputBacklog parsed.
 	MaxOutputBacklogBytes int64 `yaml:"-"`
+	// SyncInterval is the longest a message received waits for the fsync
+	// of the ingest log that makes it durable and lets it be acknowledged
+	// to the broker (mqttio.SourceConfig.SyncInterval); default 1s. Longer
+	// writes the flash less, and delays processing and acknowledgements,
+	// never data.
+	SyncInterval time.Duration `yaml:"sync_interval"`
 }
 
 // Broker is an MQTT broker: a real one (URL) or an embedded one.
@@ -83,7 +89,18 @@ type Broker struct {
 	KeyFile      string        `yaml:"key_file"`
 	KeepAlive    time.Duration `yaml:"keepalive"`
 	StatusTopic  string        `yaml:"status_topic"`
+	// MaxInflight is the broker's in-flight window per client: the QoS 1
+	// messages it sends without waiting for acknowledgements
+	// (mosquitto's max_inflight_messages). A source commits its ingest log
+	// once that many wait, rather than stall the broker until the sync
+	// interval. Default 20, mosquitto's default; the embedded broker's
+	// is EmbeddedMaxInflight.
+	MaxInflight int `yaml:"max_inflight"`
 }
+
+// EmbeddedMaxInflight is the in-flight window an embedded broker's clients
+// commit at by default: it lets far more be in flight.
+const EmbeddedMaxInflight = 1000
 
 // Checkpoints is the checkpointing configuration.
 type Checkpoints struct {
@@ -274,6 +291,9 @@ func (v *validator) validate() {
 	} else {
 		c.Agent.MaxOutputBacklogBytes = int64(n)
 	}
+	if t := c.Agent.SyncInterval; t <= 0 || t > time.Minute {
+		v.errorf(c.Agent.Pos, "sync_interval %v is outside (0, 1m]: it bounds how long a received message waits to be durable", t)
+	}
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
 		v.errorf(c.Checkpoints.Pos, "%v", err)
 	} else if t := c.Checkpoints.AlignmentTimeout; t < 0 || t > 0 && mode != checkpoint.ExactlyOnce {
@@ -291,6 +311,8 @@ func (v *validator) validate() {
 			v.errorf(b.Pos, "broker %q: needs url (or embedded: true)", name)
 		case b.Password != "" && b.PasswordFile != "":
 			v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
+		case b.MaxInflight < 1 || b.MaxInflight > 65535:
+			v.errorf(b.Pos, "broker %q: max_inflight %d is outside 1..65535", name, b.MaxInflight)
 		}
 	}
 	defined := make(map[string]bool) // streams readable so far
@@ -459,6 +481,9 @@ func (c *Config) applyDefaults() {
 	if c.Agent.MaxOutputBacklog == "" {
 		c.Agent.MaxOutputBacklog = "32MiB"
 	}
+	if c.Agent.SyncInterval == 0 {
+		c.Agent.SyncInterval = mqttio.DefaultSyncInterval
+	}
 	cp := &c.Checkpoints
 	def := checkpoint.DefaultConfig()
 	if cp.Interval == 0 {
@@ -498,6 +523,12 @@ func (c *Config) applyDefaults() {
 	for _, b := range c.Brokers {
 		if b.Embedded && b.Listen == "" {
 			b.Listen = mqttio.DefaultBrokerAddr
+		}
+		if b.MaxInflight == 0 {
+			b.MaxInflight = mqttio.DefaultMaxInflight
+			if b.Embedded {
+				b.MaxInflight = EmbeddedMaxInflight
+			}
 		}
 	}
 }

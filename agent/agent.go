@@ -132,9 +132,11 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer stopWatch()
-	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem}
+	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem,
+		wear: newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear})}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
+	go ctl.wear.run(ctlCtx)
 	served := make(chan error, 3)
 	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
 	if cfg.Agent.Metrics != "" {

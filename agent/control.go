@@ -137,6 +137,8 @@ type control struct {
 	current  atomic.Pointer[incarnation]
 	// remote is set when remote upload is on.
 	remote *remoteSide
+	// wear counts what the agent writes to its data directory.
+	wear *wear
 
 	mu          sync.Mutex
 	configError string // why the last change of the file was not applied
@@ -324,6 +326,9 @@ func (c *control) events(w http.ResponseWriter, r *http.Request) {
 // status builds the API's Status from the job's.
 func (c *control) status() api.Status {
 	out := api.Status{Agent: c.host, Pipeline: c.pipeline, State: "starting", Memory: memoryNow()}
+	if c.wear != nil {
+		out.Disk = c.wear.status(time.Now())
+	}
 	c.mu.Lock()
 	out.ConfigError = c.configError
 	c.mu.Unlock()

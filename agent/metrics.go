@@ -82,6 +82,16 @@ func (c *control) writeMetrics(w io.Writer) {
 		held = 1
 	}
 	fmt.Fprintf(w, "cairn_input_held %d\n", held)
+	metric("cairn_disk_written_bytes_total", "counter", "Bytes the agent made the kernel write to a file of its data directory (whole pages), since it started.")
+	for _, f := range st.Disk.Files {
+		fmt.Fprintf(w, "cairn_disk_written_bytes_total{file=%q} %d\n", f.Name, f.WrittenBytes)
+	}
+	metric("cairn_disk_syncs_total", "counter", "fsyncs and fdatasyncs of a file of the data directory, since the agent started.")
+	for _, f := range st.Disk.Files {
+		fmt.Fprintf(w, "cairn_disk_syncs_total{file=%q} %d\n", f.Name, f.Syncs)
+	}
+	metric("cairn_disk_written_bytes_per_day", "gauge", "The last hour's rate of cairn_disk_written_bytes_total, summed over the files, extrapolated to a day.")
+	fmt.Fprintf(w, "cairn_disk_written_bytes_per_day %d\n", st.Disk.PerDayBytes)
 	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
 	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)
 	if m := st.Memory; m.Resident > 0 {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,6 +66,10 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	opts Options
+	// written and syncs count what the store's write transactions made
+	// the kernel write: every page a commit allocates (the pages it
+	// changed, the freelist) and the meta page, and its two fdatasyncs.
+	written, syncs atomic.Int64
 }
 
 var _ checkpoint.Store = (*Store)(nil)
@@ -216,8 +221,19 @@ func (s *Store) update(f func(tx *bolt.Tx) error) error {
 			return err
 		}
 	}
-	return s.db.Update(f)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		tx.OnCommit(func() {
+			st := tx.Stats()
+			s.written.Add(st.GetPageAlloc() + int64(s.db.Info().PageSize))
+			s.syncs.Add(2)
+		})
+		return f(tx)
+	})
 }
+
+// Wear is what the store made the kernel write back, in whole pages, and
+// the syncs that did it, since it was opened.
+func (s *Store) Wear() (written, syncs int64) { return s.written.Load(), s.syncs.Load() }
 
 // LastID implements checkpoint.Store.
 func (s *Store) LastID() (uint64, error) {

@@ -17,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/internal/procfs"
 )
 
 // logBuffer collects log lines for assertions.
@@ -364,5 +365,38 @@ func TestLockedStoreIsNotDamaged(t *testing.T) {
 	}
 	if got := ids(t, s); got != "1" {
 		t.Fatalf("the store in use lost its checkpoints: %q", got)
+	}
+}
+
+// TestWearCountsTheWrites: what the store counts as written by its
+// transactions (snapshots small and spread over several, completion
+// records, retention) is at most what the kernel wrote for them, and each
+// commit two syncs. The kernel (/proc/self/io) counts more: the file
+// system's own pages for the blocks the file takes, which the store does
+// not see (the agent's status reports the kernel's count for this
+// reason).
+func TestWearCountsTheWrites(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "checkpoints.db"), Options{Retain: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	written0, syncs0 := s.Wear()
+	before, err := procfs.WriteBytes(procfs.Self)
+	if err != nil {
+		t.Fatalf("this test needs Linux's /proc/self/io: %v", err)
+	}
+	for id := uint64(1); id <= 12; id++ {
+		complete(t, s, id, int(id)*200_000%(5<<20))
+	}
+	after, _ := procfs.WriteBytes(procfs.Self)
+	written, syncs := s.Wear()
+	commits := (syncs - syncs0) / 2
+	if commits < 3*12 || (syncs-syncs0)%2 != 0 {
+		t.Fatalf("%d syncs counted for 12 checkpoints of at least 3 commits of two syncs each", syncs-syncs0)
+	}
+	// Each commit writes its pages and the meta page, in 4 KiB pages.
+	if kernel, counted := after-before, written-written0; counted < commits*2*4096 || counted%4096 != 0 || kernel < counted {
+		t.Fatalf("the kernel wrote %d bytes for %d commits, the store counted %d", kernel, commits, counted)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairn-edge/cairn/internal/powercut"
+	"github.com/cairn-edge/cairn/internal/procfs"
 	"github.com/cairn-edge/cairn/seglog"
 )
 
@@ -373,5 +374,34 @@ func TestOpenRefusesAnotherFile(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "00000000000000000001.seg"), []byte("not a segment at all, and long enough"), 0o600)
 	if _, err := seglog.Open(dir, seglog.Options{Logger: quiet}); !errors.Is(err, seglog.ErrCorrupt) {
 		t.Fatalf("Open: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestMeterAgreesWithTheKernel: the pages the Meter counts over appends of
+// many sizes, synced now and then across segments, are the bytes the
+// kernel says this process's writes made it write (/proc/self/io).
+func TestMeterAgreesWithTheKernel(t *testing.T) {
+	var m seglog.Meter
+	l := open(t, t.TempDir(), seglog.Options{Meter: &m, SegmentBytes: 64 << 10})
+	before, err := procfs.WriteBytes(procfs.Self)
+	if err != nil {
+		t.Fatalf("this test needs Linux's /proc/self/io: %v", err)
+	}
+	for i := range 300 {
+		if _, err := l.Append(1, make([]byte, 100+i%1000)); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := procfs.WriteBytes(procfs.Self)
+	if kernel := after - before; kernel != m.Written() || m.Written() == 0 {
+		t.Fatalf("the kernel wrote %d bytes for the log, the meter counted %d", kernel, m.Written())
 	}
 }

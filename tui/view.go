@@ -105,8 +105,13 @@ func (m *Model) header(w int) []string {
 	if st.Checkpoints.Failed > 0 {
 		failed = badStyle.Render(failed)
 	}
-	lines = append(lines, fmt.Sprintf("%s · lag %s · dead letters %s · checkpoints %d ok, %s",
-		restored, count(float64(st.IngestLag)), count(float64(st.DeadLetters)), st.Checkpoints.Completed, failed))
+	counters := fmt.Sprintf("%s · lag %s · dead letters %s · checkpoints %d ok, %s",
+		restored, count(float64(st.IngestLag)), count(float64(st.DeadLetters)), st.Checkpoints.Completed, failed)
+	// What the agent writes to its disk a day, where the line has room.
+	if disk := fmt.Sprintf(" · disk %s/day", bytes(st.Disk.PerDayBytes)); lipgloss.Width(counters+disk) <= w {
+		counters += disk
+	}
+	lines = append(lines, counters)
 	if st.ConfigError != "" {
 		lines = append(lines, warnStyle.Render("config change not applied: ")+st.ConfigError)
 	}

@@ -27,6 +27,8 @@ type Status struct {
 	InputHeld          bool  `json:"input_held"`
 	// Memory is the agent process's memory.
 	Memory Memory `json:"memory"`
+	// Disk is what the agent wrote to its data directory.
+	Disk Disk `json:"disk"`
 	// ConfigError, if set, says why the last change of the pipeline file
 	// was not applied; the pipeline runs as before.
 	ConfigError string `json:"config_error,omitempty"`
@@ -196,4 +198,29 @@ type CheckpointResponse struct {
 // Error is the body of an error response.
 type Error struct {
 	Error string `json:"error"`
+}
+
+// Disk is what the agent wrote to storage since it started, which on flash
+// wears it out.
+type Disk struct {
+	// WrittenBytes is what the kernel wrote back for the agent's writes
+	// (/proc/self/io write_bytes): the pages of its files and the file
+	// system's own pages for them. Where the kernel does not tell, it is
+	// the sum of the files' pages.
+	WrittenBytes int64 `json:"written_bytes"`
+	// Syncs are the fsyncs and fdatasyncs of the agent's files.
+	Syncs int64 `json:"syncs"`
+	// PerDayBytes is the rate of the last hour (or since the start, when
+	// shorter), extrapolated to a day.
+	PerDayBytes int64      `json:"per_day_bytes"`
+	Files       []DiskFile `json:"files"`
+}
+
+// DiskFile is what the agent wrote to some of its files: "ingest" (the
+// ingest logs and dead letters) or "checkpoints" (the checkpoint store),
+// as pages of 4 KiB, counted as the kernel counts them, and the syncs.
+type DiskFile struct {
+	Name         string `json:"name"`
+	WrittenBytes int64  `json:"written_bytes"`
+	Syncs        int64  `json:"syncs"`
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/loopback"
+	"github.com/cairn-edge/cairn/internal/procfs"
 )
 
 // buildCairn builds the binary once per test run.
@@ -222,7 +223,24 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	if m := st.Memory; m.Resident < vmRSS*1024/2 || m.Resident > vmRSS*1024*2 || m.HeapLive <= 0 || m.HeapGoal < m.HeapLive || m.Limit != 200<<20 {
 		t.Fatalf("status memory %+v; the kernel says VmRSS %d kB, the config memory_limit 200MiB", m, vmRSS)
 	}
-	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !regexp.MustCompile(`(?m)^memory: [\d.]+ MB resident; heap [\d.]+ MB live, may grow to [\d.]+ MB; limit 200 MiB$`).Match(out) {
+	// What it wrote to its disk: at most what the kernel says it did, its
+	// checkpoint store synced and written, and a rate (after a second).
+	st = awaitStatus(t, filepath.Join(data, "cairn.sock"), "a disk rate", 10*time.Second, func(st api.Status) bool { return st.Disk.PerDayBytes > 0 })
+	kernel, err := procfs.WriteBytes(second.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]api.DiskFile{}
+	for _, f := range st.Disk.Files {
+		files[f.Name] = f
+	}
+	if d := st.Disk; d.WrittenBytes <= 0 || d.WrittenBytes > kernel || d.PerDayBytes <= 0 || len(files) != 2 ||
+		files["checkpoints"].Syncs < 2 || files["checkpoints"].WrittenBytes < 2*4096 || d.Syncs != files["checkpoints"].Syncs+files["ingest"].Syncs {
+		t.Fatalf("status disk %+v; the kernel says the agent wrote %d bytes", d, kernel)
+	}
+	out, err = exec.Command(bin, "status", "--data-dir", data).Output()
+	if err != nil || !regexp.MustCompile(`(?m)^memory: [\d.]+ MB resident; heap [\d.]+ MB live, may grow to [\d.]+ MB; limit 200 MiB$`).Match(out) ||
+		!regexp.MustCompile(`(?m)^disk: [\d.]+ MB written, \d+ syncs since the start \(ingest [\d.]+ MB, \d+ syncs; checkpoints [\d.]+ MB, \d+ syncs\); about [\d.]+ MB a day at the last hour's rate$`).Match(out) {
 		t.Fatalf("cairn status: %v\n%s", err, out)
 	}
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
@@ -232,7 +250,8 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{"cairn_checkpoints_completed_total ", `cairn_records_in_total{operator="avg",subtask="1"} `, "# TYPE cairn_dead_letters_total counter",
-		"\nprocess_resident_memory_bytes ", "\ncairn_heap_live_bytes ", "\ncairn_memory_limit_bytes 209715200\n"} {
+		"\nprocess_resident_memory_bytes ", "\ncairn_heap_live_bytes ", "\ncairn_memory_limit_bytes 209715200\n",
+		`cairn_disk_written_bytes_total{file="checkpoints"} `, `cairn_disk_syncs_total{file="ingest"} `, "\ncairn_disk_written_bytes_per_day "} {
 		if !strings.Contains(string(metrics), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, metrics)
 		}

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -262,12 +263,11 @@ func exitCode(dataDir string, err error, stderr io.Writer) int {
 // memoryLine says what memory the agent uses, and whether it is near its
 // limit.
 func memoryLine(m api.Memory) string {
-	mb := func(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 	line := "memory: "
 	if m.Resident > 0 {
-		line += mb(m.Resident) + " resident; "
+		line += megabytes(m.Resident) + " resident; "
 	}
-	line += fmt.Sprintf("heap %s live, may grow to %s", mb(m.HeapLive), mb(m.HeapGoal))
+	line += fmt.Sprintf("heap %s live, may grow to %s", megabytes(m.HeapLive), megabytes(m.HeapGoal))
 	if m.Limit == 0 {
 		return line
 	}
@@ -277,6 +277,23 @@ func memoryLine(m api.Memory) string {
 	}
 	return line + "; limit " + limit
 }
+
+// diskLine says what the agent wrote to its data directory, per file, and
+// at what rate.
+func diskLine(d api.Disk) string {
+	line := fmt.Sprintf("disk: %s written, %d syncs since the start", megabytes(d.WrittenBytes), d.Syncs)
+	var files []string
+	for _, f := range d.Files {
+		files = append(files, fmt.Sprintf("%s %s, %d syncs", f.Name, megabytes(f.WrittenBytes), f.Syncs))
+	}
+	if len(files) > 0 {
+		line += " (" + strings.Join(files, "; ") + ")"
+	}
+	return line + "; about " + megabytes(d.PerDayBytes) + " a day at the last hour's rate"
+}
+
+// megabytes formats n bytes in decimal megabytes.
+func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
@@ -309,6 +326,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "input held: the sinks hold %d B their brokers have not taken, over agent.max_output_backlog\n", st.OutputBacklogBytes)
 	}
 	fmt.Fprintln(stdout, memoryLine(st.Memory))
+	fmt.Fprintln(stdout, diskLine(st.Disk))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT")
 	for _, op := range st.Operators {

@@ -237,8 +237,12 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		Hold: d.backlog.Hold,
 		OnComplete: func(m *checkpoint.Manifest) {
-			log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
-			if ctl.remote != nil {
+			if m.SameAs != 0 {
+				log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration, "same_as", m.SameAs)
+			} else {
+				log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
+			}
+			if ctl.remote != nil && m.SameAs == 0 { // one that changed nothing was uploaded as SameAs
 				ctl.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
 			}
 			done.completed(m.ID)

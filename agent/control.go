@@ -410,9 +410,9 @@ func (c *control) status() api.Status {
 
 // CheckpointInfo summarises a completed checkpoint for the control API.
 func CheckpointInfo(m *checkpoint.Manifest) api.CheckpointInfo {
-	info := api.CheckpointInfo{ID: m.ID, Status: "completed", DurationMS: m.Duration.Milliseconds()}
+	info := api.CheckpointInfo{ID: m.ID, Status: "completed", DurationMS: m.Duration.Milliseconds(), SameAs: m.SameAs}
 	for _, a := range m.Subtasks {
-		info.SizeBytes += a.State.Size
+		info.SizeBytes += a.Stats.StateSize
 		info.AlignmentMS = max(info.AlignmentMS, a.Stats.Alignment.Milliseconds())
 		info.StartDelayMS = max(info.StartDelayMS, a.Stats.StartDelay.Milliseconds())
 		info.SyncMS = max(info.SyncMS, a.Stats.Sync.Milliseconds())

@@ -116,9 +116,6 @@ type Trigger struct {
 type Ready struct {
 	// Aborted checkpoints: notify the subtasks, discard stored state.
 	Aborted []Abort
-	// LastID, when non-zero, is the new highest checkpoint id; persist it
-	// before sending any trigger (invariant I6).
-	LastID uint64
 	// Triggers go to every source subtask.
 	Triggers []Trigger
 	// Finalize, when set, is a checkpoint every subtask acknowledged: write
@@ -226,7 +223,6 @@ func (c *Coordinator) trigger(manual, aligned bool) uint64 {
 	id := c.lastID
 	c.triggeredOnce, c.lastTrigger = true, c.now
 	c.pending = append(c.pending, &pendingCheckpoint{id: id, triggered: c.now, manual: manual, acks: make(map[TaskID]Ack)})
-	c.ready.LastID = id
 	c.ready.Triggers = append(c.ready.Triggers, Trigger{Barrier: graph.Barrier{ID: id, Triggered: c.now, Aligned: aligned}, Manual: manual})
 	return id
 }
@@ -258,14 +254,6 @@ func (c *Coordinator) Overtaken(task TaskID, id, by uint64) {
 		return
 	}
 	c.abort(id, Overtaken, fmt.Sprintf("%s: overtaken by checkpoint %d", task, by))
-}
-
-// TriggerFailed aborts checkpoint id, whose trigger could not be carried
-// out (its id could not be persisted, say).
-func (c *Coordinator) TriggerFailed(id uint64, cause string) {
-	if c.find(id) != nil {
-		c.abort(id, WriteFailed, cause)
-	}
 }
 
 // Finalized reports the outcome of writing the completion record of the
@@ -373,7 +361,7 @@ func (c *Coordinator) isTask(t TaskID) bool {
 // HasReady reports whether Ready has anything to do.
 func (c *Coordinator) HasReady() bool {
 	r := &c.ready
-	return r.LastID != 0 || len(r.Triggers) > 0 || r.Finalize != nil || len(r.Completed) > 0 || len(r.Aborted) > 0 || r.Failed != nil
+	return len(r.Triggers) > 0 || r.Finalize != nil || len(r.Completed) > 0 || len(r.Aborted) > 0 || r.Failed != nil
 }
 
 // Ready returns what must be done and forgets it.

@@ -39,9 +39,6 @@ func formatReady(rd Ready) string {
 	for _, a := range rd.Aborted {
 		out = append(out, fmt.Sprintf("abort %d: %s (%s)", a.ID, a.Reason, a.Cause))
 	}
-	if rd.LastID != 0 {
-		out = append(out, fmt.Sprintf("persist last id %d", rd.LastID))
-	}
 	for _, tr := range rd.Triggers {
 		s := fmt.Sprintf("trigger %d at the sources", tr.Barrier.ID)
 		if tr.Manual {

@@ -10,15 +10,20 @@
 //
 // Coordinator runs once per job. It is told the time, acknowledgements,
 // declines, and the outcome of writing completion records, and answers with a
-// Ready: the id counter to persist, checkpoints to trigger at the sources, a
-// completion record to write, checkpoints completed or aborted, and whether
-// the job must fail.
+// Ready: checkpoints to trigger at the sources, a completion record to
+// write, checkpoints completed or aborted, and whether the job must fail.
 //
 // Callers carry out actions in the order given. Two rules keep the
 // invariants of DESIGN.md section 2:
-//   - persist Ready.LastID before sending any of Ready.Triggers (I6);
+//   - start a Coordinator after the highest id of any completion record
+//     written (Store.LastID), so that ids only grow across restarts (I6);
 //   - a checkpoint is complete only once Ready.Completed names it, which
 //     happens after the caller reported its completion record durable (I4).
+//
+// An id need not be persisted when it is issued: until its completion
+// record is durable nothing outside the agent depends on the checkpoint
+// (sinks publish, logs truncate and uploads start only once it is
+// complete), so after a crash the id may be issued again to another.
 //
 // Store is the interface of checkpoint storage; MemStore implements it in
 // memory for tests, and package localrecovery on disk.

@@ -96,6 +96,29 @@ type Manifest struct {
 	Duration  time.Duration `json:"duration"`
 	// Subtasks holds every subtask's acknowledgement, sorted by task.
 	Subtasks []Ack `json:"subtasks"`
+	// SameAs, when set, is the completed checkpoint this one changed
+	// nothing since (SameState): it completed without a completion record
+	// of its own, and a restore finds SameAs instead, which holds the same
+	// state and offsets.
+	SameAs uint64 `json:"same_as,omitempty"`
+}
+
+// SameState reports whether restoring a and restoring b come to the same:
+// the same mode, and every subtask the same stored state (handles, chain,
+// no channel state), offset, watermark and key groups. Statistics, ids and
+// times may differ.
+func SameState(a, b *Manifest) bool {
+	if a.Mode != b.Mode || len(a.Subtasks) != len(b.Subtasks) {
+		return false
+	}
+	for i := range a.Subtasks {
+		x, y := &a.Subtasks[i], &b.Subtasks[i]
+		if x.Task != y.Task || x.State != y.State || !slices.Equal(x.Base, y.Base) || x.InFlight != nil || y.InFlight != nil ||
+			x.Source != y.Source || x.Offset != y.Offset || x.MaxParallelism != y.MaxParallelism || x.Watermark != y.Watermark {
+			return false
+		}
+	}
+	return true
 }
 
 // Operators returns the ids of the operators whose subtasks m holds, in

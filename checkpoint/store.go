@@ -15,10 +15,13 @@ import (
 // coordinator's loop and the subtasks' asynchronous snapshot writers call
 // them at the same time.
 type Store interface {
-	// LastID returns the highest checkpoint id ever issued, 0 if none.
+	// LastID returns the highest id of a checkpoint whose completion
+	// record the store holds or held, or that SaveLastID recorded; 0 if
+	// none. A job's new ids start above it (invariant I6).
 	LastID() (uint64, error)
-	// SaveLastID durably records that id has been issued. It never lowers
-	// the stored value.
+	// SaveLastID durably records id as taken, so that LastID is at least
+	// id: a store that restores a checkpoint of another store (a replaced
+	// device's) goes on after its ids. It never lowers the value.
 	SaveLastID(id uint64) error
 	// PutState durably stores one subtask's snapshot for checkpoint id: the
 	// concatenation of the parts data yields, in order, so that a caller
@@ -153,6 +156,7 @@ func (s *MemStore) Complete(m *Manifest) error {
 		}
 	}
 	s.completed = slices.Insert(s.completed, 0, m)
+	s.lastID = max(s.lastID, m.ID)
 	if s.Retain == 0 || len(s.completed) <= s.Retain {
 		return nil
 	}

@@ -73,6 +73,19 @@ type FrozenState struct {
 // name for an incremental snapshot on top of it.
 func (f *FrozenState) Version() Version { return f.version }
 
+// KeyedChanged reports whether keyed state was written or deleted after
+// the base version the snapshot was frozen against: when it was not, the
+// snapshot may encode to the same bytes as the base's, if its timers,
+// watermark and operator state are the same too.
+func (f *FrozenState) KeyedChanged() bool {
+	for _, t := range f.tables {
+		if t.changed() {
+			return true
+		}
+	}
+	return false
+}
+
 // Encode serializes the snapshot. Its output is deterministic: equal states
 // encode to equal bytes.
 func (f *FrozenState) Encode() []byte { return bytes.Join(slices.Collect(f.Parts()), nil) }

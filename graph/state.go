@@ -163,6 +163,9 @@ type frozenTable interface {
 	tableName() string
 	// hasData reports whether group i has entries or tombstones to write.
 	hasData(i int) bool
+	// changed reports whether anything was written or deleted after the
+	// base version.
+	changed() bool
 	appendGroup(dst []byte, i int) []byte
 }
 
@@ -190,6 +193,7 @@ func (t *stateTable[T]) freeze(base Version, incremental bool) frozenTable {
 			f.groupViews[i/shardsPerGroup] = int32(len(f.views))
 		}
 		sh := &t.shards[i]
+		f.written = f.written || sh.ver > base
 		if sh.deleted != nil {
 			for k, v := range sh.deleted {
 				if v <= base {
@@ -250,6 +254,7 @@ type frozenStateTable struct {
 	name        string
 	base        Version
 	incremental bool
+	written     bool // a shard changed after the base
 	// views are the shards to write, in order, with entries and changed
 	// since the base if incremental; group i's are
 	// views[groupViews[i]:groupViews[i+1]].
@@ -264,6 +269,8 @@ func (f *frozenStateTable) groupViewsOf(i int) []shardView {
 }
 
 func (f *frozenStateTable) tableName() string { return f.name }
+
+func (f *frozenStateTable) changed() bool { return f.written }
 
 func (f *frozenStateTable) hasData(i int) bool {
 	if f.deleted != nil {

@@ -102,3 +102,37 @@ func TestValueStateMatchesAMap(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedChanged: a snapshot frozen against the version of the one
+// before says whether keyed state was written or deleted in between, whole
+// or incremental.
+func TestKeyedChanged(t *testing.T) {
+	for _, incremental := range []bool{false, true} {
+		s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, nil)
+		v, err := NewValueState(s.Context(), "v", Int64Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := s.Freeze(nil, 0, false).Version()
+		freeze := func() bool {
+			f := s.Freeze(nil, base, incremental)
+			base = f.Version()
+			return f.KeyedChanged()
+		}
+		if freeze() {
+			t.Fatalf("incremental %v: nothing written, yet changed", incremental)
+		}
+		s.SetKey("a")
+		v.Set(1)
+		if !freeze() {
+			t.Fatalf("incremental %v: a key written, yet unchanged", incremental)
+		}
+		if freeze() {
+			t.Fatalf("incremental %v: nothing written since, yet changed", incremental)
+		}
+		v.Delete()
+		if !freeze() {
+			t.Fatalf("incremental %v: a key deleted, yet unchanged", incremental)
+		}
+	}
+}

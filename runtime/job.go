@@ -220,9 +220,12 @@ type declineMsg struct {
 	by     uint64 // set when id was overtaken by checkpoint by
 }
 
+// finalizeResult is the outcome of writing a completion record: written
+// is the manifest, when one was written.
 type finalizeResult struct {
-	id  uint64
-	err error
+	id      uint64
+	err     error
+	written *checkpoint.Manifest
 }
 
 // Job runs a topology with goroutines. Create it with New, run it once with
@@ -246,6 +249,8 @@ type Job struct {
 
 	restoredFrom atomic.Pointer[checkpoint.Manifest]
 	view         coordinatorView
+
+	records records // owned by the coordinator's goroutine
 
 	done     chan struct{}
 	stopOnce sync.Once
@@ -327,19 +332,18 @@ func (j *Job) overtaken(t *task, id, by uint64) {
 	}
 }
 
-// snapshot runs the asynchronous phase on its own goroutine: encode, store
-// durably, then acknowledge.
+// snapshot runs the asynchronous phase on its own goroutine: encode and
+// store (storeSnapshot), then acknowledge.
 func (j *Job) snapshot(t *task, req snapshotRequest) {
 	j.async.Add(1)
 	go func() {
 		defer j.async.Done()
 		start := time.Now()
-		h, err := j.opts.Store.PutState(req.id, t.id, req.frozen.Parts())
+		ack, err := storeSnapshot(j.opts.Store, t, req)
 		if err != nil {
 			j.decline(t, req.id, "storing snapshot: "+err.Error())
 			return
 		}
-		ack := t.stored(req, h, 0)
 		if req.inflight != nil {
 			var r inflightResult
 			select {
@@ -390,6 +394,9 @@ func (j *Job) Run(ctx context.Context) error {
 	if err != nil {
 		j.closeAll()
 		return err
+	}
+	if m := j.restoredFrom.Load(); m != nil && j.opts.RestoreStore == nil {
+		j.records.written(m)
 	}
 
 	var running sync.WaitGroup
@@ -906,12 +913,18 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 		case r := <-j.requests:
 			coord.Tick(j.now())
 			if r.savepoint {
-				r.reply <- coord.RequestSavepoint()
+				id := coord.RequestSavepoint()
+				j.records.savepoint(id)
+				r.reply <- id
 			} else {
 				r.reply <- coord.RequestCheckpoint()
 			}
 		case f := <-j.finalized:
 			coord.Tick(j.now())
+			if f.written != nil {
+				j.records.written(f.written)
+			}
+			j.records.finalized(f.id)
 			coord.Finalized(f.id, f.err)
 		case <-j.done:
 			return
@@ -961,14 +974,6 @@ func (j *Job) apply(coord *checkpoint.Coordinator, rd checkpoint.Ready) {
 			j.opts.OnAbort(a)
 		}
 	}
-	if rd.LastID != 0 {
-		if err := store.SaveLastID(rd.LastID); err != nil {
-			for _, tr := range rd.Triggers {
-				coord.TriggerFailed(tr.Barrier.ID, "persisting the checkpoint id: "+err.Error())
-			}
-			rd.Triggers = nil
-		}
-	}
 	for _, tr := range rd.Triggers {
 		for i, t := range j.plan.tasks {
 			if t.node.IsSource() {
@@ -977,15 +982,23 @@ func (j *Job) apply(coord *checkpoint.Coordinator, rd checkpoint.Ready) {
 		}
 	}
 	if m := rd.Finalize; m != nil {
-		j.async.Add(1)
-		go func() {
-			defer j.async.Done()
-			err := store.Complete(m)
-			select {
-			case j.finalized <- finalizeResult{id: m.ID, err: err}:
-			case <-j.done:
-			}
-		}()
+		if j.records.elide(m) {
+			coord.Finalized(m.ID, nil)
+		} else {
+			j.async.Add(1)
+			go func() {
+				defer j.async.Done()
+				err := store.Complete(m)
+				r := finalizeResult{id: m.ID, err: err}
+				if err == nil {
+					r.written = m
+				}
+				select {
+				case j.finalized <- r:
+				case <-j.done:
+				}
+			}()
+		}
 	}
 	for _, m := range rd.Completed {
 		log.Debug("checkpoint complete", "id", m.ID, "duration", m.Duration)

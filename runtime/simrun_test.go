@@ -44,7 +44,14 @@ type simulator struct {
 	crashes, restores, completed int
 	// replayed counts records restored as channel state and replayed.
 	replayed int
-	err      error
+	// reused counts snapshots that stored nothing, being their base's
+	// bytes again; elided, checkpoints completed without a record.
+	reused, elided int
+	records        records
+	// lull counts down the steps during which the sources read nothing,
+	// as when no input arrives: checkpoints then find nothing changed.
+	lull int
+	err  error
 }
 
 type waitingAck struct {
@@ -85,16 +92,19 @@ func (s *simulator) newBatch() *graph.Batch { return &graph.Batch{} }
 func (s *simulator) wallMillis() int64 { return s.clock.Milliseconds() }
 
 func (s *simulator) snapshot(t *task, req snapshotRequest) {
-	h, err := s.store.PutState(req.id, t.id, req.frozen.Parts())
+	ack, err := storeSnapshot(s.store, t, req)
 	if err != nil {
 		s.decline(t, req.id, err.Error())
 		return
 	}
+	if !strings.HasPrefix(ack.State.Key, fmt.Sprintf("%d/", req.id)) {
+		s.reused++
+	}
 	if req.inflight != nil {
-		s.waiting = append(s.waiting, waitingAck{ack: t.stored(req, h, 0), inflight: req.inflight})
+		s.waiting = append(s.waiting, waitingAck{ack: ack, inflight: req.inflight})
 		return
 	}
-	s.acks = append(s.acks, t.stored(req, h, 0))
+	s.acks = append(s.acks, ack)
 }
 
 // collect acknowledges the unaligned snapshots whose channel state is in.
@@ -139,11 +149,13 @@ func (s *simulator) start() error {
 	}
 	s.plan.connect(func(_ *task, to, ch int) link { return simLink{s: s, to: to, ch: ch} })
 	s.acks, s.decl, s.final, s.waiting = nil, nil, nil, nil
+	s.records = records{}
 	if len(ms) > 0 {
 		var err error
 		if restore, err = s.plan.load(ms[0], s.store); err != nil {
 			return err
 		}
+		s.records.written(ms[0])
 		s.restores++
 	}
 	if err := s.plan.open(restore); err != nil {
@@ -181,9 +193,6 @@ func (s *simulator) apply() {
 			s.broadcast(controlMsg{kind: ctlAbort, id: a.ID})
 			_ = s.store.Discard(a.ID)
 		}
-		if rd.LastID != 0 {
-			_ = s.store.SaveLastID(rd.LastID)
-		}
 		for _, tr := range rd.Triggers {
 			for i, t := range s.plan.tasks {
 				if t.node.IsSource() {
@@ -191,8 +200,13 @@ func (s *simulator) apply() {
 				}
 			}
 		}
-		if rd.Finalize != nil {
-			s.final = rd.Finalize
+		if m := rd.Finalize; m != nil {
+			if s.records.elide(m) {
+				s.elided++
+				s.coord.Finalized(m.ID, nil)
+			} else {
+				s.final = m
+			}
 		}
 		for _, m := range rd.Completed {
 			s.completed++
@@ -261,6 +275,11 @@ func (s *simulator) step() (bool, error) {
 	type action func() error
 	var enabled []action
 	allFinished := true
+	if s.lull > 0 {
+		s.lull--
+	} else if s.rng.IntN(200) == 0 {
+		s.lull = 50 + s.rng.IntN(200)
+	}
 	for i, t := range s.plan.tasks {
 		if !t.finished {
 			allFinished = false
@@ -268,7 +287,7 @@ func (s *simulator) step() (bool, error) {
 		if s.backpressured(t) {
 			continue // as if blocked waiting for credits
 		}
-		if t.src != nil && !t.finished {
+		if t.src != nil && !t.finished && s.lull == 0 {
 			enabled = append(enabled, func() error {
 				buf := make([]graph.Record, 1+s.rng.IntN(3))
 				_, err := t.readSource(buf)
@@ -330,7 +349,11 @@ func (s *simulator) step() (bool, error) {
 		enabled = append(enabled, func() error {
 			m := s.final
 			s.final = nil
-			s.coord.Finalized(m.ID, s.store.Complete(m))
+			err := s.store.Complete(m)
+			if err == nil {
+				s.records.written(m)
+			}
+			s.coord.Finalized(m.ID, err)
 			return nil
 		})
 	}

@@ -80,7 +80,7 @@ func TestSimulationAlignmentTimeoutEqualsFailureFree(t *testing.T) {
 // crashes, end in the state of a failure-free exactly-once run; it returns
 // how many records were replayed from channel state.
 func exactlyOnce(t *testing.T, newSim func() *simulator) int {
-	var crashes, restores, completed, replayed int
+	var crashes, restores, completed, replayed, reused, elided int
 	for _, seed := range seeds() {
 		want, _, err := simulate(seed, 1, checkpoint.ExactlyOnce, 0)
 		if err != nil {
@@ -95,11 +95,16 @@ func exactlyOnce(t *testing.T, newSim func() *simulator) int {
 				seed, s.crashes, s.restores, seed, d)
 		}
 		crashes, restores, completed, replayed = crashes+s.crashes, restores+s.restores, completed+s.completed, replayed+s.replayed
+		reused, elided = reused+s.reused, elided+s.elided
 	}
-	t.Logf("%d seeds: %d crashes, %d restores from a completed checkpoint, %d checkpoints completed, %d records replayed from channel state",
-		len(seeds()), crashes, restores, completed, replayed)
+	t.Logf("%d seeds: %d crashes, %d restores from a completed checkpoint, %d checkpoints completed (%d without a record of their own), "+
+		"%d snapshots not stored again, %d records replayed from channel state",
+		len(seeds()), crashes, restores, completed, elided, reused, replayed)
 	if len(seeds()) >= 50 && (restores == 0 || completed == 0) {
 		t.Fatalf("the simulation never restored from a checkpoint: it proves nothing")
+	}
+	if len(seeds()) >= 50 && (reused == 0 || elided == 0) {
+		t.Fatalf("no snapshot was stored once for two checkpoints, or no checkpoint completed without a record: unchanged state was not exercised")
 	}
 	return replayed
 }

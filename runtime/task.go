@@ -66,11 +66,17 @@ type snapshotRequest struct {
 
 // chain is a stored snapshot and what it needs to be restored: the handles
 // of an incremental chain, oldest (whole) first, ending with the snapshot's
-// own, and the keyed-state version it closed.
+// own, the keyed-state version it closed, and, when this process encoded
+// it, the digest of its bytes.
 type chain struct {
 	version graph.Version
 	handles []checkpoint.StateHandle
+	digest  digest
 }
+
+// same reports whether the snapshot of digest d equals this chain's own:
+// known, and the same bytes.
+func (c *chain) same(d digest) bool { return c.digest.size > 0 && c.digest == d }
 
 // chains tracks a subtask's snapshots for incremental checkpoints: base is
 // the newest snapshot of a completed checkpoint, the one new increments
@@ -103,14 +109,28 @@ func (c *chains) took(id uint64, version graph.Version) {
 	c.taken[id] = &chain{version: version}
 }
 
-// stored records where checkpoint id's snapshot went; called by the
-// asynchronous phase.
-func (c *chains) stored(id uint64, handles []checkpoint.StateHandle) {
+// stored records where checkpoint id's snapshot went, and its digest;
+// called by the asynchronous phase.
+func (c *chains) stored(id uint64, handles []checkpoint.StateHandle, d digest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.taken[id]; t != nil {
-		t.handles = handles
+		t.handles, t.digest = handles, d
 	}
+}
+
+// unchanged returns the chain of the base snapshot, if a snapshot of
+// digest d would store the very same bytes again: the base's handles then
+// describe the new snapshot too. Applying an incremental snapshot twice
+// changes nothing (it sets keys and deletes keys), so a delta equal to the
+// base's own adds nothing to the base's chain.
+func (c *chains) unchanged(d digest) ([]checkpoint.StateHandle, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.base.handles) == 0 || !c.base.same(d) {
+		return nil, false
+	}
+	return slices.Clone(c.base.handles), true
 }
 
 // completed makes checkpoint id's snapshot the base, if it was stored.
@@ -532,15 +552,25 @@ func (t *task) snapshot(a checkpoint.Action) error {
 	return nil
 }
 
-// stored completes req's acknowledgement once its snapshot is durable at h,
-// and remembers the chain for incremental snapshots to build on. It is
-// called by the asynchronous phase.
-func (t *task) stored(req snapshotRequest, h checkpoint.StateHandle, async time.Duration) checkpoint.Ack {
-	t.chains.stored(req.id, append(slices.Clone(req.ack.Base), h))
+// stored completes req's acknowledgement once its snapshot of digest d is
+// stored at h, and remembers the chain for incremental snapshots to build
+// on. It is called by the asynchronous phase.
+func (t *task) stored(req snapshotRequest, h checkpoint.StateHandle, d digest) checkpoint.Ack {
+	t.chains.stored(req.id, append(slices.Clone(req.ack.Base), h), d)
 	ack := req.ack
 	ack.State = h
-	ack.Stats.Async = async
 	ack.Stats.StateSize = h.Size
+	return ack
+}
+
+// reused completes req's acknowledgement with the base's chain, a snapshot
+// of the same bytes already stored: nothing is stored, and the chain stays
+// as it was. It is called by the asynchronous phase.
+func (t *task) reused(req snapshotRequest, chain []checkpoint.StateHandle, d digest) checkpoint.Ack {
+	t.chains.stored(req.id, chain, d)
+	ack := req.ack
+	ack.Base, ack.State = chain[:len(chain)-1], chain[len(chain)-1]
+	ack.Stats.StateSize = 0
 	return ack
 }
 

@@ -161,8 +161,12 @@ func (m *Model) inFlightLine(w int) string {
 
 func id(n uint64) string { return fmt.Sprintf("#%d", n) }
 
-// size is a checkpoint's size, marked Δ when incremental.
+// size is a checkpoint's size, marked Δ when incremental, or the
+// checkpoint it is the same as.
 func size(c api.CheckpointInfo) string {
+	if c.SameAs != 0 {
+		return "= " + id(c.SameAs)
+	}
 	if c.Incremental {
 		return bytes(c.SizeBytes) + " Δ"
 	}

@@ -178,3 +178,14 @@ func TestStallThreshold(t *testing.T) {
 		t.Fatalf("stalls at 2s: %+v", s)
 	}
 }
+
+// TestSizeOfACheckpointThatChangedNothing: the history's size column
+// names the checkpoint one that stored nothing is the same as.
+func TestSizeOfACheckpointThatChangedNothing(t *testing.T) {
+	if got := size(api.CheckpointInfo{ID: 9, SameAs: 7, Incremental: true}); got != "= #7" {
+		t.Fatalf("size %q, want = #7", got)
+	}
+	if got := size(api.CheckpointInfo{ID: 9, SizeBytes: 2048, Incremental: true}); got != "2.0KB Δ" {
+		t.Fatalf("size %q", got)
+	}
+}

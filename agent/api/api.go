@@ -80,7 +80,10 @@ type CheckpointInfo struct {
 	// known (checkpoints of an earlier run, read from the store).
 	TriggeredUnixMS int64 `json:"triggered_unix_ms,omitempty"`
 	// DurationMS runs from the trigger to the completion or failure.
-	DurationMS   int64 `json:"duration_ms"`
+	DurationMS int64 `json:"duration_ms"`
+	// SizeBytes is what the checkpoint stored: the snapshots of the
+	// subtasks whose state changed (the others name the state stored
+	// before).
 	SizeBytes    int64 `json:"size_bytes"`
 	AlignmentMS  int64 `json:"alignment_ms"`
 	StartDelayMS int64 `json:"start_delay_ms"`
@@ -88,6 +91,9 @@ type CheckpointInfo struct {
 	AsyncMS      int64 `json:"async_ms"`
 	// Incremental is set when some subtask stored only changes.
 	Incremental bool `json:"incremental"`
+	// SameAs, when set, is the checkpoint this one changed nothing since:
+	// it stored nothing at all, not even a completion record of its own.
+	SameAs uint64 `json:"same_as,omitempty"`
 	// Unaligned is set when some subtask snapshotted before all its
 	// barriers arrived; TimedOut when one did so because its alignment
 	// timed out (aligned checkpoints with a timeout).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,11 +338,7 @@ type agentProc struct {
 // (a URL) or else an embedded broker on a free port, and memoryLimit as its
 // agent.memory_limit (if set), and waits until the pipeline runs.
 func startAgent(ctx context.Context, binary, dir, broker, interval, memoryLimit string) (*agentProc, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	p := &agentProc{dataDir: filepath.Join(dir, "data"), broker: broker, logPath: filepath.Join(dir, "agent.log"),
-		exited: make(chan struct{})}
+	dataDir := filepath.Join(dir, "data")
 	settings := fmt.Sprintf(externalBroker, broker, fmt.Sprintf("cairn-bench-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if broker == "" {
 		port, err := loopback.FreePort()
@@ -349,33 +346,64 @@ func startAgent(ctx context.Context, binary, dir, broker, interval, memoryLimit 
 			return nil, err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p.broker, settings = "tcp://"+addr, fmt.Sprintf(embeddedBroker, addr)
+		broker, settings = "tcp://"+addr, fmt.Sprintf(embeddedBroker, addr)
 	}
-	file := filepath.Join(dir, "footprint.yaml")
 	agent := ""
 	if memoryLimit != "" {
 		agent = fmt.Sprintf("  memory_limit: %s\n", memoryLimit)
 	}
-	if err := os.WriteFile(file, []byte(fmt.Sprintf(FootprintPipeline, p.dataDir, agent, settings, interval)), 0o600); err != nil {
+	p, err := runAgent(ctx, binary, dir, fmt.Sprintf(FootprintPipeline, dataDir, agent, settings, interval))
+	if err != nil {
+		return nil, err
+	}
+	p.broker = broker
+	return p, nil
+}
+
+// runAgent starts `binary run` on pipeline, a pipeline file's text whose
+// agent.data_dir is dir/data, and waits until the pipeline runs. Its log
+// goes to dir/agent.log through a pipe: what the bench writes of it is not
+// the agent's writing.
+func runAgent(ctx context.Context, binary, dir, pipeline string) (*agentProc, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &agentProc{dataDir: filepath.Join(dir, "data"), logPath: filepath.Join(dir, "agent.log"), exited: make(chan struct{})}
+	file := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(file, []byte(pipeline), 0o600); err != nil {
 		return nil, err
 	}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(logFile, pr)
+		pr.Close()
+		logFile.Close()
+		close(copied)
+	}()
 	p.cmd = exec.CommandContext(ctx, binary, "run", "-c", file)
 	// The pipeline alone sets the memory limit: none from the bench's
 	// environment, and the collector's default pace.
 	p.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "GOMEMLIMIT=") || strings.HasPrefix(kv, "GOGC=")
 	})
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	err = p.cmd.Start()
+	pw.Close()
+	if err != nil {
 		return nil, err
 	}
 	go func() {
 		p.cmd.Wait()
+		<-copied
 		close(p.exited)
 	}()
 	p.client = api.NewClient(filepath.Join(p.dataDir, "cairn.sock")) // the control API's documented socket
@@ -404,11 +432,11 @@ func (p *agentProc) waitStatus(ctx context.Context, d time.Duration, what string
 			return st, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("footprint: waited %v for %s (last status error: %v); agent log %s", d, what, err, p.logPath)
+			return nil, fmt.Errorf("waited %v for %s (last status error: %v); agent log %s", d, what, err, p.logPath)
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("footprint: the agent exited while waiting for %s: %v; see %s", what, p.cmd.ProcessState, p.logPath)
+			return nil, fmt.Errorf("the agent exited while waiting for %s: %v; see %s", what, p.cmd.ProcessState, p.logPath)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -593,11 +621,11 @@ func (p *agentProc) stop() error {
 	select {
 	case <-p.exited:
 		if !p.cmd.ProcessState.Success() {
-			return fmt.Errorf("footprint: the agent exited with %v after SIGTERM; see %s", p.cmd.ProcessState, p.logPath)
+			return fmt.Errorf("the agent exited with %v after SIGTERM; see %s", p.cmd.ProcessState, p.logPath)
 		}
 		return nil
 	case <-time.After(stopWait):
-		return errors.New("footprint: the agent did not stop after SIGTERM; see " + p.logPath)
+		return errors.New("the agent did not stop after SIGTERM; see " + p.logPath)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestIngestLogPowerCut(t *testing.T) {
 		acked bool
 	}
 	logged := map[string]map[uint64]sent{"a/0": {}, "b/0": {}} // by log, by offset
-	floor := map[string]uint64{} // by log: messages below may have been truncated
+	floor := map[string]uint64{}                               // by log: messages below may have been truncated
 	packet := uint16(0)
 	acked := 0
 	for cut := range *ingestCuts {

@@ -20,18 +20,23 @@ import (
 
 // scenarios are `cairn bench`'s scenarios, in the order `cairn bench` runs
 // them all.
-var scenarios = []string{"pipeline", "ingest", "mqtt", "snapshot", "restore", "footprint"}
+var scenarios = []string{"pipeline", "ingest", "mqtt", "snapshot", "restore", "footprint", "wear"}
 
 const benchUsage = `usage: cairn bench [flags] [scenario...]
 
 Scenarios (all of them when none is named): %s.
 Each prints a table, or with --json one JSON object per line.
+wear needs mosquitto installed; it runs "cairn bench bare-subscriber
+--broker URL --topic T", a bare paho subscriber, beside the agent.
 
 Flags:
 `
 
 // cmdBench runs the benchmark scenarios named in args, or all of them.
 func cmdBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "bare-subscriber" {
+		return cmdBareSubscriber(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("cairn bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -47,6 +52,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		snap = bench.SnapshotConfig{}
 		rest = bench.RestoreConfig{}
 		foot = bench.FootprintConfig{}
+		wear = bench.WearConfig{}
 	)
 	fs.IntVar(&pipe.Records, "records", 4_000_000, "pipeline: records per run")
 	fs.IntVar(&pipe.Keys, "keys", 10_000, "pipeline: distinct keys")
@@ -63,6 +69,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&foot.Messages, "load-messages", 150_000, "footprint: readings published")
 	fs.IntVar(&foot.Rate, "load-rate", 10_000, "footprint: readings per second")
 	fs.StringVar(&foot.MemoryLimit, "memory-limit", bench.FootprintMemoryLimit, "footprint: run the load again with this agent.memory_limit (\"\": don't)")
+	fs.StringVar(&wear.Baseline, "baseline", "", "wear: another cairn binary to measure the same way first, such as one built from an older commit")
+	fs.IntVar(&wear.Devices, "devices", 50, "wear: devices of the reference load, a reading a second each")
+	fs.DurationVar(&wear.Duration, "wear-duration", time.Minute, "wear: how long the reference load is measured")
+	fs.DurationVar(&wear.IdleDuration, "idle-duration", time.Minute, "wear: how long the idle agent is measured")
+	fs.IntVar(&wear.BusyRate, "busy-rate", 5000, "wear: readings a second of the busy load")
+	fs.DurationVar(&wear.BusyDuration, "busy-duration", 20*time.Second, "wear: how long the busy load is measured")
 
 	// Scenario names and flags may come in any order.
 	var names []string
@@ -126,6 +138,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			if foot.Binary, err = os.Executable(); err == nil {
 				r, err = bench.Footprint(ctx, foot)
 			}
+		case "wear":
+			wear.Dir = d
+			if wear.Binary, err = os.Executable(); err == nil {
+				r, err = bench.Wear(ctx, wear)
+			}
 		}
 		if err == nil {
 			err = bench.Print(stdout, r, *asJSON)
@@ -139,6 +156,29 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// cmdBareSubscriber runs a bare paho subscriber until SIGTERM or SIGINT,
+// then prints how many messages it received: the wear scenario measures
+// its CPU time beside the agent's.
+func cmdBareSubscriber(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cairn bench bare-subscriber", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	broker := fs.String("broker", "", "broker URL")
+	topic := fs.String("topic", "", "topic filter, subscribed at QoS 1")
+	if err := fs.Parse(args); err != nil || *broker == "" || *topic == "" {
+		fmt.Fprintln(stderr, "usage: cairn bench bare-subscriber --broker URL --topic FILTER")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	n, err := bench.BareSubscriber(ctx, *broker, *topic)
+	if err != nil {
+		fmt.Fprintln(stderr, "cairn bench bare-subscriber:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, n)
+	return 0
 }
 
 // stripped reports whether this binary has no symbol table (linked with

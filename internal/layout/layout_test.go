@@ -35,7 +35,7 @@ var rules = map[string]rule{
 	"agent/api":       {},
 	"agent/savepoint": {allowed: []string{"checkpoint"}},
 	"tui":             {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},
-	"bench":           {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "internal/loopback", "github.com/eclipse/paho.mqtt.golang"}},
+	"bench":           {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "internal/loopback", "internal/mosquittotest", "internal/procfs", "github.com/eclipse/paho.mqtt.golang"}},
 	"cmd/cairn":       {allowed: []string{"agent", "tui", "bench"}},
 }
 

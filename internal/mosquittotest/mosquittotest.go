@@ -1,7 +1,8 @@
-// Package mosquittotest starts a real mosquitto for tests, on a free
-// loopback port, configured as the README asks of a broker for cairn:
+// Package mosquittotest starts a real mosquitto, on a free loopback port:
+// for tests (Start), configured as the README asks of a broker for cairn —
 // queue limits raised (a default mosquitto drops QoS 1 messages for a
-// subscriber more than 1000 behind) and sessions kept across restarts.
+// subscriber more than 1000 behind) and sessions kept across restarts —
+// and for the benchmarks (Run), with the settings they measure under.
 //
 // Without mosquitto installed, a test that asks for one is skipped, unless
 // CAIRN_REQUIRE_MOSQUITTO is set (as in CI): then its absence fails it.
@@ -9,6 +10,7 @@ package mosquittotest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,13 +24,17 @@ import (
 	"github.com/cairn-edge/cairn/internal/loopback"
 )
 
-const conf = `listener %d 127.0.0.1
-allow_anonymous true
-persistence true
+// TestSettings are the tests' settings: queues raised, sessions kept.
+const TestSettings = `persistence true
 persistence_location %s/
 autosave_interval 1
 max_queued_messages 1000000
 max_inflight_messages 1000
+`
+
+// conf is a configuration's start: the listener, and the log on stderr.
+const conf = `listener %d 127.0.0.1
+allow_anonymous true
 log_dest stderr
 log_type error
 log_type warning
@@ -45,17 +51,38 @@ type Broker struct {
 	cmd  *exec.Cmd
 }
 
-// Start runs mosquitto with its configuration and persistence in dir,
+// Start runs mosquitto with TestSettings and its persistence in dir,
 // writing its log to log (discarded when nil), and stops it when the test
 // ends.
 func Start(t testing.TB, dir string, log io.Writer) *Broker {
 	t.Helper()
-	path := binary(t)
-	port, err := loopback.FreePort()
+	if _, err := Binary(); err != nil {
+		if os.Getenv("CAIRN_REQUIRE_MOSQUITTO") != "" {
+			t.Fatal("mosquitto is required (CAIRN_REQUIRE_MOSQUITTO) but not installed")
+		}
+		t.Skip("mosquitto is not installed")
+	}
+	b, err := Run(dir, fmt.Sprintf(TestSettings, dir), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := fmt.Sprintf(conf, port, dir)
+	t.Cleanup(b.Stop)
+	return b
+}
+
+// Run runs mosquitto with settings (configuration lines; none: its
+// defaults), its files in dir, writing its log to log (discarded when
+// nil). The caller stops it.
+func Run(dir, settings string, log io.Writer) (*Broker, error) {
+	path, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	port, err := loopback.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	text := fmt.Sprintf(conf, port) + settings
 	if os.Geteuid() == 0 {
 		text += "user root\n" // otherwise it drops to a user who cannot write dir
 	}
@@ -64,30 +91,25 @@ func Start(t testing.TB, dir string, log io.Writer) *Broker {
 	}
 	b := &Broker{URL: fmt.Sprintf("tcp://127.0.0.1:%d", port), path: path, conf: filepath.Join(dir, "mosquitto.conf"), log: log}
 	if err := os.WriteFile(b.conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := b.start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(b.Stop)
-	return b
+	return b, nil
 }
 
-// binary finds mosquitto, skipping or failing the test without it.
-func binary(t testing.TB) string {
+// Binary finds mosquitto.
+func Binary() (string, error) {
 	if path, err := exec.LookPath("mosquitto"); err == nil {
-		return path
+		return path, nil
 	}
 	for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
 		if _, err := os.Stat(p); err == nil {
-			return p
+			return p, nil
 		}
 	}
-	if os.Getenv("CAIRN_REQUIRE_MOSQUITTO") != "" {
-		t.Fatal("mosquitto is required (CAIRN_REQUIRE_MOSQUITTO) but not installed")
-	}
-	t.Skip("mosquitto is not installed")
-	return ""
+	return "", errors.New("mosquitto is not installed")
 }
 
 // start runs mosquitto and returns once it says it is running. It may run

@@ -1,0 +1,593 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/procfs"
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// The wear targets (issue 15), for the reference load with default
+// settings: bytes written at most 3 times the input's, at most 5 syncs a
+// second, at most 60 µs of CPU per message, a PUBACK within the sync
+// interval and 20 ms (p99); idle, at most 50 MB written a day; and under
+// the busy load, at most 17 µs of CPU per message.
+const (
+	TargetWrittenVsInput      = 3
+	TargetSyncsPerSec         = 5
+	TargetCPUMicrosPerMessage = 60
+	TargetAckP99Extra         = 20 * time.Millisecond
+	TargetIdleBytesPerDay     = 50_000_000
+	TargetBusyCPUMicros       = 17
+)
+
+// WearConfig sizes the wear scenario.
+type WearConfig struct {
+	// Binary is the cairn measured; required. Baseline, if set, is another
+	// cairn (one built before a change, say) measured the same way in the
+	// same run, before it.
+	Binary   string
+	Baseline string
+	// Dir receives the brokers', pipelines' and agents' files; required.
+	Dir string
+	// The reference load: Devices devices sending a reading of about 100
+	// bytes a second each, through a mosquitto with its default limits,
+	// measured for Duration after a checkpoint; then no input for
+	// IdleDuration. Defaults 50, 60 s and 60 s.
+	Devices      int
+	Duration     time.Duration
+	IdleDuration time.Duration
+	// The busy load: BusyRate readings a second over BusyDevices devices,
+	// measured for BusyDuration; defaults 5000, 100 and 20 s.
+	BusyRate     int
+	BusyDevices  int
+	BusyDuration time.Duration
+}
+
+func (c *WearConfig) setDefaults() {
+	if c.Devices <= 0 {
+		c.Devices = 50
+	}
+	if c.Duration <= 0 {
+		c.Duration = time.Minute
+	}
+	if c.IdleDuration <= 0 {
+		c.IdleDuration = time.Minute
+	}
+	if c.BusyRate <= 0 {
+		c.BusyRate = 5000
+	}
+	if c.BusyDevices <= 0 {
+		c.BusyDevices = 100
+	}
+	if c.BusyDuration <= 0 {
+		c.BusyDuration = 20 * time.Second
+	}
+}
+
+// WearFigures are what a `cairn run` process did over one measured
+// window. WrittenBytes is the kernel's count (/proc/PID/io write_bytes)
+// of what the agent's writes made it write back; Syncs, IngestSyncs and
+// CheckpointSyncs are the agent's own counts (0 for a cairn that does
+// not count them); CPU is the process's user and system time.
+type WearFigures struct {
+	Seconds               float64 `json:"seconds"`
+	Messages              int64   `json:"messages"`
+	InputBytes            int64   `json:"input_bytes"`
+	WrittenBytes          int64   `json:"written_bytes"`
+	WrittenPerMessage     float64 `json:"written_bytes_per_message"`
+	WrittenVsInputRatio   float64 `json:"written_vs_input_ratio"`
+	WrittenPerDayBytes    int64   `json:"written_bytes_per_day"`
+	Syncs                 int64   `json:"syncs"`
+	SyncsPerSec           float64 `json:"syncs_per_sec"`
+	IngestSyncsPerSec     float64 `json:"ingest_syncs_per_sec"`
+	CheckpointSyncsPerSec float64 `json:"checkpoint_syncs_per_sec"`
+	CPUMicrosPerMessage   float64 `json:"cpu_us_per_message"`
+	CPUPercent            float64 `json:"cpu_percent"`
+	// AckP50MS and AckP99MS are the times from the broker sending a
+	// reading to the agent's PUBACK for it, as the broker's side of the
+	// wire sees them.
+	AckP50MS float64 `json:"ack_p50_ms"`
+	AckP99MS float64 `json:"ack_p99_ms"`
+}
+
+// WearRun is one binary's figures under the three loads, and, under the
+// busy one, a bare paho subscriber's CPU per message beside it.
+type WearRun struct {
+	Binary                  string      `json:"binary"`
+	Reference               WearFigures `json:"reference"`
+	Idle                    WearFigures `json:"idle"`
+	Busy                    WearFigures `json:"busy"`
+	BareCPUMicrosPerMessage float64     `json:"bare_cpu_us_per_message"`
+}
+
+// WearResult is the wear scenario's outcome: the measured cairn and,
+// when asked, the baseline, measured in the same run, and the ratios of
+// the two.
+type WearResult struct {
+	Devices  int      `json:"devices"`
+	BusyRate int      `json:"busy_rate"`
+	Cairn    WearRun  `json:"cairn"`
+	Baseline *WearRun `json:"baseline,omitempty"`
+	// BaselineVsCairn ratios: written per message, CPU per message (both
+	// under the reference load), idle bytes a day, and busy CPU per
+	// message.
+	WrittenBaselineVsCairn float64 `json:"written_baseline_vs_cairn,omitempty"`
+	CPUBaselineVsCairn     float64 `json:"cpu_baseline_vs_cairn,omitempty"`
+	IdleBaselineVsCairn    float64 `json:"idle_baseline_vs_cairn,omitempty"`
+	BusyCPUBaselineVsCairn float64 `json:"busy_cpu_baseline_vs_cairn,omitempty"`
+	WithinTargets          bool    `json:"within_targets"`
+}
+
+func (*WearResult) Scenario() string { return "wear" }
+
+func (r *WearResult) Rows() []Row {
+	rows := []Row{{"reference load", fmt.Sprintf("%d devices, a reading of about %d bytes a second each, mosquitto's default limits", r.Devices, readingBytes)}}
+	runs := []*WearRun{&r.Cairn}
+	names := []string{"cairn"}
+	if r.Baseline != nil {
+		runs, names = append(runs, r.Baseline), append(names, "baseline")
+	}
+	for i, run := range runs {
+		f, idle, busy := run.Reference, run.Idle, run.Busy
+		rows = append(rows,
+			Row{names[i], run.Binary},
+			Row{"  written per message", fmt.Sprintf("%s B, %.2f × the input (target ≤ %d)", num(f.WrittenPerMessage), f.WrittenVsInputRatio, TargetWrittenVsInput)},
+			Row{"  written a day", mb(f.WrittenPerDayBytes)},
+			Row{"  syncs/s (ingest, checkpoints)", fmt.Sprintf("%.2f (%.2f, %.2f) (target ≤ %d)", f.SyncsPerSec, f.IngestSyncsPerSec, f.CheckpointSyncsPerSec, TargetSyncsPerSec)},
+			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs)", num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage)},
+			Row{"  publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", f.AckP50MS, f.AckP99MS, mqttio.DefaultSyncInterval+TargetAckP99Extra)},
+			Row{"  idle: written a day", fmt.Sprintf("%s (target ≤ %s), %.3f syncs/s", mb(idle.WrittenPerDayBytes), mb(TargetIdleBytesPerDay), idle.SyncsPerSec)},
+			Row{fmt.Sprintf("  busy (%d/s): CPU per message", r.BusyRate), fmt.Sprintf("%s µs (target ≤ %d); a bare paho subscriber %s µs",
+				num(busy.CPUMicrosPerMessage), TargetBusyCPUMicros, num(run.BareCPUMicrosPerMessage))},
+			Row{"  busy: syncs/s (ingest, checkpoints)", fmt.Sprintf("%.1f (%.1f, %.1f)", busy.SyncsPerSec, busy.IngestSyncsPerSec, busy.CheckpointSyncsPerSec)},
+		)
+	}
+	if r.Baseline != nil {
+		rows = append(rows, Row{"baseline / cairn", fmt.Sprintf("written %.1f×, CPU %.1f×, idle %.1f×, busy CPU %.1f×",
+			r.WrittenBaselineVsCairn, r.CPUBaselineVsCairn, r.IdleBaselineVsCairn, r.BusyCPUBaselineVsCairn)})
+	}
+	within := "yes"
+	if !r.WithinTargets {
+		within = "NO"
+	}
+	return append(rows, Row{"within targets", within})
+}
+
+// readingBytes is about the size of a reading's payload.
+const readingBytes = 100
+
+// Wear runs the wear scenario: for the baseline (if any) and then the
+// measured cairn, the reference load, idle, and the busy load.
+func Wear(ctx context.Context, cfg WearConfig) (*WearResult, error) {
+	cfg.setDefaults()
+	res := &WearResult{Devices: cfg.Devices, BusyRate: cfg.BusyRate}
+	if cfg.Baseline != "" {
+		run, err := wearRun(ctx, cfg, cfg.Baseline, filepath.Join(cfg.Dir, "baseline"), false)
+		if err != nil {
+			return nil, fmt.Errorf("baseline %s: %w", cfg.Baseline, err)
+		}
+		res.Baseline = run
+	}
+	run, err := wearRun(ctx, cfg, cfg.Binary, filepath.Join(cfg.Dir, "cairn"), true)
+	if err != nil {
+		return nil, err
+	}
+	res.Cairn = *run
+	if b := res.Baseline; b != nil {
+		res.WrittenBaselineVsCairn = ratio(b.Reference.WrittenPerMessage, run.Reference.WrittenPerMessage)
+		res.CPUBaselineVsCairn = ratio(b.Reference.CPUMicrosPerMessage, run.Reference.CPUMicrosPerMessage)
+		res.IdleBaselineVsCairn = ratio(float64(b.Idle.WrittenPerDayBytes), float64(run.Idle.WrittenPerDayBytes))
+		res.BusyCPUBaselineVsCairn = ratio(b.Busy.CPUMicrosPerMessage, run.Busy.CPUMicrosPerMessage)
+	}
+	f := run.Reference
+	res.WithinTargets = f.WrittenVsInputRatio <= TargetWrittenVsInput && f.SyncsPerSec <= TargetSyncsPerSec &&
+		f.CPUMicrosPerMessage <= TargetCPUMicrosPerMessage && time.Duration(f.AckP99MS*float64(time.Millisecond)) <= mqttio.DefaultSyncInterval+TargetAckP99Extra &&
+		run.Idle.WrittenPerDayBytes <= TargetIdleBytesPerDay && run.Busy.CPUMicrosPerMessage <= TargetBusyCPUMicros
+	return res, nil
+}
+
+// wearPipeline is the reference pipeline, shaped like
+// configs/gateway.yaml: a source of readings with event time, a 1-minute
+// average per device, a sink; exactly-once, incremental checkpoints every
+// 10 s. It takes the data directory, the broker's URL and client id, and
+// extra broker settings.
+const wearPipeline = `agent:
+  data_dir: %s
+brokers:
+  plant:
+    url: %s
+    client_id: %s
+%scheckpoints:
+  interval: 10s
+  mode: exactly-once
+  incremental: true
+sources:
+  - id: telemetry
+    broker: plant
+    topics: ["wear/{device}/telemetry"]
+    key: device
+    value: temp
+    time: ts
+    out_of_orderness: 5s
+operators:
+  - id: per-device
+    type: window
+    inputs: [telemetry]
+    key_by: key
+    window: {kind: tumbling, size: %s, allowed_lateness: 30s}
+    aggregate: %s
+sinks:
+  - id: upstream
+    input: per-device
+    broker: plant
+    topic: "wear/out/{key}"
+`
+
+// wearRun measures binary under the three loads; current says it reads
+// the settings of this cairn (brokers' max_inflight).
+func wearRun(ctx context.Context, cfg WearConfig, binary, dir string, current bool) (*WearRun, error) {
+	run := &WearRun{Binary: binary}
+	ref, idle, err := wearReference(ctx, cfg, binary, filepath.Join(dir, "reference"))
+	if err != nil {
+		return nil, fmt.Errorf("reference load: %w", err)
+	}
+	run.Reference, run.Idle = *ref, *idle
+	busy, bare, err := wearBusy(ctx, cfg, binary, filepath.Join(dir, "busy"), current)
+	if err != nil {
+		return nil, fmt.Errorf("busy load: %w", err)
+	}
+	run.Busy, run.BareCPUMicrosPerMessage = *busy, bare
+	return run, nil
+}
+
+// wearReference runs the reference load and then idle.
+func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref, idle *WearFigures, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	broker, err := mosquittotest.Run(dir, "", nil) // mosquitto's defaults: 20 in flight, 1000 queued
+	if err != nil {
+		return nil, nil, err
+	}
+	defer broker.Stop()
+	u, err := url.Parse(broker.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	proxy, err := newAckProxy(u.Host)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer proxy.Close()
+	id := fmt.Sprintf("cairn-wear-%d-%d", os.Getpid(), time.Now().UnixNano())
+	p, err := runAgent(ctx, binary, dir, fmt.Sprintf(wearPipeline, filepath.Join(dir, "data"), proxy.URL(), id, "", "1m", "avg"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer p.kill()
+	pub, err := startReadings(ctx, broker.URL, id+"-devices", cfg.Devices, cfg.Devices)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.probeSource(ctx); err != nil {
+		pub.stop()
+		return nil, nil, err
+	}
+	// From a checkpoint on: the checkpoints' writes are part of the load.
+	start, err := p.afterCheckpoint(ctx)
+	if err != nil {
+		pub.stop()
+		return nil, nil, err
+	}
+	proxy.take()
+	if err := sleep(ctx, cfg.Duration); err != nil {
+		pub.stop()
+		return nil, nil, err
+	}
+	end, err := p.snapshot()
+	if err != nil {
+		pub.stop()
+		return nil, nil, err
+	}
+	if err := pub.stop(); err != nil {
+		return nil, nil, err
+	}
+	ref = figures(start, end, pub.meanPayload())
+	delays := proxy.take()
+	ref.AckP50MS, ref.AckP99MS = ms(percentile(delays, 50)), ms(percentile(delays, 99))
+
+	// Idle: once everything is processed and a checkpoint holds it.
+	if _, err := p.waitStatus(ctx, time.Minute, "the readings to be processed", func(st *api.Status) bool { return st.IngestLag == 0 }); err != nil {
+		return nil, nil, err
+	}
+	if start, err = p.afterCheckpoint(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := sleep(ctx, cfg.IdleDuration); err != nil {
+		return nil, nil, err
+	}
+	if end, err = p.snapshot(); err != nil {
+		return nil, nil, err
+	}
+	idle = figures(start, end, 0)
+	return ref, idle, p.stop()
+}
+
+// wearBusy runs the busy load, with a bare paho subscriber of the same
+// readings beside the agent, and returns the agent's figures and the
+// subscriber's CPU per message.
+func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current bool) (*WearFigures, float64, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, 0, err
+	}
+	// The broker lets 1000 messages be in flight to a client, and so does
+	// a cairn that can be told.
+	broker, err := mosquittotest.Run(dir, "max_inflight_messages 1000\nmax_queued_messages 1000000\n", nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer broker.Stop()
+	settings := ""
+	if current {
+		settings = "    max_inflight: 1000\n"
+	}
+	id := fmt.Sprintf("cairn-wear-busy-%d-%d", os.Getpid(), time.Now().UnixNano())
+	p, err := runAgent(ctx, binary, dir, fmt.Sprintf(strings.Replace(wearPipeline, "interval: 10s", "interval: 1s", 1),
+		filepath.Join(dir, "data"), broker.URL, id, settings, "1s", "count"))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer p.kill()
+	// The subscriber is a process of its own, so that its CPU time is its
+	// own: this binary, which has one (cairn bench bare-subscriber).
+	self, err := os.Executable()
+	if err != nil {
+		return nil, 0, err
+	}
+	var heard strings.Builder
+	bare := exec.CommandContext(ctx, self, "bench", "bare-subscriber", "--broker", broker.URL, "--topic", "wear/+/telemetry")
+	bare.Stdout, bare.Stderr = &heard, os.Stderr
+	if err := bare.Start(); err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		bare.Process.Signal(syscall.SIGTERM)
+		bare.Wait()
+	}()
+	pub, err := startReadings(ctx, broker.URL, id+"-devices", cfg.BusyDevices, cfg.BusyRate)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer pub.stop()
+	if err := p.probeSource(ctx); err != nil {
+		return nil, 0, err
+	}
+	start, err := p.afterCheckpoint(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	bareStart, err := procfs.CPU(bare.Process.Pid)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := sleep(ctx, cfg.BusyDuration); err != nil {
+		return nil, 0, err
+	}
+	end, err := p.snapshot()
+	if err != nil {
+		return nil, 0, err
+	}
+	bareEnd, err := procfs.CPU(bare.Process.Pid)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := pub.stop(); err != nil {
+		return nil, 0, err
+	}
+	busy := figures(start, end, pub.meanPayload())
+	// The subscriber got the same readings as the agent over the window.
+	bareMicros := ratio(float64((bareEnd - bareStart).Microseconds()), float64(busy.Messages))
+	bare.Process.Signal(syscall.SIGTERM)
+	bare.Wait()
+	if n, _ := strconv.ParseInt(strings.TrimSpace(heard.String()), 10, 64); n < busy.Messages {
+		return nil, 0, fmt.Errorf("the bare subscriber heard %d readings, fewer than the agent's %d in the window (%q)", n, busy.Messages, heard.String())
+	}
+	return busy, bareMicros, p.stop()
+}
+
+// wearSnapshot is what a measurement window starts or ends with.
+type wearSnapshot struct {
+	at                           time.Time
+	written                      int64
+	cpu                          time.Duration
+	messages                     int64
+	ingestSyncs, checkpointSyncs int64
+}
+
+// snapshot reads the agent's counters and the kernel's.
+func (p *agentProc) snapshot() (wearSnapshot, error) {
+	st, err := p.status()
+	if err != nil {
+		return wearSnapshot{}, err
+	}
+	s := wearSnapshot{at: time.Now(), messages: st.RecordsOut("telemetry")}
+	for _, f := range st.Disk.Files {
+		switch f.Name {
+		case "ingest":
+			s.ingestSyncs = f.Syncs
+		case "checkpoints":
+			s.checkpointSyncs = f.Syncs
+		}
+	}
+	pid := p.cmd.Process.Pid
+	if s.written, err = procfs.WriteBytes(pid); err != nil {
+		return s, err
+	}
+	s.cpu, err = procfs.CPU(pid)
+	return s, err
+}
+
+// afterCheckpoint waits for the next checkpoint to complete and returns a
+// snapshot taken then.
+func (p *agentProc) afterCheckpoint(ctx context.Context) (wearSnapshot, error) {
+	st, err := p.status()
+	if err != nil {
+		return wearSnapshot{}, err
+	}
+	done := st.Checkpoints.Completed
+	if _, err := p.waitStatus(ctx, time.Minute, "a checkpoint", func(st *api.Status) bool { return st.Checkpoints.Completed > done }); err != nil {
+		return wearSnapshot{}, err
+	}
+	return p.snapshot()
+}
+
+// probeSource waits until the agent's source has read a reading.
+func (p *agentProc) probeSource(ctx context.Context) error {
+	_, err := p.waitStatus(ctx, time.Minute, "the source to read", func(st *api.Status) bool { return st.RecordsOut("telemetry") > 0 })
+	return err
+}
+
+// figures are what the agent did between two snapshots, with readings of
+// payload bytes on average.
+func figures(a, b wearSnapshot, payload float64) *WearFigures {
+	d := b.at.Sub(a.at)
+	f := &WearFigures{Seconds: d.Seconds(), Messages: b.messages - a.messages, WrittenBytes: b.written - a.written}
+	f.InputBytes = int64(float64(f.Messages) * payload)
+	f.Syncs = b.ingestSyncs - a.ingestSyncs + b.checkpointSyncs - a.checkpointSyncs
+	f.SyncsPerSec = float64(f.Syncs) / d.Seconds()
+	f.IngestSyncsPerSec = float64(b.ingestSyncs-a.ingestSyncs) / d.Seconds()
+	f.CheckpointSyncsPerSec = float64(b.checkpointSyncs-a.checkpointSyncs) / d.Seconds()
+	f.WrittenPerMessage = ratio(float64(f.WrittenBytes), float64(f.Messages))
+	f.WrittenVsInputRatio = ratio(float64(f.WrittenBytes), float64(f.InputBytes))
+	f.WrittenPerDayBytes = int64(float64(f.WrittenBytes) / d.Seconds() * 86400)
+	cpu := b.cpu - a.cpu
+	f.CPUMicrosPerMessage = ratio(float64(cpu.Microseconds()), float64(f.Messages))
+	f.CPUPercent = 100 * cpu.Seconds() / d.Seconds()
+	return f
+}
+
+// sleep waits d, unless ctx ends first: the length of a measurement.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// readings publishes sensor readings at a steady rate.
+type readings struct {
+	client  paho.Client
+	cancel  context.CancelFunc
+	done    chan error
+	sent    atomic.Int64
+	payload atomic.Int64 // bytes of payload sent
+}
+
+// startReadings publishes, from a client of its own, rate readings a
+// second spread over devices devices in turn, each about readingBytes of
+// JSON with its event time (ts, the wall clock), at QoS 1, until stopped.
+func startReadings(ctx context.Context, broker, clientID string, devices, rate int) (*readings, error) {
+	c, err := connect(broker, clientID)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &readings{client: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- r.run(ctx, devices, rate) }()
+	return r, nil
+}
+
+func (r *readings) run(ctx context.Context, devices, rate int) error {
+	// At most 1000 readings wait for the broker's acknowledgement.
+	inflight := make(chan paho.Token, 1000)
+	acked := make(chan error, 1)
+	go func() {
+		var err error
+		for t := range inflight {
+			if err == nil && (!t.WaitTimeout(time.Minute) || t.Error() != nil) {
+				err = fmt.Errorf("publish: %v", t.Error())
+			}
+		}
+		acked <- err
+	}()
+	const tick = 10 * time.Millisecond
+	start := time.Now()
+	var n int64
+	for next := start; ctx.Err() == nil; {
+		due := int64(time.Since(start).Seconds() * float64(rate))
+		for ; n < due; n++ {
+			dev := n % int64(devices)
+			now := time.Now().UnixMilli()
+			p := fmt.Sprintf(`{"device":"dev-%03d","temp":%d.%02d,"humidity":%d.%d,"battery":3.%02d,"seq":%d,"ts":%d}`,
+				dev, 15+n%20, n%100, 30+n%40, n%10, n%100, n, now)
+			inflight <- r.client.Publish(fmt.Sprintf("wear/dev-%03d/telemetry", dev), 1, false, p)
+			r.sent.Add(1)
+			r.payload.Add(int64(len(p)))
+		}
+		next = next.Add(tick)
+		select {
+		case <-time.After(time.Until(next)): // pacing the load, not waiting for an event
+		case <-ctx.Done():
+		}
+	}
+	close(inflight)
+	return <-acked
+}
+
+// meanPayload is the average bytes of a reading's payload.
+func (r *readings) meanPayload() float64 {
+	return ratio(float64(r.payload.Load()), float64(r.sent.Load()))
+}
+
+// stop stops publishing, waits for the broker's acknowledgements of what
+// was published, and disconnects.
+func (r *readings) stop() error {
+	if r.cancel == nil {
+		return nil
+	}
+	r.cancel()
+	r.cancel = nil
+	err := <-r.done
+	r.client.Disconnect(100)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// BareSubscriber subscribes to topic on broker at QoS 1 with a paho client
+// that does nothing but count (paho acknowledges each message), until ctx
+// ends, and returns the count: the floor of receiving MQTT in Go, to
+// measure cairn against.
+func BareSubscriber(ctx context.Context, broker, topic string) (int64, error) {
+	var n atomic.Int64
+	c, err := connect(broker, fmt.Sprintf("cairn-bench-bare-%d", os.Getpid()))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Disconnect(100)
+	tok := c.Subscribe(topic, 1, func(paho.Client, paho.Message) { n.Add(1) })
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		return 0, fmt.Errorf("subscribe: %v", tok.Error())
+	}
+	<-ctx.Done()
+	return n.Load(), nil
+}

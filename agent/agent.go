@@ -63,7 +63,7 @@ func openLogs(dataDir string, log *slog.Logger) (*mqttio.Logs, error) {
 }
 
 // StorePath is the checkpoint store under a data directory.
-func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints.db") }
+func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints") }
 
 // Run runs the pipeline of the config file at path until ctx is done, then
 // takes a final checkpoint and stops. It restores the newest intact
@@ -380,7 +380,10 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 // agent's data directory, newest first.
 func Checkpoints(dataDir string) ([]*checkpoint.Manifest, error) {
 	if _, err := os.Stat(StorePath(dataDir)); err != nil {
-		return nil, fmt.Errorf("no checkpoint store in %s: %w", dataDir, err)
+		// An earlier cairn's store, which Open moves.
+		if _, errOld := os.Stat(StorePath(dataDir) + ".db"); errOld != nil {
+			return nil, fmt.Errorf("no checkpoint store in %s: %w", dataDir, err)
+		}
 	}
 	// Retain everything: listing must not apply a retention the agent's
 	// config may not share.

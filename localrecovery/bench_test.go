@@ -22,7 +22,7 @@ import (
 )
 
 func openStore(b *testing.B) *localrecovery.Store {
-	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{})
+	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints"), localrecovery.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func (c *countTo) ProcessRecord(int, *graph.Record) error {
 // prepareMillionKeyCheckpoint leaves in dir a store whose newest checkpoint
 // holds a million keys.
 func prepareMillionKeyCheckpoint(b *testing.B, dir string) {
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func (firstRecord) ProcessRecord(int, *graph.Record) error {
 // runFirstRecord restores dir's newest checkpoint and runs until the first
 // record reaches the sink.
 func runFirstRecord(dir string) error {
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{})
 	if err != nil {
 		return err
 	}

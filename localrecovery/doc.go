@@ -1,55 +1,51 @@
-// Package localrecovery keeps checkpoints in one bbolt file under the agent's
-// data directory, so that after a crash, power cut or reboot the agent
-// restarts from its own disk, without the network (DESIGN.md sections 2 and
-// 4). Store implements checkpoint.Store.
+// Package localrecovery keeps checkpoints in a directory of the agent's data
+// directory, so that after a crash, power cut or reboot the agent restarts
+// from its own disk, without the network (DESIGN.md sections 2 and 4).
+// Store implements checkpoint.Store.
 //
-// # File layout
+// # Layout
 //
-// One bbolt file (conventionally <data_dir>/checkpoints.db) with three
-// buckets:
+// The store is a segmented log (package seglog; conventionally
+// <data_dir>/checkpoints), whose checksummed records are, each starting
+// with its kind:
 //
-//	meta         "format"  → 1 byte, the layout version (2)
-//	             "last_id" → 8 bytes big-endian: the highest checkpoint id
-//	                         ever issued (invariant I6)
-//	snapshots    <id:8 BE><task>\x00 → a bucket per subtask snapshot,
-//	                 <part:4 BE> → a bucket per write transaction (4 MiB),
-//	                     <chunk:4 BE> → up to 1 MiB of the snapshot; chunks
-//	                                    are numbered across parts
-//	checkpoints  <id:8 BE> → the completion record: the manifest as JSON,
-//	                         then its CRC-32C (4 bytes BE)
+//	chunk       'C', a snapshot's key "<id>/<task>", the chunk's index, and
+//	            up to ChunkSize bytes of the snapshot
+//	completion  'M', a checkpoint's manifest as JSON
+//	last id     'L', an id taken (SaveLastID)
 //
-// A bucket per snapshot, and per transaction within it, keeps what was
-// written apart in the B+tree: storing writes new pages only, and deleting
-// a snapshot frees its pages after reading their headers. In format 1, whose file Open migrates, every chunk shared
-// one bucket ("blobs", keys <id><task>\x00<chunk>), and bbolt rewrote
-// leaves holding the chunks of neighbouring snapshots on every insert and
-// delete, reading them back through its memory map: under a steady load
-// the agent's resident memory grew by most of the file.
-//
-// A state handle's key is "<id>/<task>"; its size and CRC-32C cover the
-// whole snapshot, which ReadState reassembles from the chunks and verifies
-// (invariant I9).
+// A snapshot is its chunks, in order; a state handle's size and CRC-32C
+// cover the whole of it, which ReadState reassembles and verifies
+// (invariant I9). Open reads the whole log into an index in memory: where
+// each snapshot's chunks are, and the completion records.
 //
 // # Write order
 //
-// A subtask's snapshot is written in transactions of up to TxBytes, each
-// gathered from the snapshot's encoder after the one before has committed,
-// so that storing a snapshot takes about TxBytes of memory whatever its
-// size; one whose writing stops half way is referenced by no completion
-// record and goes at the next Open or retention. The completion record is written last, in its own transaction, after every
-// blob it names is durable: a checkpoint without a record is not complete
-// (I4), whatever blobs it left behind. Retention runs in a further
-// transaction: it keeps the newest Retain completed checkpoints and deletes
-// every blob none of them references, along with blobs of checkpoints that
-// never completed.
+// A subtask's snapshot is appended as it is encoded, a record a chunk,
+// without a sync. A checkpoint's completion record is appended after every
+// snapshot it names, and then one fdatasync makes the record and all
+// before it durable: a checkpoint is complete once it returns (I4), and a
+// record the log lost to a power cut takes nothing with it that it names.
+// A checkpoint is so one sync and the pages of what changed. Retention
+// keeps the newest Retain completed checkpoints, what they name (the
+// chains of incremental snapshots), and everything of checkpoints in
+// flight; it deletes the segments before the oldest of those records,
+// whole.
 //
 // # Damage
 //
-// Open checks the file's consistency. A file that bbolt cannot open or that
-// fails the check is renamed aside (<path>.damaged-N) and the checkpoints
-// that can still be read from it and verify are copied into a fresh file;
-// the log says which were kept and which lost, and why. Completed lists only
-// checkpoints whose completion record verifies, and ReadState verifies every
-// snapshot before it is used, so a restore that meets damage falls back to
-// an older checkpoint (runtime.Options.Restore).
+// A write torn by a power cut at the end of the log is cut when it is
+// opened (package seglog). A record that fails its checksum in an older
+// segment hides the rest of that segment: a completion record lost so is
+// not listed, and a snapshot lost so fails verification when it is
+// restored, so that the restore falls back to an older checkpoint
+// (runtime.Options.Restore). Nothing that failed verification is
+// restored.
+//
+// # Earlier stores
+//
+// cairn kept its checkpoints in one bbolt file before, <dir>.db (bolt.go
+// describes it). Open moves the completed checkpoints of such a file that
+// verify into the log, once, and removes the file; a damaged one is
+// renamed aside (<dir>.db.damaged-N) and what of it verifies is moved.
 package localrecovery

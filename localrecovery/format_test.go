@@ -3,9 +3,12 @@ package localrecovery
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -14,9 +17,9 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 )
 
-// writeFormat1 writes a store as cairn wrote it before format 2: every
-// chunk of every snapshot in one bucket, "blobs", under the snapshot's key
-// prefix. It holds checkpoints 3 and 4, of sizes n3 and n4.
+// writeFormat1 writes a bbolt store as cairn wrote it before its format 2:
+// every chunk of every snapshot in one bucket, "blobs", under the
+// snapshot's key prefix. It holds checkpoints 3 and 4, of sizes n3 and n4.
 func writeFormat1(t *testing.T, path string, n3, n4 int) []*checkpoint.Manifest {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, nil)
@@ -29,27 +32,29 @@ func writeFormat1(t *testing.T, path string, n3, n4 int) []*checkpoint.Manifest 
 		meta, _ := tx.CreateBucket(bucketMeta)
 		blobs, _ := tx.CreateBucket(legacyBlobs)
 		records, _ := tx.CreateBucket(bucketCheckpoints)
-		if err := meta.Put(keyFormat, []byte{1}); err != nil {
+		if err := meta.Put([]byte("format"), []byte{1}); err != nil {
 			return err
 		}
 		if err := meta.Put(keyLastID, binary.BigEndian.AppendUint64(nil, 4)); err != nil {
 			return err
 		}
-		for id, n := range map[uint64]int{3: n3, 4: n4} {
+		for _, id := range []uint64{3, 4} {
+			n := map[uint64]int{3: n3, 4: n4}[id]
 			data := payload(id, n)
+			prefix := append(append(binary.BigEndian.AppendUint64(nil, id), task0.String()...), 0)
 			for i := 0; i*ChunkSize < len(data); i++ {
-				key := binary.BigEndian.AppendUint32(blobPrefix(id, task0.String()), uint32(i))
+				key := binary.BigEndian.AppendUint32(bytes.Clone(prefix), uint32(i))
 				if err := blobs.Put(key, data[i*ChunkSize:min(len(data), (i+1)*ChunkSize)]); err != nil {
 					return err
 				}
 			}
 			h := checkpoint.StateHandle{Key: handleKey(id, task0.String()), Size: int64(n), CRC32C: checkpoint.Checksum(data)}
 			m := &checkpoint.Manifest{ID: id, Subtasks: []checkpoint.Ack{{Task: task0, ID: id, State: h}}}
-			record, err := encodeRecord(m)
+			js, err := json.Marshal(m)
 			if err != nil {
 				return err
 			}
-			if err := records.Put(binary.BigEndian.AppendUint64(nil, id), record); err != nil {
+			if err := records.Put(binary.BigEndian.AppendUint64(nil, id), binary.BigEndian.AppendUint32(js, checkpoint.Checksum(js))); err != nil {
 				return err
 			}
 			ms = append(ms, m)
@@ -62,76 +67,130 @@ func writeFormat1(t *testing.T, path string, n3, n4 int) []*checkpoint.Manifest 
 	return ms
 }
 
-// TestFormat1IsMigrated opens a format 1 store: its snapshots move into
-// buckets of their own, read back whole, and the old bucket is gone.
-func TestFormat1IsMigrated(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	ms := writeFormat1(t, path, 2*ChunkSize+100, 5000)
-	s := open(t, path, Options{})
+// TestFormat1IsMoved opens a store of which only a format 1 bbolt file is
+// there: its checkpoints move into the log, read back whole, keep their
+// ids, and the file is gone.
+func TestFormat1IsMoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	ms := writeFormat1(t, dir+".db", 2*ChunkSize+10, 1000)
+	s := mustOpen(t, dir, Options{})
 	if got := ids(t, s); got != "4 3" {
-		t.Fatalf("completed %q after migration, want 4 3", got)
+		t.Fatalf("completed %q, want 4 3", got)
 	}
 	for _, m := range ms {
 		data, err := s.ReadState(m.Subtasks[0].State)
-		if err != nil {
-			t.Fatalf("checkpoint %d after migration: %v", m.ID, err)
-		}
-		if !bytes.Equal(data, payload(m.ID, int(m.Subtasks[0].State.Size))) {
-			t.Fatalf("checkpoint %d read back different bytes", m.ID)
+		if err != nil || !bytes.Equal(data, payload(m.ID, int(m.Subtasks[0].State.Size))) {
+			t.Fatalf("checkpoint %d: %v", m.ID, err)
 		}
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(legacyBlobs) != nil {
-			t.Error("the format 1 bucket is still there")
-		}
-		if v := tx.Bucket(bucketMeta).Get(keyFormat); !bytes.Equal(v, []byte{formatVersion}) {
-			t.Errorf("format %x, want %d", v, formatVersion)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	if id, _ := s.LastID(); id != 4 {
+		t.Fatalf("last id %d, want 4", id)
 	}
-	if got := blobCount(t, s); got[3] != 3 || got[4] != 1 {
-		t.Fatalf("chunks per checkpoint %v, want 3 of checkpoint 3 and 1 of 4", got)
+	if _, err := os.Stat(dir + ".db"); !os.IsNotExist(err) {
+		t.Fatalf("the bbolt file is still there: %v", err)
 	}
 }
 
-// TestFormat1ReadsWithoutMigration reads a format 1 file as salvage does,
-// read-only: the snapshots are found in the old bucket.
-func TestFormat1ReadsWithoutMigration(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	ms := writeFormat1(t, path, ChunkSize+1, 10)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+// TestBoltStoreIsMoved opens a store of which only the bbolt file that
+// 03e3c0f wrote is there (testdata/checkpoints-bbolt.db): checkpoints 6,
+// an increment on 5's snapshot, and 7, retained, and an id counter at 9.
+// They move with their chains, and the counter with them.
+func TestBoltStoreIsMoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	sample, err := os.ReadFile(filepath.Join("testdata", "checkpoints-bbolt.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	old := &Store{db: db, path: path}
-	for _, m := range ms {
-		if _, err := old.ReadState(m.Subtasks[0].State); err != nil {
-			t.Fatalf("checkpoint %d of a format 1 file: %v", m.ID, err)
+	if err := os.WriteFile(dir+".db", sample, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	s := mustOpen(t, dir, Options{Logger: logs.logger()})
+	if got := ids(t, s); got != "7 6" {
+		t.Fatalf("completed %q, want 7 6", got)
+	}
+	for _, m := range mustCompleted(t, s) {
+		for _, a := range m.Subtasks {
+			var state []string
+			for _, h := range a.Handles() {
+				data, err := s.ReadState(h)
+				if err != nil {
+					t.Fatalf("checkpoint %d, %s: %v", m.ID, a.Task, err)
+				}
+				state = append(state, string(data))
+			}
+			if want := a.Task.String() + " state of checkpoint " + string(rune('0'+m.ID)); state[len(state)-1] != want {
+				t.Fatalf("checkpoint %d, %s holds %q, want %q", m.ID, a.Task, state, want)
+			}
 		}
+	}
+	if a := mustCompleted(t, s)[1].Subtask(checkpoint.TaskID{Operator: "count"}); len(a.Base) != 1 || a.Base[0].Key != "5/count/0" {
+		t.Fatalf("checkpoint 6's chain: %+v", a)
+	}
+	if id, _ := s.LastID(); id != 9 {
+		t.Fatalf("last id %d, want 9", id)
+	}
+	if !strings.Contains(logs.String(), `msg="checkpoint store moved to a segmented log"`) || !strings.Contains(logs.String(), "checkpoints=2 lost=0") {
+		t.Fatalf("the move is not logged:\n%s", logs.String())
+	}
+	s.Close()
+	if _, err := os.Stat(dir + ".db"); !os.IsNotExist(err) {
+		t.Fatalf("the bbolt file is still there: %v", err)
+	}
+	if got := ids(t, mustOpen(t, dir, Options{})); got != "7 6" {
+		t.Fatalf("completed %q after reopening", got)
+	}
+}
+
+// TestDamagedBoltStoreIsSalvaged: a bbolt file cut short or not bbolt at
+// all is renamed aside, what of it verifies is moved, and the store works.
+func TestDamagedBoltStoreIsSalvaged(t *testing.T) {
+	for _, damage := range []string{"truncated", "garbage"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "checkpoints")
+			data := bytes.Repeat([]byte("not a database "), 1000)
+			if damage == "truncated" {
+				writeFormat1(t, dir+".db", 3*ChunkSize, 3*ChunkSize)
+				full, _ := os.ReadFile(dir + ".db")
+				data = full[:len(full)*2/3]
+			}
+			if err := os.WriteFile(dir+".db", data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logs logBuffer
+			s := mustOpen(t, dir, Options{Logger: logs.logger()})
+			for _, m := range mustCompleted(t, s) {
+				if _, err := s.ReadState(m.Subtasks[0].State); err != nil {
+					t.Fatalf("moved checkpoint %d does not verify: %v", m.ID, err)
+				}
+			}
+			if !strings.Contains(logs.String(), "checkpoint store is damaged; moved aside, salvaging what verifies") {
+				t.Fatalf("the damage is not logged:\n%s", logs.String())
+			}
+			if _, err := os.Stat(dir + ".db.damaged-1"); err != nil {
+				t.Fatalf("the damaged file was not kept aside: %v", err)
+			}
+			complete(t, s, 10, 10) // the store works
+		})
 	}
 }
 
 // TestPutStateInParts stores a snapshot given in parts, larger than a
-// transaction, once failing half way as a full disk would: the retry
-// replaces what the failed attempt left, and the snapshot reads back as
-// the parts joined.
+// chunk, once failing half way as a full disk would: the retry stores it
+// whole, and it reads back as the parts joined.
 func TestPutStateInParts(t *testing.T) {
-	failAt := 2 // the second transaction fails, once
+	failAt := 2 // the second append fails, once
 	calls := 0
-	s := open(t, filepath.Join(t.TempDir(), "c.db"), Options{WriteFault: func() error {
+	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{WriteFault: func() error {
 		if calls++; calls == failAt {
 			return syscall.ENOSPC
 		}
 		return nil
 	}})
-	parts := [][]byte{[]byte("head"), payload(1, TxBytes+ChunkSize/2), nil, payload(2, 3*ChunkSize), []byte("tail")}
+	parts := [][]byte{[]byte("head"), payload(1, ChunkSize+ChunkSize/2), nil, payload(2, 3*ChunkSize), []byte("tail")}
 	whole := bytes.Join(parts, nil)
 	if _, err := s.PutState(8, task0, slices.Values(parts)); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("PutState with a failing second transaction = %v, want ENOSPC", err)
+		t.Fatalf("PutState with a failing second append = %v, want ENOSPC", err)
 	}
 	h, err := s.PutState(8, task0, slices.Values(parts))
 	if err != nil {
@@ -147,8 +206,6 @@ func TestPutStateInParts(t *testing.T) {
 	if !bytes.Equal(got, whole) {
 		t.Fatal("read back different bytes")
 	}
-	// Chunks of ChunkSize across parts, the last shorter; the failed
-	// attempt's are gone.
 	if n, want := blobCount(t, s)[8], (len(whole)+ChunkSize-1)/ChunkSize; n != want {
 		t.Fatalf("%d chunks, want %d", n, want)
 	}
@@ -172,13 +229,13 @@ func TestChunker(t *testing.T) {
 	}
 }
 
-// TestPutStateStreams: PutState writes a snapshot while its parts are still
-// being made, a transaction of at most TxBytes at a time, so that storing a
-// snapshot never takes memory in proportion to its size.
+// TestPutStateStreams: PutState appends a snapshot while its parts are
+// still being made, a chunk at a time, so that storing a snapshot never
+// takes memory in proportion to its size.
 func TestPutStateStreams(t *testing.T) {
-	writes := 0
-	s := open(t, filepath.Join(t.TempDir(), "c.db"), Options{WriteFault: func() error {
-		writes++
+	appends := 0
+	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{WriteFault: func() error {
+		appends++
 		return nil
 	}})
 	const parts, partSize = 64, 256 << 10 // 16 MiB
@@ -186,8 +243,8 @@ func TestPutStateStreams(t *testing.T) {
 	yielded := 0 // bytes
 	data := func(yield func([]byte) bool) {
 		for i := range parts {
-			if ahead := yielded - writes*TxBytes; ahead > 2*TxBytes {
-				t.Errorf("%d bytes yielded, %d transactions written: %d bytes held", yielded, writes, ahead)
+			if ahead := yielded - appends*ChunkSize; ahead > 2*ChunkSize {
+				t.Errorf("%d bytes yielded, %d chunks appended: %d bytes held", yielded, appends, ahead)
 			}
 			p := payload(uint64(i), partSize)
 			whole = append(whole, p...)
@@ -197,13 +254,13 @@ func TestPutStateStreams(t *testing.T) {
 			}
 		}
 	}
-	writes = 0
+	appends = 0
 	h, err := s.PutState(3, task0, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := parts * partSize / TxBytes; writes < want {
-		t.Fatalf("%d transactions for %d bytes, want at least %d", writes, len(whole), want)
+	if want := parts * partSize / ChunkSize; appends < want {
+		t.Fatalf("%d appends for %d bytes, want at least %d", appends, len(whole), want)
 	}
 	got, err := s.ReadState(h)
 	if err != nil || !bytes.Equal(got, whole) {
@@ -211,14 +268,14 @@ func TestPutStateStreams(t *testing.T) {
 	}
 }
 
-// TestPartialSnapshotGoesAtOpen: a snapshot whose first transaction was
-// written and whose second failed (a crash or a full disk between them) is
-// referenced by no completion record; reopening the store deletes it
-// (invariants I4, I9), and the completed checkpoints stay readable.
+// TestPartialSnapshotGoesAtOpen: a snapshot whose first chunk was appended
+// and whose second failed (a crash or a full disk between them) is named
+// by no completion record; it is forgotten, also after reopening the
+// store (invariants I4, I9), and the completed checkpoints stay readable.
 func TestPartialSnapshotGoesAtOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	failing, calls := false, 0 // once failing, the second write fails
-	s, err := Open(path, Options{WriteFault: func() error {
+	dir := filepath.Join(t.TempDir(), "c")
+	failing, calls := false, 0 // once failing, the second append fails
+	s, err := Open(dir, Options{WriteFault: func() error {
 		if calls++; failing && calls == 2 {
 			return syscall.ENOSPC
 		}
@@ -229,14 +286,14 @@ func TestPartialSnapshotGoesAtOpen(t *testing.T) {
 	}
 	m := complete(t, s, 1, 100)
 	failing, calls = true, 0
-	if _, err := s.PutState(2, task0, slices.Values([][]byte{payload(2, 2*TxBytes)})); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("PutState with a failing second transaction = %v, want ENOSPC", err)
+	if _, err := s.PutState(2, task0, slices.Values([][]byte{payload(2, 2*ChunkSize)})); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("PutState with a failing second append = %v, want ENOSPC", err)
 	}
-	if n := blobCount(t, s)[2]; n == 0 {
-		t.Fatal("the first transaction left nothing: the test needs a partial snapshot")
+	if n := blobCount(t, s)[2]; n != 0 {
+		t.Fatalf("%d chunks of the partial snapshot are still known", n)
 	}
 	s.Close()
-	s = open(t, path, Options{})
+	s = mustOpen(t, dir, Options{})
 	if n := blobCount(t, s)[2]; n != 0 {
 		t.Fatalf("%d chunks of the partial snapshot survived reopening", n)
 	}

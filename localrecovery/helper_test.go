@@ -204,7 +204,7 @@ func runHelper(dir string) error {
 			}
 		}
 	}
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), opts)
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), opts)
 	if err != nil {
 		return err
 	}

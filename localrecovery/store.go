@@ -1,212 +1,209 @@
 package localrecovery
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
-	"os"
-	"runtime/debug"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
+	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/seglog"
 )
 
-// ChunkSize is the largest piece of a snapshot stored under one key.
+// ChunkSize is the largest piece of a snapshot stored in one record.
 const ChunkSize = 1 << 20
-
-// TxBytes is the most of a snapshot written in one transaction: bbolt holds
-// a transaction's new pages in memory until it commits.
-const TxBytes = 4 << 20
-
-// formatVersion is the file layout (see the package doc). Format 1 kept
-// every chunk in one bucket, legacyBlobs; Open moves such a file's
-// snapshots into buckets of their own.
-const formatVersion = 2
-
-var (
-	bucketMeta        = []byte("meta")
-	bucketSnapshots   = []byte("snapshots")
-	bucketCheckpoints = []byte("checkpoints")
-	legacyBlobs       = []byte("blobs")
-	keyFormat         = []byte("format")
-	keyLastID         = []byte("last_id")
-)
 
 // Options configure a Store.
 type Options struct {
 	// Retain is how many completed checkpoints to keep; default 3.
 	Retain int
+	// SegmentBytes is the size of the log's segment files; default 4 MiB.
+	SegmentBytes int64
 	// Logger receives what the store finds and does; default slog.Default.
 	Logger *slog.Logger
 	// Failpoint, if set, is called by name at the points of the write path
 	// where a crash is most interesting: "blob-chunk" (after each chunk of
-	// a blob is put, before its transaction commits), "blob-written",
-	// "before-completion", "after-completion", "retention" (between
-	// deletions). Crash tests kill the process there.
+	// a snapshot is appended), "blob-written", "before-completion",
+	// "after-completion" (synced), "retention" (before segments are
+	// deleted). Crash tests kill the process there.
 	Failpoint func(name string)
-	// WriteFault, if set, is asked before every write transaction; an error
-	// fails the write as a full or broken disk would. Tests inject ENOSPC
-	// with it.
+	// WriteFault, if set, is asked before every append and sync; an error
+	// fails it as a full or broken disk would. Tests inject ENOSPC with it.
 	WriteFault func() error
 }
 
-// Store is checkpoint storage in one bbolt file. It is safe for concurrent
-// use.
+// Store is checkpoint storage in a segmented log (see the package doc). It
+// is safe for concurrent use.
 type Store struct {
-	db   *bolt.DB
-	path string
-	opts Options
-	// written and syncs count what the store's write transactions made
-	// the kernel write: every page a commit allocates (the pages it
-	// changed, the freelist) and the meta page, and its two fdatasyncs.
-	written, syncs atomic.Int64
+	dir   string
+	opts  Options
+	log   *seglog.Log
+	meter seglog.Meter
+	lock  func() error
+
+	mu sync.Mutex
+	// blobs are the stored snapshots by handle key: where their chunks
+	// are, in order.
+	blobs map[string]*blob
+	// completed are the retained completion records, newest first.
+	completed []completion
+	lastID    uint64
+	// lastIDOff is where the newest last-id record is: retention keeps it
+	// while its id is above every completed checkpoint's.
+	lastIDOff uint64
+	// rollbacks counts failed appends and syncs, which roll back
+	// everything not synced: a snapshot written across one is lost.
+	rollbacks int
+}
+
+// blob is a snapshot in the log.
+type blob struct {
+	id     uint64   // the checkpoint it was stored for
+	chunks []uint64 // the offsets of its chunk records, in order
+	size   int64
+}
+
+// completion is a completion record and where it is.
+type completion struct {
+	m   *checkpoint.Manifest
+	off uint64
 }
 
 var _ checkpoint.Store = (*Store)(nil)
 
-// Open opens or creates the store at path. A damaged file is set aside and
-// what can be verified is salvaged into a new one (see the package doc);
-// only an unusable directory or a new file that cannot be created is an
-// error.
-func Open(path string, opts Options) (*Store, error) {
+// Open opens or creates the store in dir. A store that an earlier cairn
+// kept in the bbolt file dir+".db" is moved into it first (see the package
+// doc). A torn write at the end of the log is cut; damage in its older
+// segments hides what follows it in that segment, and is logged.
+func Open(dir string, opts Options) (*Store, error) {
 	if opts.Retain <= 0 {
 		opts.Retain = 3
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Store{path: path, opts: opts}
-	db, err := openChecked(path)
-	var damage *damageError
-	switch {
-	case errors.As(err, &damage):
-		if db, err = s.salvage(damage.cause); err != nil {
-			return nil, err
-		}
-	case err != nil:
-		// Locked by a running agent, unreadable, a newer format: not
-		// damage, and nothing to salvage.
-		return nil, fmt.Errorf("checkpoint store %s: %w", path, err)
+	if err := migrateBolt(dir+".db", dir, opts); err != nil {
+		return nil, err
 	}
-	s.db = db
-	if err := guard(func() error { return s.retain(true) }); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("checkpoint store %s: %w", path, err)
+	return open(dir, opts)
+}
+
+func open(dir string, opts Options) (*Store, error) {
+	s := &Store{dir: dir, opts: opts, blobs: make(map[string]*blob)}
+	if err := seglog.MkdirDurable(seglog.OS, dir); err != nil {
+		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+	}
+	var err error
+	if s.lock, err = seglog.LockDir(dir); err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	s.log, err = seglog.Open(dir, seglog.Options{SegmentBytes: opts.SegmentBytes, Meter: &s.meter, Logger: opts.Logger})
+	if err != nil {
+		s.lock()
+		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+	}
+	if err := s.load(); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }
 
-// damageError says the file itself is damaged, as opposed to locked or
-// unreadable: the only case in which Open salvages.
-type damageError struct{ cause error }
-
-func (e *damageError) Error() string { return e.cause.Error() }
-
-// openChecked opens the bbolt file at path after checkFile, turning bbolt's
-// panics and memory faults on a damaged file into errors. (bbolt's own
-// Tx.Check runs on a goroutine of its own, where a fault could not be
-// caught; every read of the store is guarded and verified instead.) Damage
-// is reported as a *damageError.
-func openChecked(path string) (db *bolt.DB, err error) {
-	if _, err := checkFile(path); err != nil && err != errMissing {
-		if os.IsPermission(err) {
-			return nil, err
+// load reads the log into the index: every chunk, completion record and
+// id. A segment that fails verification is read up to the damage.
+func (s *Store) load() error {
+	var completed []completion
+	segs := s.log.Segments()
+	for i, first := range segs {
+		end := uint64(math.MaxUint64)
+		if i+1 < len(segs) {
+			end = segs[i+1]
 		}
-		return nil, &damageError{err}
-	}
-	err = guard(func() error {
-		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-		if err != nil {
-			if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
-				return &damageError{err}
+		var bad error
+		err := s.log.Read(first, func(r seglog.Record) bool {
+			if r.Offset >= end {
+				return false // the next segment's
 			}
-			return err
+			e, err := decodeEntry(r.Data)
+			if err != nil {
+				bad = fmt.Errorf("record %d: %w", r.Offset, err)
+				return false
+			}
+			switch e.kind {
+			case chunkRecord:
+				s.indexChunk(e, r.Offset)
+			case completionRecord:
+				completed = append(completed, completion{e.manifest, r.Offset})
+				s.lastID = max(s.lastID, e.manifest.ID)
+			case lastIDRecord:
+				if e.id > s.lastID {
+					s.lastID, s.lastIDOff = e.id, r.Offset
+				}
+			}
+			return true
+		})
+		if err == nil {
+			err = bad
 		}
-		return db.Update(initBuckets)
-	})
-	if err != nil && db != nil {
-		_ = guard(db.Close)
-		db = nil
-	}
-	return db, err
-}
-
-// guard runs f, turning a panic or a memory fault (a read past the end of a
-// truncated file) into a *damageError.
-func guard(f func() error) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			err = &damageError{fmt.Errorf("damaged file: %v", r)}
-		}
-	}()
-	return f()
-}
-
-func initBuckets(tx *bolt.Tx) error {
-	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-	if err != nil {
-		return err
-	}
-	for _, b := range [][]byte{bucketSnapshots, bucketCheckpoints} {
-		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-			return err
-		}
-	}
-	switch v := meta.Get(keyFormat); {
-	case v == nil:
-	case len(v) == 1 && v[0] == 1:
-		if err := migrateFormat1(tx); err != nil {
-			return fmt.Errorf("moving format 1 snapshots to format %d: %w", formatVersion, err)
-		}
-	case len(v) != 1 || v[0] != formatVersion:
-		return fmt.Errorf("unknown store format %x (this cairn reads formats 1 and %d)", v, formatVersion)
-	}
-	return meta.Put(keyFormat, []byte{formatVersion})
-}
-
-// migrateFormat1 moves every chunk of legacyBlobs into its snapshot's own
-// bucket, in the transaction that opens the file.
-func migrateFormat1(tx *bolt.Tx) error {
-	legacy := tx.Bucket(legacyBlobs)
-	if legacy == nil {
-		return nil
-	}
-	snaps := tx.Bucket(bucketSnapshots)
-	err := legacy.ForEach(func(k, v []byte) error {
-		if len(k) < 8+1+4 || k[len(k)-5] != 0 {
-			return nil // not a chunk: it goes with the bucket
-		}
-		snap, err := snaps.CreateBucketIfNotExists(k[:len(k)-4])
 		if err != nil {
-			return err
+			// Records past the damage in this segment are lost; the next
+			// segment is read, and what names the lost ones fails its
+			// verification when it is restored.
+			s.opts.Logger.Error("checkpoint store damaged; reading on after it", "dir", s.dir, "err", err)
 		}
-		b, err := snap.CreateBucketIfNotExists([]byte{0, 0, 0, 0})
-		if err != nil {
-			return err
-		}
-		b.FillPercent = 1
-		return b.Put(bytes.Clone(k[len(k)-4:]), bytes.Clone(v))
-	})
-	if err != nil {
-		return err
 	}
-	return tx.DeleteBucket(legacyBlobs)
+	// Newest first; of two records of one id (there should be none), the
+	// later.
+	slices.SortFunc(completed, func(a, b completion) int { return cmp.Or(cmp.Compare(b.m.ID, a.m.ID), cmp.Compare(b.off, a.off)) })
+	completed = slices.CompactFunc(completed, func(a, b completion) bool { return a.m.ID == b.m.ID })
+	s.completed = completed
+	newest := uint64(0)
+	if len(completed) > 0 {
+		newest = completed[0].m.ID
+	}
+	for key, b := range s.blobs {
+		if b.id > newest {
+			s.opts.Logger.Info("discarding state of a checkpoint that never completed", "id", b.id, "state", key)
+			delete(s.blobs, key)
+		}
+	}
+	return s.retain()
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// indexChunk adds a chunk read at off to its snapshot; chunk 0 starts the
+// snapshot afresh (a retry after a failed write).
+func (s *Store) indexChunk(e entry, off uint64) {
+	b := s.blobs[e.key]
+	if e.index == 0 || b == nil {
+		id, _, err := parseHandleKey(e.key)
+		if err != nil {
+			return
+		}
+		b = &blob{id: id}
+		s.blobs[e.key] = b
+	}
+	if e.index != len(b.chunks) {
+		return // a stray chunk: the snapshot fails its verification
+	}
+	b.chunks = append(b.chunks, off)
+	b.size += int64(len(e.data))
+}
+
+// Close closes the log.
+func (s *Store) Close() error {
+	err := s.log.Close()
+	if s.lock != nil {
+		err = errors.Join(err, s.lock())
+		s.lock = nil
+	}
+	return err
+}
 
 func (s *Store) failpoint(name string) {
 	if s.opts.Failpoint != nil {
@@ -214,56 +211,57 @@ func (s *Store) failpoint(name string) {
 	}
 }
 
-// update runs a write transaction, after asking WriteFault.
-func (s *Store) update(f func(tx *bolt.Tx) error) error {
+// fault asks Options.WriteFault.
+func (s *Store) fault() error {
 	if s.opts.WriteFault != nil {
-		if err := s.opts.WriteFault(); err != nil {
-			return err
-		}
+		return s.opts.WriteFault()
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		tx.OnCommit(func() {
-			st := tx.Stats()
-			s.written.Add(st.GetPageAlloc() + int64(s.db.Info().PageSize))
-			s.syncs.Add(2)
-		})
-		return f(tx)
-	})
+	return nil
 }
 
 // Wear is what the store made the kernel write back, in whole pages, and
 // the syncs that did it, since it was opened.
-func (s *Store) Wear() (written, syncs int64) { return s.written.Load(), s.syncs.Load() }
+func (s *Store) Wear() (written, syncs int64) { return s.meter.Written(), s.meter.Syncs() }
 
 // LastID implements checkpoint.Store.
 func (s *Store) LastID() (uint64, error) {
-	var id uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketMeta).Get(keyLastID); len(v) == 8 {
-			id = binary.BigEndian.Uint64(v)
-		}
-		return nil
-	})
-	return id, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastID, nil
 }
 
 // SaveLastID implements checkpoint.Store.
 func (s *Store) SaveLastID(id uint64) error {
-	return s.update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(keyLastID); len(v) == 8 && binary.BigEndian.Uint64(v) >= id {
-			return nil
-		}
-		return meta.Put(keyLastID, binary.BigEndian.AppendUint64(nil, id))
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id <= s.lastID {
+		return nil
+	}
+	if err := s.fault(); err != nil {
+		return err
+	}
+	off, err := s.log.Append(1, encodeLastID(id))
+	if err != nil {
+		return s.failed(err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return s.failed(err)
+	}
+	s.lastID, s.lastIDOff = id, off
+	return nil
 }
 
-// blobPrefix is the key of a subtask snapshot's bucket (and, in format 1,
-// the key prefix of its chunks).
-func blobPrefix(id uint64, task string) []byte {
-	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(task)+5), id)
-	k = append(k, task...)
-	return append(k, 0)
+// failed forgets the snapshots whose chunks a failed append or sync rolled
+// back with everything not synced, and returns err. Called with s.mu held.
+func (s *Store) failed(err error) error {
+	s.rollbacks++
+	synced := s.log.Synced()
+	for key, b := range s.blobs {
+		if len(b.chunks) > 0 && b.chunks[len(b.chunks)-1] >= synced {
+			delete(s.blobs, key)
+		}
+	}
+	return err
 }
 
 // handleKey is a StateHandle's key: "<id>/<task>".
@@ -279,89 +277,58 @@ func parseHandleKey(key string) (uint64, string, error) {
 	return id, task, nil
 }
 
-// PutState implements checkpoint.Store: the snapshot is stored in a bucket
-// of its own, in chunks of ChunkSize (the last one shorter), inserted in key
-// order, in transactions of at most TxBytes, each into a bucket of its own
-// within the snapshot's. Buckets apart mean that neither storing nor
-// deleting a snapshot, nor storing the next piece of one, rewrites (and so
-// reads back into memory) pages written before. The chunks of a transaction
-// are gathered from data before it begins, so that encoding does not hold
-// the store's write lock, and written before the next are: the memory a
-// snapshot takes to store is about TxBytes, whatever its size. A snapshot
-// whose writing fails half way is not referenced by any completion record,
-// and goes with retention.
+// PutState implements checkpoint.Store: the snapshot is appended in chunks
+// of ChunkSize (the last one shorter), one record each, as it is encoded;
+// it is durable once the completion record of a checkpoint naming it is
+// (Complete syncs the log once for both). A snapshot whose writing fails
+// half way is named by no completion record and goes with its segment.
 func (s *Store) PutState(id uint64, task checkpoint.TaskID, data iter.Seq[[]byte]) (checkpoint.StateHandle, error) {
 	name := task.String()
-	prefix := blobPrefix(id, name)
-	h := checkpoint.StateHandle{Key: handleKey(id, name)}
-	var (
-		pending [][]byte // the next transaction's chunks
-		size    int      // their bytes
-		part    uint32   // transactions written
-		written uint32   // chunks written
-	)
-	write := func() error {
-		err := s.update(func(tx *bolt.Tx) error {
-			snaps := tx.Bucket(bucketSnapshots)
-			if part == 0 && snaps.Bucket(prefix) != nil { // left by an attempt that failed later
-				if err := snaps.DeleteBucket(prefix); err != nil {
-					return err
-				}
-			}
-			snap, err := snaps.CreateBucketIfNotExists(prefix)
-			if err != nil {
-				return err
-			}
-			b, err := snap.CreateBucket(binary.BigEndian.AppendUint32(nil, part))
-			if err != nil {
-				return err
-			}
-			b.FillPercent = 1 // keys only ever grow: pack pages full
-			for i, chunk := range pending {
-				if err := b.Put(binary.BigEndian.AppendUint32(nil, written+uint32(i)), chunk); err != nil {
-					return err
-				}
-				s.failpoint("blob-chunk")
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
+	key := handleKey(id, name)
+	h := checkpoint.StateHandle{Key: key}
+	b := &blob{id: id}
+	s.mu.Lock()
+	rollbacks := s.rollbacks
+	s.mu.Unlock()
+	put := func(i int, chunk []byte) error {
+		if err := s.fault(); err != nil {
+			return err
 		}
-		part++
-		written += uint32(len(pending))
-		clear(pending) // bbolt copied them at commit
-		pending, size = pending[:0], 0
+		off, err := s.log.Append(1, chunkHeader(key, i), chunk)
+		if err != nil {
+			return err
+		}
+		b.chunks = append(b.chunks, off)
+		b.size += int64(len(chunk))
+		h.Append(chunk)
+		s.failpoint("blob-chunk")
 		return nil
 	}
 	var err error
 	for chunk := range chunks(data) {
-		if size > 0 && size+len(chunk) > TxBytes {
-			if err = write(); err != nil {
-				break
-			}
+		if err = put(len(b.chunks), chunk); err != nil {
+			break
 		}
-		h.Append(chunk)
-		pending = append(pending, chunk)
-		size += len(chunk)
 	}
-	if err == nil && written == 0 && len(pending) == 0 {
-		pending = append(pending, []byte{}) // an empty snapshot is one empty chunk
+	if err == nil && len(b.chunks) == 0 {
+		err = put(0, nil) // an empty snapshot is one empty chunk
 	}
-	if err == nil && len(pending) > 0 {
-		err = write()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.rollbacks != rollbacks {
+		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: a failed write meanwhile rolled the log back", name, id)
 	}
 	if err != nil {
-		return checkpoint.StateHandle{}, err
+		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, s.failed(err))
 	}
+	s.blobs[key] = b
 	s.failpoint("blob-written")
 	return h, nil
 }
 
 // chunks yields the concatenation of data's parts ChunkSize bytes at a
 // time. A chunk lying within one part is that part's bytes; one spanning
-// parts is a copy. Few large chunks matter: bbolt reads a page of every
-// leaf when it deletes a snapshot, and the kernel maps the pages around it.
+// parts is a copy.
 func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
 		var buf []byte // a chunk spanning parts, in the making
@@ -396,61 +363,51 @@ func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
 	}
 }
 
-// ReadState implements checkpoint.Store.
+// ReadState implements checkpoint.Store. A snapshot that is not durable
+// yet (of a checkpoint not complete) is made durable first: readers of
+// the log read only what is.
 func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
-	id, task, err := parseHandleKey(h.Key)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+	s.mu.Lock()
+	b := s.blobs[h.Key]
+	var offs []uint64
+	if b != nil {
+		offs = slices.Clone(b.chunks)
 	}
-	prefix := blobPrefix(id, task)
-	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
-	err = guard(func() error {
-		return s.db.View(func(tx *bolt.Tx) error {
-			// A damaged format 1 file being salvaged keeps its chunks
-			// in legacyBlobs, under the snapshot's key prefix.
-			next := uint32(0)
-			chunks := func(c *bolt.Cursor, k, v, prefix []byte) error {
-				for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-					if len(k) != len(prefix)+4 || v == nil || binary.BigEndian.Uint32(k[len(prefix):]) != next {
-						return fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
-					}
-					next++
-					data = append(data, v...)
-				}
-				return nil
-			}
-			if b := tx.Bucket(bucketSnapshots); b != nil && b.Bucket(prefix) != nil {
-				snap := b.Bucket(prefix)
-				err := snap.ForEach(func(part, v []byte) error {
-					pb := snap.Bucket(part)
-					if v != nil || pb == nil {
-						return fmt.Errorf("%w: %s has a stray key", checkpoint.ErrCorrupt, h.Key)
-					}
-					c := pb.Cursor()
-					k, v := c.First()
-					return chunks(c, k, v, nil)
-				})
-				if err != nil {
-					return err
-				}
-			} else if legacy := tx.Bucket(legacyBlobs); legacy != nil {
-				c := legacy.Cursor()
-				k, v := c.Seek(prefix)
-				if err := chunks(c, k, v, prefix); err != nil {
-					return err
-				}
-			}
-			if next == 0 {
-				return fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		if !errors.Is(err, checkpoint.ErrCorrupt) {
-			err = fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+	s.mu.Unlock()
+	if len(offs) == 0 {
+		return nil, fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
+	}
+	if offs[len(offs)-1] >= s.log.Synced() {
+		if err := s.log.Sync(); err != nil {
+			s.mu.Lock()
+			err = s.failed(err)
+			s.mu.Unlock()
+			return nil, err
 		}
-		return nil, err
+	}
+	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
+	next := 0 // the chunk due
+	var bad error
+	err := s.log.Read(offs[0], func(r seglog.Record) bool {
+		if r.Offset != offs[next] {
+			return true // another snapshot's, or another record
+		}
+		e, err := decodeEntry(r.Data)
+		if err != nil || e.kind != chunkRecord || e.key != h.Key || e.index != next {
+			bad = fmt.Errorf("%w: %s: record %d is not its chunk %d", checkpoint.ErrCorrupt, h.Key, r.Offset, next)
+			return false
+		}
+		data = append(data, e.data...)
+		next++
+		return next < len(offs)
+	})
+	switch {
+	case bad != nil:
+		return nil, bad
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %v", checkpoint.ErrCorrupt, h.Key, err)
+	case next < len(offs):
+		return nil, fmt.Errorf("%w: %s: %d of its %d chunks read", checkpoint.ErrCorrupt, h.Key, next, len(offs))
 	}
 	if err := checkpoint.Verify(h, data); err != nil {
 		return nil, err
@@ -458,252 +415,106 @@ func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 	return data, nil
 }
 
-// Complete implements checkpoint.Store: it checks that every blob m names is
-// stored, writes the completion record in its own transaction, then applies
-// retention.
+// Complete implements checkpoint.Store: it checks that every snapshot m
+// names is stored, appends the completion record and syncs the log, which
+// makes the record and the snapshots before it durable together (I4), then
+// applies retention.
 func (s *Store) Complete(m *checkpoint.Manifest) error {
-	record, err := encodeRecord(m)
+	record, err := encodeCompletion(m)
 	if err != nil {
 		return err
 	}
-	s.failpoint("before-completion")
-	err = s.update(func(tx *bolt.Tx) error {
-		snaps := tx.Bucket(bucketSnapshots)
-		for _, a := range m.Subtasks {
-			for _, h := range a.Handles() {
-				id, task, err := parseHandleKey(h.Key)
-				if err != nil {
-					return err
-				}
-				if snaps.Bucket(blobPrefix(id, task)) == nil {
-					return fmt.Errorf("state %s of %s is not stored", h.Key, a.Task)
-				}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range m.Subtasks {
+		for _, h := range a.Handles() {
+			if b := s.blobs[h.Key]; b == nil || b.size != h.Size {
+				return fmt.Errorf("checkpoint %d: state %s of %s is not stored", m.ID, h.Key, a.Task)
 			}
 		}
-		return tx.Bucket(bucketCheckpoints).Put(binary.BigEndian.AppendUint64(nil, m.ID), record)
-	})
+	}
+	s.failpoint("before-completion")
+	fail := func(err error) error {
+		return fmt.Errorf("writing the completion record of checkpoint %d: %w", m.ID, s.failed(err))
+	}
+	if err := s.fault(); err != nil {
+		return fail(err)
+	}
+	off, err := s.log.Append(1, record)
 	if err != nil {
-		return fmt.Errorf("writing the completion record of checkpoint %d: %w", m.ID, err)
+		return fail(err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return fail(err)
 	}
 	s.failpoint("after-completion")
-	if err := s.retain(false); err != nil {
+	s.completed = slices.Insert(s.completed, 0, completion{m, off})
+	s.lastID = max(s.lastID, m.ID)
+	if err := s.retain(); err != nil {
 		// The checkpoint is complete; what was not deleted goes next time.
 		s.opts.Logger.Warn("checkpoint retention failed", "err", err)
 	}
 	return nil
 }
 
-func encodeRecord(m *checkpoint.Manifest) ([]byte, error) {
-	js, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
+// retain keeps the newest Retain completed checkpoints and what they
+// reference, forgets the rest, and deletes the segments that hold nothing
+// kept: the log's front up to the oldest record still needed, by the
+// retained checkpoints or by checkpoints in flight (newer than the newest
+// completed). Called with s.mu held.
+func (s *Store) retain() error {
+	s.completed = s.completed[:min(len(s.completed), s.opts.Retain)]
+	referenced := make(map[string]bool)
+	keep := s.log.Synced() // the oldest offset still needed
+	newest := uint64(0)
+	for _, c := range s.completed {
+		keep = min(keep, c.off)
+		newest = max(newest, c.m.ID)
 	}
-	return binary.BigEndian.AppendUint32(js, checkpoint.Checksum(js)), nil
+	if s.lastID > newest && s.lastIDOff > 0 {
+		keep = min(keep, s.lastIDOff)
+	}
+	for _, c := range s.completed {
+		for _, a := range c.m.Subtasks {
+			for _, h := range a.Handles() {
+				referenced[h.Key] = true
+			}
+		}
+	}
+	for key, b := range s.blobs {
+		switch {
+		case referenced[key] || b.id > newest:
+			if len(b.chunks) > 0 {
+				keep = min(keep, b.chunks[0])
+			}
+		default:
+			delete(s.blobs, key)
+		}
+	}
+	s.failpoint("retention")
+	return s.log.TruncateFront(keep)
 }
 
-func decodeRecord(v []byte) (*checkpoint.Manifest, error) {
-	if len(v) < 4 {
-		return nil, errors.New("record too short")
-	}
-	js, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
-	if checkpoint.Checksum(js) != sum {
-		return nil, errors.New("record checksum mismatch")
-	}
-	m := new(checkpoint.Manifest)
-	if err := json.Unmarshal(js, m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// Discard implements checkpoint.Store.
+// Discard implements checkpoint.Store: the snapshots of checkpoint id are
+// forgotten, and go with their segments.
 func (s *Store) Discard(id uint64) error {
-	return s.update(func(tx *bolt.Tx) error {
-		snaps := tx.Bucket(bucketSnapshots)
-		prefix := binary.BigEndian.AppendUint64(nil, id)
-		for k, _ := snaps.Cursor().Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = snaps.Cursor().Seek(prefix) {
-			if err := snaps.DeleteBucket(k); err != nil {
-				return err
-			}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, b := range s.blobs {
+		if b.id == id {
+			delete(s.blobs, key)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
-// Completed implements checkpoint.Store. A completion record that fails its
-// checksum is skipped with a log line.
+// Completed implements checkpoint.Store.
 func (s *Store) Completed() ([]*checkpoint.Manifest, error) {
-	var out []*checkpoint.Manifest
-	err := guard(func() error {
-		return s.db.View(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketCheckpoints).Cursor()
-			for k, v := c.Last(); k != nil; k, v = c.Prev() {
-				m, err := decodeRecord(v)
-				if err != nil || len(k) != 8 || m.ID != binary.BigEndian.Uint64(k) {
-					s.opts.Logger.Error("skipping a damaged completion record", "key", fmt.Sprintf("%x", k), "err", err)
-					continue
-				}
-				out = append(out, m)
-			}
-			return nil
-		})
-	})
-	return out, err
-}
-
-// retain keeps the newest Retain completed checkpoints and deletes every
-// blob none of them references. Blobs of ids above the newest completed one
-// belong to checkpoints in flight and stay, unless atOpen: then nothing is
-// in flight, and they are leftovers of a crash.
-func (s *Store) retain(atOpen bool) error {
-	return s.update(func(tx *bolt.Tx) error {
-		type record struct {
-			key []byte
-			m   *checkpoint.Manifest
-		}
-		var kept []record
-		c := tx.Bucket(bucketCheckpoints).Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
-			m, err := decodeRecord(v)
-			if err != nil {
-				continue // Completed reports it; retention leaves it be
-			}
-			kept = append(kept, record{slices.Clone(k), m})
-		}
-		for _, r := range kept[min(len(kept), s.opts.Retain):] {
-			if err := tx.Bucket(bucketCheckpoints).Delete(r.key); err != nil {
-				return err
-			}
-			s.failpoint("retention")
-		}
-		kept = kept[:min(len(kept), s.opts.Retain)]
-		referenced := make(map[string]bool)
-		var newest uint64
-		for _, r := range kept {
-			newest = max(newest, r.m.ID)
-			for _, a := range r.m.Subtasks {
-				for _, h := range a.Handles() {
-					referenced[h.Key] = true
-				}
-			}
-		}
-		snaps := tx.Bucket(bucketSnapshots)
-		var unreferenced [][]byte
-		reported := make(map[uint64]bool)
-		err := snaps.ForEach(func(k, _ []byte) error {
-			id, task, ok := splitBlobKey(k)
-			if !ok || referenced[handleKey(id, task)] || id > newest && !atOpen {
-				return nil
-			}
-			if atOpen && id > newest && !reported[id] {
-				reported[id] = true
-				s.opts.Logger.Info("discarding state of a checkpoint that never completed", "id", id)
-			}
-			unreferenced = append(unreferenced, slices.Clone(k))
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range unreferenced {
-			if err := snaps.DeleteBucket(k); err != nil {
-				return err
-			}
-			s.failpoint("retention")
-		}
-		return nil
-	})
-}
-
-// splitBlobKey parses a snapshot's key into checkpoint id and task.
-func splitBlobKey(k []byte) (uint64, string, bool) {
-	if len(k) < 8+1+1 || k[len(k)-1] != 0 {
-		return 0, "", false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*checkpoint.Manifest, len(s.completed))
+	for i, c := range s.completed {
+		out[i] = c.m
 	}
-	return binary.BigEndian.Uint64(k), string(k[8 : len(k)-1]), true
-}
-
-// salvage sets a damaged file aside and copies into a fresh one every
-// completed checkpoint whose record and state still read and verify.
-func (s *Store) salvage(cause error) (*bolt.DB, error) {
-	aside := ""
-	for n := 1; ; n++ {
-		aside = fmt.Sprintf("%s.damaged-%d", s.path, n)
-		if _, err := os.Stat(aside); os.IsNotExist(err) {
-			break
-		}
-	}
-	if err := os.Rename(s.path, aside); err != nil {
-		return nil, fmt.Errorf("checkpoint store %s is damaged (%v) and cannot be moved aside: %w", s.path, cause, err)
-	}
-	s.opts.Logger.Error("checkpoint store is damaged; moved aside, salvaging what verifies",
-		"path", s.path, "moved_to", aside, "err", cause)
-	if m, err := checkFile(aside); err != nil && m.pageSize > 0 {
-		// Truncated: pad the copy so lost pages read as zeros.
-		if err := padTo(aside, int64(m.highPage)*int64(m.pageSize)); err != nil {
-			s.opts.Logger.Error("cannot pad the damaged store", "err", err)
-		}
-	}
-	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("creating a new checkpoint store %s: %w", s.path, err)
-	}
-	if err := db.Update(initBuckets); err != nil {
-		db.Close()
-		return nil, err
-	}
-	fresh := &Store{db: db, path: s.path, opts: s.opts}
-	fresh.opts.Failpoint = nil
-	var old *bolt.DB
-	if err := guard(func() error {
-		var err error
-		old, err = bolt.Open(aside, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-		return err
-	}); err != nil {
-		s.opts.Logger.Error("nothing salvaged: the damaged store cannot be opened", "err", err)
-		return db, nil
-	}
-	defer guard(old.Close)
-	damaged := &Store{db: old, path: aside, opts: s.opts}
-	var lastID uint64
-	if err := guard(func() (err error) { lastID, err = damaged.LastID(); return err }); err == nil {
-		_ = fresh.SaveLastID(lastID)
-	}
-	var ms []*checkpoint.Manifest
-	if err := guard(func() error {
-		var err error
-		ms, err = damaged.Completed()
-		return err
-	}); err != nil {
-		s.opts.Logger.Error("nothing salvaged: no completion record can be read", "err", err)
-		return db, nil
-	}
-	for _, m := range ms {
-		if err := guard(func() error { return copyCheckpoint(damaged, fresh, m) }); err != nil {
-			s.opts.Logger.Error("checkpoint lost in the damaged store", "id", m.ID, "err", err)
-			continue
-		}
-		_ = fresh.SaveLastID(m.ID)
-		s.opts.Logger.Info("checkpoint salvaged from the damaged store", "id", m.ID)
-	}
-	return db, nil
-}
-
-func copyCheckpoint(from, to *Store, m *checkpoint.Manifest) error {
-	for _, a := range m.Subtasks {
-		for _, h := range a.Handles() {
-			data, err := from.ReadState(h)
-			if err != nil {
-				return err
-			}
-			id, _, err := parseHandleKey(h.Key)
-			if err != nil {
-				return err
-			}
-			if _, err := to.PutState(id, a.Task, slices.Values([][]byte{data})); err != nil {
-				return err
-			}
-		}
-	}
-	return to.Complete(m)
+	return out, nil
 }

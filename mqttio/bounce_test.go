@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 
 func runMQTTHelper(dir, url string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{Logger: log})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{Logger: log})
 	if err != nil {
 		return err
 	}

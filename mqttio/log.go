@@ -81,7 +81,7 @@ func OpenLogs(dir string, opts LogOptions) (*Logs, error) {
 	d := &Logs{dir: dir, opts: opts, logs: make(map[string]*Log)}
 	var err error
 	if opts.FS == seglog.OS {
-		if d.lock, err = lockDir(dir); err != nil {
+		if d.lock, err = seglog.LockDir(dir); err != nil {
 			return nil, err
 		}
 	}

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/cairn-edge/cairn/seglog"
 )
 
 // MigrateBoltLogs moves the ingest logs and dead letters that cairn kept in
@@ -45,7 +46,7 @@ func MigrateBoltLogs(dbPath, dir string, opts LogOptions) (bool, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = renameSynced(tmp, dir)
+		err = seglog.RenameDurable(tmp, dir)
 	}
 	if err != nil {
 		return false, fmt.Errorf("migrating the ingest log %s: %w", dbPath, err)
@@ -152,24 +153,4 @@ func decodeBoltMessage(v []byte) (Message, error) {
 		Topic:    string(v[20 : 20+tl]),
 		Payload:  v[20+tl:],
 	}, nil
-}
-
-// renameSynced renames the directory tmp to dir, durably.
-func renameSynced(tmp, dir string) error {
-	if err := syncDir(tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(dir))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

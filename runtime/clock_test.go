@@ -334,7 +334,7 @@ func TestEventTimeWindowsIgnoreWallClock(t *testing.T) {
 // checkpoints go on through a jump, and each restart restores the newest
 // checkpoint by id, and its new ids follow it.
 func TestCheckpointIDsAcrossRestartsAndClockJumps(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	path := filepath.Join(t.TempDir(), "checkpoints")
 	in := newFeed()
 	var b graph.Builder
 	src := b.Source("src", 1, in.source())

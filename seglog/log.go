@@ -104,6 +104,18 @@ func (l *Log) Synced() uint64 {
 	return l.synced
 }
 
+// Segments returns the first offsets of the log's segments, oldest first:
+// a reader that meets damage in one can go on with the next.
+func (l *Log) Segments() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]uint64, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = s.first
+	}
+	return out
+}
+
 // Close closes the log's files. Records not synced may or may not be
 // there when it is opened again.
 func (l *Log) Close() error {

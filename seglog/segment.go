@@ -67,13 +67,16 @@ func decodeHeader(h []byte) (uint64, error) {
 	return binary.LittleEndian.Uint64(h[8:]), nil
 }
 
-// appendFrame appends the frame of a record of count offsets from off.
-func appendFrame(dst []byte, off uint64, count int, data []byte) []byte {
+// appendFrame appends the frame of a record of count offsets from off,
+// holding the concatenation of data.
+func appendFrame(dst []byte, off uint64, count int, data ...[]byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, 8)...) // length and checksum, below
 	dst = binary.LittleEndian.AppendUint64(dst, off)
 	dst = binary.AppendUvarint(dst, uint64(count))
-	dst = append(dst, data...)
+	for _, p := range data {
+		dst = append(dst, p...)
+	}
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeader))
 	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(dst[start+8:], crcTable))
 	return dst

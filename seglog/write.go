@@ -5,12 +5,16 @@ import (
 	"fmt"
 )
 
-// Append writes a record of count offsets (at least 1) holding data, and
-// returns its first offset. It is durable, and readers see it, once Sync
+// Append writes a record of count offsets (at least 1) holding the
+// concatenation of data, and returns its first offset. It is durable, and readers see it, once Sync
 // returns. A failed append rolls the log back to its last sync.
-func (l *Log) Append(count int, data []byte) (uint64, error) {
-	if count < 1 || len(data) > MaxRecord {
-		return 0, fmt.Errorf("seglog: a record of %d offsets and %d bytes", count, len(data))
+func (l *Log) Append(count int, data ...[]byte) (uint64, error) {
+	n := 0
+	for _, p := range data {
+		n += len(p)
+	}
+	if count < 1 || n > MaxRecord {
+		return 0, fmt.Errorf("seglog: a record of %d offsets and %d bytes", count, n)
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -24,14 +28,14 @@ func (l *Log) Append(count int, data []byte) (uint64, error) {
 		s = l.segs[len(l.segs)-1]
 	}
 	l.mu.Unlock()
-	size := frameSize(count, len(data))
+	size := frameSize(count, n)
 	if s == nil || s.size > headerSize && s.size+size > l.opts.SegmentBytes {
 		var err error
 		if s, err = l.roll(off); err != nil {
 			return 0, err
 		}
 	}
-	l.buf = appendFrame(l.buf[:0], off, count, data)
+	l.buf = appendFrame(l.buf[:0], off, count, data...)
 	if _, err := l.w.Write(l.buf); err != nil {
 		return 0, errors.Join(err, l.rollback())
 	}
@@ -44,7 +48,7 @@ func (l *Log) Append(count int, data []byte) (uint64, error) {
 	l.next += uint64(count)
 	s.end = l.next
 	l.mu.Unlock()
-	if cap(l.buf) > 1<<20 {
+	if cap(l.buf) > 2<<20 {
 		l.buf = nil // do not hold on to a large record's frame
 	}
 	return off, nil

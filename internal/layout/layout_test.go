@@ -26,7 +26,7 @@ var rules = map[string]rule{
 	"graph/exprop":    {allowed: []string{"graph", "github.com/expr-lang/expr"}},
 	"checkpoint":      {allowed: []string{"graph"}, noIO: true},
 	"runtime":         {allowed: []string{"graph", "checkpoint"}},
-	"localrecovery":   {allowed: []string{"checkpoint", "graph", "go.etcd.io/bbolt"}},
+	"localrecovery":   {allowed: []string{"checkpoint", "graph", "seglog", "go.etcd.io/bbolt"}},
 	"remote":          {allowed: []string{"checkpoint", "graph", "github.com/minio/minio-go/v7"}},
 	"seglog":          {},
 	"mqttio":          {allowed: []string{"graph", "seglog", "github.com/eclipse/paho.mqtt.golang", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server"}},

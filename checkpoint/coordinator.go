@@ -186,6 +186,43 @@ func (c *Coordinator) Tick(now time.Duration) {
 	}
 }
 
+// NextTick returns the time at which Tick next has something to do if
+// nothing else happens first: a periodic checkpoint falls due, or one in
+// flight expires. ok is false when only another event (an acknowledgement,
+// a completion) can make anything due. A caller may sleep until then
+// instead of ticking on a period.
+func (c *Coordinator) NextTick() (at time.Duration, ok bool) {
+	consider := func(t time.Duration) {
+		if !ok || t < at {
+			at, ok = t, true
+		}
+	}
+	for _, p := range c.pending {
+		if p.id != c.finalizing {
+			consider(p.triggered + c.cfg.Timeout)
+		}
+	}
+	if c.cfg.Interval == 0 || c.finished || c.failed != nil {
+		return at, ok
+	}
+	next := c.cfg.Interval
+	if c.triggeredOnce {
+		next = c.lastTrigger + c.cfg.Interval
+	}
+	switch {
+	case c.cfg.MinPause > 0:
+		if len(c.pending) == 0 {
+			if c.triggeredOnce {
+				next = max(next, c.lastEnd+c.cfg.MinPause)
+			}
+			consider(next)
+		}
+	case len(c.pending) < c.cfg.MaxConcurrent:
+		consider(next)
+	}
+	return at, ok
+}
+
 func (c *Coordinator) periodicDue() bool {
 	if c.cfg.Interval == 0 || c.finished || c.failed != nil {
 		return false

@@ -152,3 +152,44 @@ func TestCoordinatorScenarios(t *testing.T) {
 		})
 	})
 }
+
+// TestNextTick: the coordinator says when a tick would next do something,
+// and a tick then does it; before then, ticks do nothing.
+func TestNextTick(t *testing.T) {
+	tasks := []TaskID{{Operator: "src"}}
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.Timeout, cfg.MinPause, cfg.TolerableFailures = time.Second, 5*time.Second, 300*time.Millisecond, -1
+	c, err := NewCoordinator(cfg, tasks, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := func(want time.Duration) {
+		t.Helper()
+		at, ok := c.NextTick()
+		if !ok || at != want {
+			t.Fatalf("next tick %v (%v), want %v", at, ok, want)
+		}
+		c.Tick(want - time.Millisecond)
+		if c.HasReady() {
+			t.Fatalf("a tick before %v did something: %+v", want, c.Ready())
+		}
+		c.Tick(want)
+	}
+	due(time.Second) // the first periodic checkpoint
+	if rd := c.Ready(); len(rd.Triggers) != 1 {
+		t.Fatalf("no trigger at the interval: %+v", rd)
+	}
+	due(6 * time.Second) // with one in flight and a pause to keep, its expiry
+	if rd := c.Ready(); len(rd.Aborted) != 1 {
+		t.Fatalf("no expiry: %+v", rd)
+	}
+	due(6*time.Second + 300*time.Millisecond) // the pause after it ended
+	if rd := c.Ready(); len(rd.Triggers) != 1 {
+		t.Fatalf("no trigger after the pause: %+v", rd)
+	}
+	c.TaskFinished(tasks[0])
+	c.Ready()
+	if at, ok := c.NextTick(); ok {
+		t.Fatalf("after a subtask finished a tick is due at %v", at)
+	}
+}

@@ -890,12 +890,17 @@ func (j *Job) handleControl(t *task, q *controlQueue) error {
 }
 
 // coordinate is the coordinator's event loop: the only goroutine that
-// touches coord.
+// touches coord. Between events it sleeps until the coordinator's next
+// tick is due, and not at all while none is: an idle job does not wake.
 func (j *Job) coordinate(coord *checkpoint.Coordinator) {
-	tick := time.NewTicker(tickPeriod(j.opts.Checkpoints))
+	tick := time.NewTimer(time.Hour)
 	defer tick.Stop()
 	triggered := make(map[uint64]time.Duration)
 	for {
+		tick.Stop()
+		if at, ok := coord.NextTick(); ok {
+			tick.Reset(max(at-j.now(), 0))
+		}
 		select {
 		case <-tick.C:
 		case a := <-j.acks:
@@ -944,15 +949,6 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 			}
 		}
 	}
-}
-
-// tickPeriod is how often the coordinator looks at the clock: a tenth of the
-// interval, between 1 ms and 100 ms.
-func tickPeriod(c checkpoint.Config) time.Duration {
-	if c.Interval == 0 {
-		return 100 * time.Millisecond
-	}
-	return min(max(c.Interval/10, time.Millisecond), 100*time.Millisecond)
 }
 
 // apply carries out a Ready in order.

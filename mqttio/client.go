@@ -61,6 +61,7 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(5 * time.Second).
 		SetOrderMatters(true).
+		SetCustomOpenConnectionFn(dial).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			log.Warn("MQTT connection lost; reconnecting", "broker", c.Broker, "client", id, "err", err)
 		})

@@ -1,0 +1,126 @@
+package mqttio
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// dial opens a client's connection to the broker at uri: TCP (tcp://,
+// mqtt://) or TLS (ssl://, tls://, mqtts://, tcps://) with the options'
+// TLS configuration, buffered both ways (bufferedConn).
+func dial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+	d := &net.Dialer{Timeout: o.ConnectTimeout}
+	var conn net.Conn
+	var err error
+	switch uri.Scheme {
+	case "tcp", "mqtt":
+		conn, err = d.Dial("tcp", uri.Host)
+	case "ssl", "tls", "mqtts", "tcps":
+		conn, err = tls.DialWithDialer(d, "tcp", uri.Host, o.TLSConfig)
+	default:
+		return nil, fmt.Errorf("broker URL %s: scheme %q is not tcp or ssl", uri.Redacted(), uri.Scheme)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newBufferedConn(conn), nil
+}
+
+// maxUnsent bounds the bytes a bufferedConn holds before a Write waits.
+const maxUnsent = 256 << 10
+
+// bufferedConn is a connection read through a buffer and written through
+// a goroutine that sends whatever was written since its last send. paho
+// reads every packet a few bytes at a time (its fixed header a byte at a
+// time) and writes every packet on its own (a PUBACK of 4 bytes, a
+// publish in two writes), each a system call on a bare connection; a
+// group commit acknowledges its messages in one burst, now sent in a
+// write or a few. A failed send closes the connection, which paho notices
+// as a lost connection, and fails the writes after it.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+
+	mu      sync.Mutex
+	cond    *sync.Cond // the buffer or the state changed
+	buf     []byte     // written, not sent
+	spare   []byte
+	sending bool
+	err     error
+	closed  bool
+	flushed chan struct{} // closed when the sender has ended
+}
+
+func newBufferedConn(conn net.Conn) *bufferedConn {
+	c := &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, 16<<10), flushed: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
+	go c.send()
+	return c
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Write buffers p for the sender, waiting while maxUnsent bytes wait.
+func (c *bufferedConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.buf) >= maxUnsent && c.err == nil && !c.closed {
+		c.cond.Wait()
+	}
+	switch {
+	case c.err != nil:
+		return 0, c.err
+	case c.closed:
+		return 0, net.ErrClosed
+	}
+	c.buf = append(c.buf, p...)
+	c.cond.Broadcast()
+	return len(p), nil
+}
+
+// send sends what was written, until the connection is closed and all is
+// sent, or a send fails.
+func (c *bufferedConn) send() {
+	defer close(c.flushed)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for len(c.buf) == 0 && !c.closed && c.err == nil {
+			c.cond.Wait()
+		}
+		if len(c.buf) == 0 || c.err != nil {
+			return
+		}
+		out := c.buf
+		c.buf, c.spare = c.spare[:0], nil
+		c.mu.Unlock()
+		_, err := c.Conn.Write(out)
+		c.mu.Lock()
+		c.spare = out[:0]
+		if err != nil {
+			c.err = err
+			c.Conn.Close()
+		}
+		c.cond.Broadcast()
+	}
+}
+
+// Close sends what was written (waiting a second at most), then closes.
+func (c *bufferedConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	select {
+	case <-c.flushed:
+	case <-time.After(time.Second):
+	}
+	return c.Conn.Close()
+}

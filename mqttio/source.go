@@ -124,14 +124,13 @@ type source struct {
 	gate     *resumeGate // dead letters are published only while open
 	offset   uint64      // next offset to read
 
-	in       chan paho.Message
+	intake   *intake
 	consumed chan struct{} // Read made room under MaxLag
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	logged   map[uint16]uint64 // recent messages, to recognise redeliveries
-	readAt   atomic.Uint64     // offset the reader has reached, for MaxLag
-	lastLag  atomic.Int64      // this subtask's part of Metrics.Lag
-	commits  []uint64          // offsets of the newest completed checkpoints, oldest first
+	readAt   atomic.Uint64 // offset the reader has reached, for MaxLag
+	lastLag  atomic.Int64  // this subtask's part of Metrics.Lag
+	commits  []uint64      // offsets of the newest completed checkpoints, oldest first
 
 	fast chan Message  // AtMostOnce: messages straight to Read
 	wake chan struct{} // AtMostOnce: a message arrived
@@ -167,10 +166,11 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	}
 	s.offset = offset
 	s.readAt.Store(offset)
-	if s.logged, err = s.log.Logged(RedeliveryWindow); err != nil {
+	logged, err := s.log.Logged(RedeliveryWindow)
+	if err != nil {
 		return err
 	}
-	s.in = make(chan paho.Message, maxGroups*s.cfg.MaxInflight)
+	s.intake = newIntake(s.cfg.MaxInflight, maxGroups*s.cfg.MaxInflight, logged)
 	s.consumed = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.ingest()
@@ -214,9 +214,8 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 		}
 		return
 	}
-	select {
-	case s.in <- m:
-	case <-s.stop:
+	if s.intake.add(m, s.stop) {
+		s.cfg.Metrics.Redelivered.Add(1) // its PUBACK was lost: acknowledged again, in order
 	}
 }
 
@@ -228,71 +227,41 @@ const retryBase = 50 * time.Millisecond
 // previous one, in groups of SourceConfig.MaxInflight.
 const maxGroups = 8
 
-// inbound is a received message waiting for its group commit.
-type inbound struct {
-	m      paho.Message
-	sum    uint64
-	logged bool // a redelivery of a message already logged: acknowledge only
-}
-
-// ingest appends messages to the log in group commits and acknowledges them
-// in receipt order once the group is durable (invariant I8). It never stops
-// reading from paho, whose handler must not block: it holds back by not
-// acknowledging, so the broker's in-flight window bounds what waits here.
+// ingest appends the messages of the intake to the log in group commits
+// and acknowledges them in receipt order once the group is durable
+// (invariant I8). A group is committed once its first message waited
+// SyncInterval, or as soon as it is full; it holds back by not
+// acknowledging, so the broker's in-flight window bounds what waits.
 func (s *source) ingest() {
 	defer s.wg.Done()
-	var pending []inbound
 	var msgs []Message
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	armed := false // the timer runs: for the group's interval, or a retry
 	backoff := retryBase
-	failures := 0     // consecutive failed appends: retry only when the timer says
-	pendingBytes := 0 // the payload in pending
-	due := false      // a commit is due but held back by MaxLag
+	failures := 0 // consecutive failed appends: retry only when the timer says
+	due := false  // a commit is due but held back by MaxLag
 	lagging := func() bool {
 		next, read := s.log.Next(), s.readAt.Load()
 		return next > read && next-read > s.cfg.MaxLag
 	}
-	// redelivered reports whether m, which the broker marked as a
-	// redelivery, is already logged or waiting to be.
-	redelivered := func(m paho.Message, sum uint64) bool {
-		if !m.Duplicate() {
-			return false
-		}
-		if s.logged[m.MessageID()] == sum {
-			return true
-		}
-		for _, in := range pending {
-			if in.m.MessageID() == m.MessageID() && in.sum == sum {
-				return true
-			}
-		}
-		return false
+	full := func() bool {
+		n, bytes := s.intake.size()
+		return n >= s.cfg.MaxInflight || bytes >= maxPendingBytes
 	}
-	add := func(m paho.Message) {
-		in := inbound{m: m, sum: PayloadSum(m.Topic(), m.Payload())}
-		if redelivered(m, in.sum) {
-			// Its PUBACK was lost; acknowledge again, in order.
-			s.cfg.Metrics.Redelivered.Add(1)
-			in.logged = true
-		}
-		pending = append(pending, in)
-		pendingBytes += len(m.Payload())
-	}
+	// flush commits what is pending; what arrived while the commit before
+	// was written joins it, so that on a slow disk groups grow and the
+	// rate holds.
 	flush := func() {
-		// What arrived while the previous commit was being written joins
-		// this one: on a slow disk groups grow, and the rate holds.
-		for drained := false; !drained && len(pending) < maxGroups*s.cfg.MaxInflight; {
-			select {
-			case m := <-s.in:
-				add(m)
-			default:
-				drained = true
-			}
+		timer.Stop()
+		armed = false
+		group := s.intake.take()
+		if len(group) == 0 {
+			return
 		}
 		msgs = msgs[:0]
 		now := time.Now()
-		for _, in := range pending {
+		for _, in := range group {
 			if !in.logged {
 				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID()})
 			}
@@ -301,12 +270,15 @@ func (s *source) ingest() {
 			if _, err := s.log.Append(msgs); err != nil {
 				// Nothing is acknowledged; the broker holds back and
 				// redelivers after a crash. Retry with backoff.
+				s.intake.putBack(group)
 				s.cfg.Metrics.AppendFailures.Add(1)
 				failures++
-				s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging, retrying", "source", s.name(),
-					"messages", len(msgs), "failures", failures, "retry_in", min(2*backoff, time.Second), "err", err)
 				backoff = min(2*backoff, time.Second)
+				s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging, retrying", "source", s.name(),
+					"messages", len(msgs), "failures", failures, "retry_in", backoff, "err", err)
 				timer.Reset(backoff)
+				armed = true
+				clear(msgs)
 				return
 			}
 		}
@@ -315,43 +287,44 @@ func (s *source) ingest() {
 			failures = 0
 		}
 		backoff = retryBase
-		for _, in := range pending {
-			s.logged[in.m.MessageID()] = in.sum
+		for _, in := range group {
 			in.m.Ack()
 		}
+		s.intake.committed(group)
 		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
 		s.updateLag() // the reader may not read for a while: held, or backpressured
-		// The slices are reused: let go of the messages they held.
-		clear(msgs)
-		clear(pending)
-		pending, pendingBytes = pending[:0], 0
+		clear(msgs)   // the slice is reused: let go of the payloads
+	}
+	// commit flushes unless MaxLag holds it back.
+	commit := func() {
+		if due = lagging(); !due {
+			flush()
+		}
 	}
 	for {
+		// Arm the interval at a group's first message; commit a full
+		// group at once, but while appends fail only when the timer says.
+		if n, _ := s.intake.size(); n > 0 && !armed {
+			timer.Reset(s.cfg.SyncInterval)
+			armed = true
+		}
+		if failures == 0 && !due && full() {
+			commit()
+			continue
+		}
 		select {
-		case m := <-s.in:
-			add(m)
-			if len(pending) == 1 {
-				timer.Reset(s.cfg.SyncInterval)
-			}
-			if (len(pending) >= s.cfg.MaxInflight || pendingBytes >= maxPendingBytes) && failures == 0 {
-				if due = lagging(); !due {
-					timer.Stop()
-					flush()
-				}
-			}
+		case <-s.intake.kick:
 		case <-timer.C:
-			if len(pending) > 0 {
-				if due = lagging(); !due {
-					flush()
-				}
+			armed = false
+			if n, _ := s.intake.size(); n > 0 {
+				commit()
 			}
 		case <-s.consumed:
 			// Only a commit held back by MaxLag goes now: flushing
 			// whenever the reader reads would cut groups short, and
 			// every commit costs an fsync.
-			if due && len(pending) > 0 && !lagging() {
+			if due && !lagging() {
 				due = false
-				timer.Stop()
 				flush()
 			}
 		case <-s.stop:

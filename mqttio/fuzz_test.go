@@ -4,6 +4,7 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -92,34 +93,40 @@ func FuzzDecode(f *testing.F) {
 }
 
 // FuzzLogRecord feeds arbitrary bytes to the ingest log's group decoder
-// (the first byte a message count): it must never panic, and whatever
-// decodes must encode to bytes that decode to the same messages. Messages
-// encode and decode back to themselves. Seeds:
+// (the first byte a message count), plain and deflated: it must never
+// panic, and whatever decodes must encode to bytes that decode to the same
+// messages. Messages encode and decode back to themselves. Seeds:
 // testdata/fuzz/FuzzLogRecord.
 func FuzzLogRecord(f *testing.F) {
 	received := time.UnixMilli(1_700_000_000_123)
-	group := []Message{
-		{Topic: "sensors/d1/telemetry", Payload: []byte(`{"temp":21.5}`), Received: received, PacketID: 7},
-		{Topic: "sensors/d2/telemetry", Payload: []byte(`{"temp":2}`), Received: received, PacketID: 65535},
-		{Topic: "", Payload: nil, Received: received},
+	var group []Message
+	for i := range 30 {
+		group = append(group, Message{Topic: fmt.Sprintf("sensors/d%d/telemetry", i%7), Payload: fmt.Appendf(nil, `{"temp":%d.5}`, i),
+			Received: received, PacketID: uint16(i * 2000)})
 	}
-	enc, _ := appendGroup(nil, group)
-	f.Add(append([]byte{3}, enc...))
+	group = append(group, Message{Topic: "", Payload: nil, Received: received})
+	var c groupCodec
+	for _, g := range [][]Message{group, group[:2]} { // deflated and plain
+		enc, n := c.encode(nil, g)
+		f.Add(append([]byte{byte(n)}, enc...))
+	}
 	f.Add([]byte{1, 0, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return
 		}
+		var dec, enc groupCodec
 		count, data := int(data[0]), data[1:]
-		msgs, err := decodeGroup(data, count, nil)
+		msgs, err := dec.decode(data, count, nil)
 		if err != nil {
 			return
 		}
-		again, n := appendGroup(nil, msgs)
-		if n != len(msgs) && len(data) < maxGroupBytes {
+		again, n := enc.encode(nil, msgs)
+		if n != len(msgs) && len(data) < maxGroupBytes/2 {
 			t.Fatalf("%d messages decoded, %d encoded", len(msgs), n)
 		}
-		back, err := decodeGroup(again, n, nil)
+		var dec2 groupCodec
+		back, err := dec2.decode(again, n, nil)
 		if err != nil || len(back) != n {
 			t.Fatalf("re-encoded group: %v", err)
 		}

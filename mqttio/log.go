@@ -1,14 +1,12 @@
 package mqttio
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -141,9 +139,8 @@ func (d *Logs) Log(name string) (*Log, error) {
 
 // Log is one source subtask's ingest log: an append-only sequence of
 // messages numbered by offset (from 1), durable once Append returns.
-// Messages are stored in groups, one per Append (maxGroupBytes at most):
-// the group's receipt time once, each topic as the prefix it shares with
-// the one before and the rest.
+// Messages are stored in groups (group.go), one per Append (maxGroupBytes
+// at most).
 type Log struct {
 	name  string
 	seg   *seglog.Log
@@ -152,10 +149,12 @@ type Log struct {
 
 	appendMu sync.Mutex // one Append at a time
 	enc      []byte     // the group being encoded
+	encoder  groupCodec
 
 	readMu  sync.Mutex // one Read at a time
 	held    heldGroup  // the group a Read stopped in
 	scratch []Message  // the group being read
+	decoder groupCodec
 }
 
 // heldGroup is a group a Read stopped in the middle of, decoded from its
@@ -165,6 +164,7 @@ type heldGroup struct {
 	first uint64
 	data  []byte
 	msgs  []Message
+	codec groupCodec // the payloads of a deflated group point into its buffer
 }
 
 // maxGroupBytes bounds a group: an Append of more writes several, synced
@@ -205,7 +205,7 @@ func (l *Log) Append(msgs []Message) (uint64, error) {
 func (l *Log) write(msgs []Message) error {
 	for len(msgs) > 0 {
 		n := 0
-		l.enc, n = appendGroup(l.enc[:0], msgs)
+		l.enc, n = l.encoder.encode(l.enc[:0], msgs)
 		if _, err := l.seg.Append(n, l.enc); err != nil {
 			return err
 		}
@@ -254,7 +254,7 @@ func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) 
 	}
 	var ferr error
 	err := l.seg.Read(next, func(r seglog.Record) bool {
-		msgs, err := decodeGroup(r.Data, r.Count, l.scratch)
+		msgs, err := l.decoder.decode(r.Data, r.Count, l.scratch)
 		l.scratch = msgs
 		if err != nil {
 			ferr = fmt.Errorf("ingest log %s at %d: %w", l.name, r.Offset, err)
@@ -268,7 +268,7 @@ func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) 
 		}
 		if next < r.End() { // stopped inside: keep the group for the next Read
 			l.held.first, l.held.data = r.Offset, append(l.held.data[:0], r.Data...)
-			l.held.msgs, _ = decodeGroup(l.held.data, r.Count, l.held.msgs[:0])
+			l.held.msgs, _ = l.held.codec.decode(l.held.data, r.Count, l.held.msgs[:0])
 		}
 		return false
 	})
@@ -327,99 +327,4 @@ func (l *Log) Logged(n int) (map[uint16]uint64, error) {
 		return nil
 	})
 	return out, err
-}
-
-// Group format: a format byte (0), the receipt time (varint, Unix
-// milliseconds), then per message its packet id (uvarint), its topic as
-// the length of the prefix it shares with the topic before (uvarint) and
-// the rest (uvarint length, bytes), and its payload (uvarint length,
-// bytes). The record's count is the number of messages.
-const groupFormat = 0
-
-// appendGroup encodes as many of msgs as fit maxGroupBytes (at least one)
-// and returns how many.
-func appendGroup(dst []byte, msgs []Message) ([]byte, int) {
-	dst = append(dst, groupFormat)
-	dst = binary.AppendVarint(dst, msgs[0].Received.UnixMilli())
-	prev := ""
-	n := 0
-	for _, m := range msgs {
-		if n > 0 && len(dst)+len(m.Topic)+len(m.Payload)+20 > maxGroupBytes {
-			break
-		}
-		shared := sharedPrefix(prev, m.Topic)
-		dst = binary.AppendUvarint(dst, uint64(m.PacketID))
-		dst = binary.AppendUvarint(dst, uint64(shared))
-		dst = binary.AppendUvarint(dst, uint64(len(m.Topic)-shared))
-		dst = append(dst, m.Topic[shared:]...)
-		dst = binary.AppendUvarint(dst, uint64(len(m.Payload)))
-		dst = append(dst, m.Payload...)
-		prev = m.Topic
-		n++
-	}
-	return dst, n
-}
-
-func sharedPrefix(a, b string) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
-// decodeGroup decodes a group of count messages into dst. Payloads point
-// into data; topics are strings of their own.
-func decodeGroup(data []byte, count int, dst []Message) ([]Message, error) {
-	if len(data) < 2 || data[0] != groupFormat || count > len(data) {
-		return nil, errors.New("not a message group")
-	}
-	p := data[1:]
-	ms, k := binary.Varint(p)
-	if k <= 0 {
-		return nil, errors.New("bad receipt time")
-	}
-	p = p[k:]
-	received := time.UnixMilli(ms)
-	uvarint := func() (uint64, bool) {
-		v, k := binary.Uvarint(p)
-		if k <= 0 {
-			return 0, false
-		}
-		p = p[k:]
-		return v, true
-	}
-	take := func(n uint64) ([]byte, bool) {
-		if n > uint64(len(p)) {
-			return nil, false
-		}
-		b := p[:n:n]
-		p = p[n:]
-		return b, true
-	}
-	dst = slices.Grow(dst[:0], count)
-	prev := ""
-	for range count {
-		id, ok1 := uvarint()
-		shared, ok2 := uvarint()
-		rest, ok3 := uvarint()
-		suffix, ok4 := take(rest)
-		if !ok1 || !ok2 || !ok3 || !ok4 || id > 0xffff || shared > uint64(len(prev)) {
-			return nil, errors.New("truncated or malformed message")
-		}
-		topic := prev[:shared] + string(suffix)
-		size, ok1 := uvarint()
-		payload, ok2 := take(size)
-		if !ok1 || !ok2 {
-			return nil, errors.New("truncated or malformed message")
-		}
-		dst = append(dst, Message{Topic: topic, Payload: payload, Received: received, PacketID: uint16(id)})
-		prev = topic
-	}
-	if len(p) != 0 {
-		return nil, fmt.Errorf("%d bytes after the group's %d messages", len(p), count)
-	}
-	return dst, nil
 }

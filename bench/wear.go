@@ -86,19 +86,24 @@ func (c *WearConfig) setDefaults() {
 // CheckpointSyncs are the agent's own counts (0 for a cairn that does
 // not count them); CPU is the process's user and system time.
 type WearFigures struct {
-	Seconds               float64 `json:"seconds"`
-	Messages              int64   `json:"messages"`
-	InputBytes            int64   `json:"input_bytes"`
-	WrittenBytes          int64   `json:"written_bytes"`
-	WrittenPerMessage     float64 `json:"written_bytes_per_message"`
-	WrittenVsInputRatio   float64 `json:"written_vs_input_ratio"`
-	WrittenPerDayBytes    int64   `json:"written_bytes_per_day"`
-	Syncs                 int64   `json:"syncs"`
-	SyncsPerSec           float64 `json:"syncs_per_sec"`
-	IngestSyncsPerSec     float64 `json:"ingest_syncs_per_sec"`
-	CheckpointSyncsPerSec float64 `json:"checkpoint_syncs_per_sec"`
-	CPUMicrosPerMessage   float64 `json:"cpu_us_per_message"`
-	CPUPercent            float64 `json:"cpu_percent"`
+	Seconds             float64 `json:"seconds"`
+	Messages            int64   `json:"messages"`
+	InputBytes          int64   `json:"input_bytes"`
+	WrittenBytes        int64   `json:"written_bytes"`
+	WrittenPerMessage   float64 `json:"written_bytes_per_message"`
+	WrittenVsInputRatio float64 `json:"written_vs_input_ratio"`
+	WrittenPerDayBytes  int64   `json:"written_bytes_per_day"`
+	// IngestWrittenBytes and CheckpointWrittenBytes are the agent's own
+	// counts of the pages its ingest logs and checkpoint store wrote (0
+	// for a cairn that does not count them).
+	IngestWrittenBytes     int64   `json:"ingest_written_bytes"`
+	CheckpointWrittenBytes int64   `json:"checkpoint_written_bytes"`
+	Syncs                  int64   `json:"syncs"`
+	SyncsPerSec            float64 `json:"syncs_per_sec"`
+	IngestSyncsPerSec      float64 `json:"ingest_syncs_per_sec"`
+	CheckpointSyncsPerSec  float64 `json:"checkpoint_syncs_per_sec"`
+	CPUMicrosPerMessage    float64 `json:"cpu_us_per_message"`
+	CPUPercent             float64 `json:"cpu_percent"`
 	// AckP50MS and AckP99MS are the times from the broker sending a
 	// reading to the agent's PUBACK for it, as the broker's side of the
 	// wire sees them.
@@ -149,6 +154,8 @@ func (r *WearResult) Rows() []Row {
 			Row{names[i], run.Binary},
 			Row{"  written per message", fmt.Sprintf("%s B, %.2f × the input (target ≤ %d)", num(f.WrittenPerMessage), f.WrittenVsInputRatio, TargetWrittenVsInput)},
 			Row{"  written a day", mb(f.WrittenPerDayBytes)},
+			Row{"  of it counted by the agent: ingest, checkpoints", fmt.Sprintf("%s B, %s B a message",
+				num(ratio(float64(f.IngestWrittenBytes), float64(f.Messages))), num(ratio(float64(f.CheckpointWrittenBytes), float64(f.Messages))))},
 			Row{"  syncs/s (ingest, checkpoints)", fmt.Sprintf("%.2f (%.2f, %.2f) (target ≤ %d)", f.SyncsPerSec, f.IngestSyncsPerSec, f.CheckpointSyncsPerSec, TargetSyncsPerSec)},
 			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs)", num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage)},
 			Row{"  publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", f.AckP50MS, f.AckP99MS, mqttio.DefaultSyncInterval+TargetAckP99Extra)},
@@ -413,11 +420,12 @@ func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current b
 
 // wearSnapshot is what a measurement window starts or ends with.
 type wearSnapshot struct {
-	at                           time.Time
-	written                      int64
-	cpu                          time.Duration
-	messages                     int64
-	ingestSyncs, checkpointSyncs int64
+	at                               time.Time
+	written                          int64
+	cpu                              time.Duration
+	messages                         int64
+	ingestSyncs, checkpointSyncs     int64
+	ingestWritten, checkpointWritten int64
 }
 
 // snapshot reads the agent's counters and the kernel's.
@@ -430,9 +438,9 @@ func (p *agentProc) snapshot() (wearSnapshot, error) {
 	for _, f := range st.Disk.Files {
 		switch f.Name {
 		case "ingest":
-			s.ingestSyncs = f.Syncs
+			s.ingestSyncs, s.ingestWritten = f.Syncs, f.WrittenBytes
 		case "checkpoints":
-			s.checkpointSyncs = f.Syncs
+			s.checkpointSyncs, s.checkpointWritten = f.Syncs, f.WrittenBytes
 		}
 	}
 	pid := p.cmd.Process.Pid
@@ -469,6 +477,7 @@ func figures(a, b wearSnapshot, payload float64) *WearFigures {
 	d := b.at.Sub(a.at)
 	f := &WearFigures{Seconds: d.Seconds(), Messages: b.messages - a.messages, WrittenBytes: b.written - a.written}
 	f.InputBytes = int64(float64(f.Messages) * payload)
+	f.IngestWrittenBytes, f.CheckpointWrittenBytes = b.ingestWritten-a.ingestWritten, b.checkpointWritten-a.checkpointWritten
 	f.Syncs = b.ingestSyncs - a.ingestSyncs + b.checkpointSyncs - a.checkpointSyncs
 	f.SyncsPerSec = float64(f.Syncs) / d.Seconds()
 	f.IngestSyncsPerSec = float64(b.ingestSyncs-a.ingestSyncs) / d.Seconds()

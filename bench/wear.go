@@ -109,16 +109,18 @@ type WearFigures struct {
 	// wire sees them.
 	AckP50MS float64 `json:"ack_p50_ms"`
 	AckP99MS float64 `json:"ack_p99_ms"`
+	// BareCPUMicrosPerMessage is the CPU per message of a bare paho
+	// subscriber of the same readings, in a process of its own beside the
+	// agent: the floor of receiving MQTT in Go at that rate.
+	BareCPUMicrosPerMessage float64 `json:"bare_cpu_us_per_message,omitempty"`
 }
 
-// WearRun is one binary's figures under the three loads, and, under the
-// busy one, a bare paho subscriber's CPU per message beside it.
+// WearRun is one binary's figures under the three loads.
 type WearRun struct {
-	Binary                  string      `json:"binary"`
-	Reference               WearFigures `json:"reference"`
-	Idle                    WearFigures `json:"idle"`
-	Busy                    WearFigures `json:"busy"`
-	BareCPUMicrosPerMessage float64     `json:"bare_cpu_us_per_message"`
+	Binary    string      `json:"binary"`
+	Reference WearFigures `json:"reference"`
+	Idle      WearFigures `json:"idle"`
+	Busy      WearFigures `json:"busy"`
 }
 
 // WearResult is the wear scenario's outcome: the measured cairn and,
@@ -157,11 +159,12 @@ func (r *WearResult) Rows() []Row {
 			Row{"  of it counted by the agent: ingest, checkpoints", fmt.Sprintf("%s B, %s B a message",
 				num(ratio(float64(f.IngestWrittenBytes), float64(f.Messages))), num(ratio(float64(f.CheckpointWrittenBytes), float64(f.Messages))))},
 			Row{"  syncs/s (ingest, checkpoints)", fmt.Sprintf("%.2f (%.2f, %.2f) (target ≤ %d)", f.SyncsPerSec, f.IngestSyncsPerSec, f.CheckpointSyncsPerSec, TargetSyncsPerSec)},
-			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs)", num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage)},
+			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs); a bare paho subscriber %s µs",
+				num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage, num(f.BareCPUMicrosPerMessage))},
 			Row{"  publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", f.AckP50MS, f.AckP99MS, mqttio.DefaultSyncInterval+TargetAckP99Extra)},
 			Row{"  idle: written a day", fmt.Sprintf("%s (target ≤ %s), %.3f syncs/s", mb(idle.WrittenPerDayBytes), mb(TargetIdleBytesPerDay), idle.SyncsPerSec)},
 			Row{fmt.Sprintf("  busy (%d/s): CPU per message", r.BusyRate), fmt.Sprintf("%s µs (target ≤ %d); a bare paho subscriber %s µs",
-				num(busy.CPUMicrosPerMessage), TargetBusyCPUMicros, num(run.BareCPUMicrosPerMessage))},
+				num(busy.CPUMicrosPerMessage), TargetBusyCPUMicros, num(busy.BareCPUMicrosPerMessage))},
 			Row{"  busy: syncs/s (ingest, checkpoints)", fmt.Sprintf("%.1f (%.1f, %.1f)", busy.SyncsPerSec, busy.IngestSyncsPerSec, busy.CheckpointSyncsPerSec)},
 		)
 	}
@@ -255,11 +258,11 @@ func wearRun(ctx context.Context, cfg WearConfig, binary, dir string, current bo
 		return nil, fmt.Errorf("reference load: %w", err)
 	}
 	run.Reference, run.Idle = *ref, *idle
-	busy, bare, err := wearBusy(ctx, cfg, binary, filepath.Join(dir, "busy"), current)
+	busy, err := wearBusy(ctx, cfg, binary, filepath.Join(dir, "busy"), current)
 	if err != nil {
 		return nil, fmt.Errorf("busy load: %w", err)
 	}
-	run.Busy, run.BareCPUMicrosPerMessage = *busy, bare
+	run.Busy = *busy
 	return run, nil
 }
 
@@ -288,34 +291,28 @@ func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref
 		return nil, nil, err
 	}
 	defer p.kill()
+	bare, err := startBare(ctx, broker.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer bare.finish()
 	pub, err := startReadings(ctx, broker.URL, id+"-devices", cfg.Devices, cfg.Devices)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer pub.stop()
 	if err := p.probeSource(ctx); err != nil {
-		pub.stop()
 		return nil, nil, err
 	}
 	// From a checkpoint on: the checkpoints' writes are part of the load.
 	start, err := p.afterCheckpoint(ctx)
 	if err != nil {
-		pub.stop()
 		return nil, nil, err
 	}
 	proxy.take()
-	if err := sleep(ctx, cfg.Duration); err != nil {
-		pub.stop()
+	if ref, err = measure(ctx, p, bare, pub, start, cfg.Duration); err != nil {
 		return nil, nil, err
 	}
-	end, err := p.snapshot()
-	if err != nil {
-		pub.stop()
-		return nil, nil, err
-	}
-	if err := pub.stop(); err != nil {
-		return nil, nil, err
-	}
-	ref = figures(start, end, pub.meanPayload())
 	delays := proxy.take()
 	ref.AckP50MS, ref.AckP99MS = ms(percentile(delays, 50)), ms(percentile(delays, 99))
 
@@ -329,25 +326,24 @@ func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref
 	if err := sleep(ctx, cfg.IdleDuration); err != nil {
 		return nil, nil, err
 	}
-	if end, err = p.snapshot(); err != nil {
+	end, err := p.snapshot()
+	if err != nil {
 		return nil, nil, err
 	}
 	idle = figures(start, end, 0)
 	return ref, idle, p.stop()
 }
 
-// wearBusy runs the busy load, with a bare paho subscriber of the same
-// readings beside the agent, and returns the agent's figures and the
-// subscriber's CPU per message.
-func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current bool) (*WearFigures, float64, error) {
+// wearBusy runs the busy load.
+func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current bool) (*WearFigures, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	// The broker lets 1000 messages be in flight to a client, and so does
 	// a cairn that can be told.
 	broker, err := mosquittotest.Run(dir, "max_inflight_messages 1000\nmax_queued_messages 1000000\n", nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer broker.Stop()
 	settings := ""
@@ -358,64 +354,91 @@ func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current b
 	p, err := runAgent(ctx, binary, dir, fmt.Sprintf(strings.Replace(wearPipeline, "interval: 10s", "interval: 1s", 1),
 		filepath.Join(dir, "data"), broker.URL, id, settings, "1s", "count"))
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer p.kill()
-	// The subscriber is a process of its own, so that its CPU time is its
-	// own: this binary, which has one (cairn bench bare-subscriber).
-	self, err := os.Executable()
+	bare, err := startBare(ctx, broker.URL)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	var heard strings.Builder
-	bare := exec.CommandContext(ctx, self, "bench", "bare-subscriber", "--broker", broker.URL, "--topic", "wear/+/telemetry")
-	bare.Stdout, bare.Stderr = &heard, os.Stderr
-	if err := bare.Start(); err != nil {
-		return nil, 0, err
-	}
-	defer func() {
-		bare.Process.Signal(syscall.SIGTERM)
-		bare.Wait()
-	}()
+	defer bare.finish()
 	pub, err := startReadings(ctx, broker.URL, id+"-devices", cfg.BusyDevices, cfg.BusyRate)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer pub.stop()
 	if err := p.probeSource(ctx); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	start, err := p.afterCheckpoint(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	bareStart, err := procfs.CPU(bare.Process.Pid)
+	busy, err := measure(ctx, p, bare, pub, start, cfg.BusyDuration)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if err := sleep(ctx, cfg.BusyDuration); err != nil {
-		return nil, 0, err
+	return busy, p.stop()
+}
+
+// measure measures the agent and the bare subscriber for d from start,
+// with the readings of pub, which it then stops.
+func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, start wearSnapshot, d time.Duration) (*WearFigures, error) {
+	bareStart, err := procfs.CPU(bare.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, d); err != nil {
+		return nil, err
 	}
 	end, err := p.snapshot()
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	bareEnd, err := procfs.CPU(bare.Process.Pid)
+	bareEnd, err := procfs.CPU(bare.cmd.Process.Pid)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if err := pub.stop(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	busy := figures(start, end, pub.meanPayload())
+	f := figures(start, end, pub.meanPayload())
 	// The subscriber got the same readings as the agent over the window.
-	bareMicros := ratio(float64((bareEnd - bareStart).Microseconds()), float64(busy.Messages))
-	bare.Process.Signal(syscall.SIGTERM)
-	bare.Wait()
-	if n, _ := strconv.ParseInt(strings.TrimSpace(heard.String()), 10, 64); n < busy.Messages {
-		return nil, 0, fmt.Errorf("the bare subscriber heard %d readings, fewer than the agent's %d in the window (%q)", n, busy.Messages, heard.String())
+	f.BareCPUMicrosPerMessage = ratio(float64((bareEnd - bareStart).Microseconds()), float64(f.Messages))
+	if heard := bare.finish(); heard < f.Messages {
+		return nil, fmt.Errorf("the bare subscriber heard %d readings, fewer than the agent's %d in the window", heard, f.Messages)
 	}
-	return busy, bareMicros, p.stop()
+	return f, nil
+}
+
+// bareProc is a bare paho subscriber of the readings, a process of its
+// own so that its CPU time is its own: this binary, which has one (cairn
+// bench bare-subscriber).
+type bareProc struct {
+	cmd   *exec.Cmd
+	heard strings.Builder
+	done  bool
+}
+
+func startBare(ctx context.Context, broker string) (*bareProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	b := &bareProc{cmd: exec.CommandContext(ctx, self, "bench", "bare-subscriber", "--broker", broker, "--topic", "wear/+/telemetry")}
+	b.cmd.Stdout, b.cmd.Stderr = &b.heard, os.Stderr
+	return b, b.cmd.Start()
+}
+
+// finish stops the subscriber and returns how many readings it heard.
+func (b *bareProc) finish() int64 {
+	if !b.done {
+		b.done = true
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		b.cmd.Wait()
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(b.heard.String()), 10, 64)
+	return n
 }
 
 // wearSnapshot is what a measurement window starts or ends with.

@@ -2,6 +2,7 @@ package mqttio
 
 import (
 	"sync"
+	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 )
@@ -22,6 +23,10 @@ type intake struct {
 	pending []inbound
 	spare   []inbound // the last group's slice, for the next
 	bytes   int       // payload bytes pending
+	// last is when the newest message arrived, and gap the typical time
+	// between arrivals (a moving average).
+	last time.Time
+	gap  time.Duration
 	// logged are the packet ids and payload sums of the newest messages
 	// logged, to recognise the broker's redeliveries of them.
 	logged map[uint16]uint64
@@ -58,6 +63,11 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
 		}
 	}
 	e := inbound{m: m, sum: sum, logged: in.redeliveredLocked(m, sum)}
+	now := time.Now()
+	if !in.last.IsZero() {
+		in.gap += (min(now.Sub(in.last), time.Second) - in.gap) / 8
+	}
+	in.last = now
 	in.pending = append(in.pending, e)
 	in.bytes += len(m.Payload())
 	n, bytes := len(in.pending), in.bytes
@@ -87,6 +97,19 @@ func (in *intake) redeliveredLocked(m paho.Message, sum uint64) bool {
 	}
 	return false
 }
+
+// quiet returns how long it has been since a message arrived, and how long
+// a quiet spell ends a burst: eight typical gaps between arrivals, at
+// least minQuiet. At a steady pace it is longer than the pace's gaps; after
+// a burst, the burst's last messages need not wait for the interval.
+func (in *intake) quiet(now time.Time) (since, ends time.Duration) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return now.Sub(in.last), max(minQuiet, 8*in.gap)
+}
+
+// minQuiet is the shortest quiet spell that ends a burst.
+const minQuiet = 20 * time.Millisecond
 
 // size is what is pending: messages and payload bytes.
 func (in *intake) size() (int, int) {

@@ -230,14 +230,20 @@ const maxGroups = 8
 // ingest appends the messages of the intake to the log in group commits
 // and acknowledges them in receipt order once the group is durable
 // (invariant I8). A group is committed once its first message waited
-// SyncInterval, or as soon as it is full; it holds back by not
-// acknowledging, so the broker's in-flight window bounds what waits.
+// SyncInterval, or as soon as it is full, or once a burst of messages has
+// ended (intake.quiet): at a steady pace a group fills or waits, and the
+// last messages of a burst do not wait the interval for more. It holds
+// back by not acknowledging, so the broker's in-flight window bounds what
+// waits.
 func (s *source) ingest() {
 	defer s.wg.Done()
 	var msgs []Message
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false // the timer runs: for the group's interval, or a retry
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	listening := false // the quiet timer runs
 	backoff := retryBase
 	failures := 0 // consecutive failed appends: retry only when the timer says
 	due := false  // a commit is due but held back by MaxLag
@@ -254,7 +260,8 @@ func (s *source) ingest() {
 	// rate holds.
 	flush := func() {
 		timer.Stop()
-		armed = false
+		quiet.Stop()
+		armed, listening = false, false
 		group := s.intake.take()
 		if len(group) == 0 {
 			return
@@ -308,6 +315,13 @@ func (s *source) ingest() {
 			timer.Reset(s.cfg.SyncInterval)
 			armed = true
 		}
+		if n, _ := s.intake.size(); n > 0 && !listening && failures == 0 {
+			since, ends := s.intake.quiet(time.Now())
+			if ends < s.cfg.SyncInterval {
+				quiet.Reset(max(ends-since, 0))
+				listening = true
+			}
+		}
 		if failures == 0 && !due && full() {
 			commit()
 			continue
@@ -317,6 +331,11 @@ func (s *source) ingest() {
 		case <-timer.C:
 			armed = false
 			if n, _ := s.intake.size(); n > 0 {
+				commit()
+			}
+		case now := <-quiet.C:
+			listening = false
+			if since, ends := s.intake.quiet(now); since >= ends && !due {
 				commit()
 			}
 		case <-s.consumed:

@@ -123,6 +123,8 @@ type Ready struct {
 	Finalize *Manifest
 	// Completed checkpoints, oldest first: notify the subtasks (sinks
 	// commit), truncate inputs, upload. Each subsumes all earlier ones.
+	// Each is the manifest Finalize gave, with what the caller set on it
+	// (SameAs) and its Duration now through completion.
 	Completed []*Manifest
 	// Failed, when set, is why the job must fail.
 	Failed error
@@ -133,6 +135,7 @@ type pendingCheckpoint struct {
 	triggered time.Duration
 	manual    bool
 	acks      map[TaskID]Ack
+	final     *Manifest // given in Ready.Finalize
 }
 
 // Coordinator is the job's checkpoint coordinator: a deterministic state
@@ -309,7 +312,8 @@ func (c *Coordinator) Finalized(id uint64, err error) {
 	c.remove(id)
 	c.failures = 0
 	c.lastEnd = c.now
-	c.ready.Completed = append(c.ready.Completed, c.manifest(p))
+	p.final.Duration = c.now - p.triggered
+	c.ready.Completed = append(c.ready.Completed, p.final)
 	for _, q := range slices.Clone(c.pending) {
 		if q.id < id {
 			c.abort(q.id, Subsumed, fmt.Sprintf("checkpoint %d completed", id))
@@ -348,8 +352,8 @@ func (c *Coordinator) maybeFinalize() {
 		for _, q := range slices.Clone(c.pending[:i]) {
 			c.abort(q.id, Subsumed, fmt.Sprintf("checkpoint %d was acknowledged first", p.id))
 		}
-		c.finalizing = p.id
-		c.ready.Finalize = c.manifest(p)
+		c.finalizing, p.final = p.id, c.manifest(p)
+		c.ready.Finalize = p.final
 		return
 	}
 }

@@ -193,3 +193,40 @@ func TestNextTick(t *testing.T) {
 		t.Fatalf("after a subtask finished a tick is due at %v", at)
 	}
 }
+
+// TestCompletedIsTheManifestFinalized: what the caller set on the
+// manifest it finalized (SameAs, say) is on the completed checkpoint,
+// whose duration runs to its completion.
+func TestCompletedIsTheManifestFinalized(t *testing.T) {
+	task := TaskID{Operator: "src"}
+	cfg := DefaultConfig()
+	cfg.Interval, cfg.MinPause = time.Second, 0
+	c, err := NewCoordinator(cfg, []TaskID{task}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var previous uint64
+	for n := range 2 {
+		at := time.Duration(n+1) * time.Second
+		c.Tick(at)
+		tr := c.Ready().Triggers
+		if len(tr) != 1 {
+			t.Fatalf("no trigger at %v: %+v", at, tr)
+		}
+		id := tr[0].Barrier.ID
+		c.Tick(at + 100*time.Millisecond)
+		c.Acknowledge(Ack{Task: task, ID: id})
+		final := c.Ready().Finalize
+		if final == nil || final.ID != id {
+			t.Fatalf("checkpoint %d acknowledged by its only subtask is not finalized: %+v", id, final)
+		}
+		final.SameAs = previous
+		c.Tick(at + 300*time.Millisecond)
+		c.Finalized(id, nil)
+		done := c.Ready().Completed
+		if len(done) != 1 || done[0].ID != id || done[0].SameAs != previous || done[0].Duration != 300*time.Millisecond {
+			t.Fatalf("completed %+v, want checkpoint %d the same as %d, 300ms long", done, id, previous)
+		}
+		previous = id
+	}
+}

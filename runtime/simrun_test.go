@@ -202,7 +202,6 @@ func (s *simulator) apply() {
 		}
 		if m := rd.Finalize; m != nil {
 			if s.records.elide(m) {
-				s.elided++
 				s.coord.Finalized(m.ID, nil)
 			} else {
 				s.final = m
@@ -210,6 +209,9 @@ func (s *simulator) apply() {
 		}
 		for _, m := range rd.Completed {
 			s.completed++
+			if m.SameAs != 0 { // the job's OnComplete sees it so
+				s.elided++
+			}
 			s.broadcast(controlMsg{kind: ctlComplete, id: m.ID})
 		}
 		if rd.Failed != nil {

@@ -82,11 +82,14 @@ func (c *WearConfig) setDefaults() {
 
 // WearFigures are what a `cairn run` process did over one measured
 // window. WrittenBytes is the kernel's count (/proc/PID/io write_bytes)
-// of what the agent's writes made it write back; Syncs, IngestSyncs and
-// CheckpointSyncs are the agent's own counts (0 for a cairn that does
-// not count them); CPU is the process's user and system time.
+// of what the agent's writes made it write back; the syncs are the
+// agent's own counts; CPU is the process's user and system time.
 type WearFigures struct {
-	Seconds             float64 `json:"seconds"`
+	Seconds float64 `json:"seconds"`
+	// AgentCounts says the agent counts its own writes and syncs (status
+	// disk): without it, as in a cairn from before it did, the agent's
+	// counts below are 0.
+	AgentCounts         bool    `json:"agent_counts"`
 	Messages            int64   `json:"messages"`
 	InputBytes          int64   `json:"input_bytes"`
 	WrittenBytes        int64   `json:"written_bytes"`
@@ -94,8 +97,7 @@ type WearFigures struct {
 	WrittenVsInputRatio float64 `json:"written_vs_input_ratio"`
 	WrittenPerDayBytes  int64   `json:"written_bytes_per_day"`
 	// IngestWrittenBytes and CheckpointWrittenBytes are the agent's own
-	// counts of the pages its ingest logs and checkpoint store wrote (0
-	// for a cairn that does not count them).
+	// counts of the pages its ingest logs and checkpoint store wrote.
 	IngestWrittenBytes     int64   `json:"ingest_written_bytes"`
 	CheckpointWrittenBytes int64   `json:"checkpoint_written_bytes"`
 	Syncs                  int64   `json:"syncs"`
@@ -152,20 +154,27 @@ func (r *WearResult) Rows() []Row {
 	}
 	for i, run := range runs {
 		f, idle, busy := run.Reference, run.Idle, run.Busy
+		counted, syncs, idleSyncs, busySyncs := uncounted, uncounted, uncounted, uncounted
+		if f.AgentCounts {
+			counted = fmt.Sprintf("%s B, %s B a message",
+				num(ratio(float64(f.IngestWrittenBytes), float64(f.Messages))), num(ratio(float64(f.CheckpointWrittenBytes), float64(f.Messages))))
+			syncs = fmt.Sprintf("%.2f (%.2f, %.2f) (target ≤ %d)", f.SyncsPerSec, f.IngestSyncsPerSec, f.CheckpointSyncsPerSec, TargetSyncsPerSec)
+			idleSyncs = fmt.Sprintf("%.3f", idle.SyncsPerSec)
+			busySyncs = fmt.Sprintf("%.1f (%.1f, %.1f)", busy.SyncsPerSec, busy.IngestSyncsPerSec, busy.CheckpointSyncsPerSec)
+		}
 		rows = append(rows,
 			Row{names[i], run.Binary},
 			Row{"  written per message", fmt.Sprintf("%s B, %.2f × the input (target ≤ %d)", num(f.WrittenPerMessage), f.WrittenVsInputRatio, TargetWrittenVsInput)},
 			Row{"  written a day", mb(f.WrittenPerDayBytes)},
-			Row{"  of it counted by the agent: ingest, checkpoints", fmt.Sprintf("%s B, %s B a message",
-				num(ratio(float64(f.IngestWrittenBytes), float64(f.Messages))), num(ratio(float64(f.CheckpointWrittenBytes), float64(f.Messages))))},
-			Row{"  syncs/s (ingest, checkpoints)", fmt.Sprintf("%.2f (%.2f, %.2f) (target ≤ %d)", f.SyncsPerSec, f.IngestSyncsPerSec, f.CheckpointSyncsPerSec, TargetSyncsPerSec)},
+			Row{"  of it counted by the agent: ingest, checkpoints", counted},
+			Row{"  syncs/s (ingest, checkpoints)", syncs},
 			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs); a bare paho subscriber %s µs",
 				num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage, num(f.BareCPUMicrosPerMessage))},
 			Row{"  publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", f.AckP50MS, f.AckP99MS, mqttio.DefaultSyncInterval+TargetAckP99Extra)},
-			Row{"  idle: written a day", fmt.Sprintf("%s (target ≤ %s), %.3f syncs/s", mb(idle.WrittenPerDayBytes), mb(TargetIdleBytesPerDay), idle.SyncsPerSec)},
+			Row{"  idle: written a day", fmt.Sprintf("%s (target ≤ %s), syncs/s %s", mb(idle.WrittenPerDayBytes), mb(TargetIdleBytesPerDay), idleSyncs)},
 			Row{fmt.Sprintf("  busy (%d/s): CPU per message", r.BusyRate), fmt.Sprintf("%s µs (target ≤ %d); a bare paho subscriber %s µs",
 				num(busy.CPUMicrosPerMessage), TargetBusyCPUMicros, num(busy.BareCPUMicrosPerMessage))},
-			Row{"  busy: syncs/s (ingest, checkpoints)", fmt.Sprintf("%.1f (%.1f, %.1f)", busy.SyncsPerSec, busy.IngestSyncsPerSec, busy.CheckpointSyncsPerSec)},
+			Row{"  busy: syncs/s (ingest, checkpoints)", busySyncs},
 		)
 	}
 	if r.Baseline != nil {
@@ -178,6 +187,9 @@ func (r *WearResult) Rows() []Row {
 	}
 	return append(rows, Row{"within targets", within})
 }
+
+// uncounted stands for the agent's own counts where it keeps none.
+const uncounted = "not counted by this cairn"
 
 // readingBytes is about the size of a reading's payload.
 const readingBytes = 100
@@ -444,6 +456,7 @@ func (b *bareProc) finish() int64 {
 // wearSnapshot is what a measurement window starts or ends with.
 type wearSnapshot struct {
 	at                               time.Time
+	counts                           bool // the agent counts its disk writes
 	written                          int64
 	cpu                              time.Duration
 	messages                         int64
@@ -458,6 +471,7 @@ func (p *agentProc) snapshot() (wearSnapshot, error) {
 		return wearSnapshot{}, err
 	}
 	s := wearSnapshot{at: time.Now(), messages: st.RecordsOut("telemetry")}
+	s.counts = len(st.Disk.Files) > 0
 	for _, f := range st.Disk.Files {
 		switch f.Name {
 		case "ingest":
@@ -498,7 +512,7 @@ func (p *agentProc) probeSource(ctx context.Context) error {
 // payload bytes on average.
 func figures(a, b wearSnapshot, payload float64) *WearFigures {
 	d := b.at.Sub(a.at)
-	f := &WearFigures{Seconds: d.Seconds(), Messages: b.messages - a.messages, WrittenBytes: b.written - a.written}
+	f := &WearFigures{Seconds: d.Seconds(), AgentCounts: b.counts, Messages: b.messages - a.messages, WrittenBytes: b.written - a.written}
 	f.InputBytes = int64(float64(f.Messages) * payload)
 	f.IngestWrittenBytes, f.CheckpointWrittenBytes = b.ingestWritten-a.ingestWritten, b.checkpointWritten-a.checkpointWritten
 	f.Syncs = b.ingestSyncs - a.ingestSyncs + b.checkpointSyncs - a.checkpointSyncs

@@ -56,18 +56,25 @@ type Broker struct {
 // ends.
 func Start(t testing.TB, dir string, log io.Writer) *Broker {
 	t.Helper()
-	if _, err := Binary(); err != nil {
-		if os.Getenv("CAIRN_REQUIRE_MOSQUITTO") != "" {
-			t.Fatal("mosquitto is required (CAIRN_REQUIRE_MOSQUITTO) but not installed")
-		}
-		t.Skip("mosquitto is not installed")
-	}
+	Require(t)
 	b, err := Run(dir, fmt.Sprintf(TestSettings, dir), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Stop)
 	return b
+}
+
+// Require skips the test when mosquitto is not installed, or fails it if
+// CAIRN_REQUIRE_MOSQUITTO is set.
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := Binary(); err != nil {
+		if os.Getenv("CAIRN_REQUIRE_MOSQUITTO") != "" {
+			t.Fatal("mosquitto is required (CAIRN_REQUIRE_MOSQUITTO) but not installed")
+		}
+		t.Skip("mosquitto is not installed")
+	}
 }
 
 // Run runs mosquitto with settings (configuration lines; none: its

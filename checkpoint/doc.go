@@ -14,7 +14,7 @@
 // write, checkpoints completed or aborted, and whether the job must fail.
 //
 // Callers carry out actions in the order given. Two rules keep the
-// invariants of DESIGN.md section 2:
+// invariants of docs/DESIGN.md section 2:
 //   - start a Coordinator after the highest id of any completion record
 //     written (Store.LastID), so that ids only grow across restarts (I6);
 //   - a checkpoint is complete only once Ready.Completed names it, which

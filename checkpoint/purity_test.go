@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestPurity enforces DESIGN.md section 3: the protocol core is a pure state
+// TestPurity enforces docs/DESIGN.md section 3: the protocol core is a pure state
 // machine. Its non-test files never read the clock or wait on it, and start
 // no goroutine. (Its imports are checked by internal/layout.)
 func TestPurity(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package localrecovery keeps checkpoints in a directory of the agent's data
 // directory, so that after a crash, power cut or reboot the agent restarts
-// from its own disk, without the network (DESIGN.md sections 2 and 4).
+// from its own disk, without the network (docs/DESIGN.md sections 2 and 4).
 // Store implements checkpoint.Store.
 //
 // # Layout

@@ -1,7 +1,7 @@
 // Package remote copies completed checkpoints to S3-compatible object
 // storage and reads them back, so that a device whose disk is lost, or a
 // replacement device, can resume from the last uploaded checkpoint
-// (DESIGN.md sections 1 and 6).
+// (docs/DESIGN.md sections 1 and 6).
 //
 // An Uploader uploads completed checkpoints on its own goroutine, from a
 // bounded queue: it never delays processing or local completion, and when

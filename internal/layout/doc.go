@@ -1,3 +1,3 @@
 // Package layout holds the test that keeps the package dependencies of
-// DESIGN.md section 3: which cairn package may import which.
+// docs/DESIGN.md section 3: which cairn package may import which.
 package layout

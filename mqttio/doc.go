@@ -1,12 +1,19 @@
-// Package mqttio connects cairn to MQTT (DESIGN.md section 1).
+// Package mqttio connects cairn to MQTT (docs/DESIGN.md section 1).
 //
 // Source subscribes with QoS 1 on a persistent session and appends every
 // message to a durable ingest Log before it acknowledges the message to the
 // broker (invariant I8): PUBACKs go out, in receipt order, only after the
-// group commit holding the message is fsynced. The log gives each message an
-// offset, so MQTT input becomes replayable: checkpoints record offsets,
-// recovery rewinds to them, and the log is truncated only below the oldest
-// retained completed checkpoint. A QoS 0 mode skips the log and is at-most-once.
+// group commit holding the message is fsynced. A group commit is one
+// fdatasync of the log's segment (package seglog), at most one per sync
+// interval unless the broker's in-flight window fills, a megabyte of
+// payload waits or a burst ends: the broker keeps every message not
+// acknowledged, so waiting costs latency, never data. The log gives each
+// message an offset, so MQTT input becomes replayable: checkpoints record
+// offsets, recovery rewinds to them, and the log is truncated, in whole
+// segments, only below the oldest retained completed checkpoint. Logs keeps
+// the logs of an agent's sources and their dead letters in a directory,
+// and MigrateBoltLogs moves an earlier cairn's bbolt file into one. A QoS 0
+// mode skips the log and is at-most-once.
 //
 // Sink publishes with two-phase commit: records are staged in the sink's
 // checkpointed state when the barrier passes and published at QoS 1 only

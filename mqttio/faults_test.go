@@ -289,7 +289,9 @@ func TestIngestLogFullDisk(t *testing.T) {
 // slow one (every commit held 20 ms longer, as by a slow fsync). Group
 // commit must keep the slow disk at half the fast rate or more: what
 // arrives while a commit is written joins the next one, so groups grow as
-// commits slow down (msgs/commit shows it).
+// commits slow down (msgs/commit shows it), as far as the broker's
+// in-flight window lets them (the test broker's, 1000, which the source is
+// told).
 func BenchmarkIngestSlowDisk(b *testing.B) {
 	br := mosquittoBroker(b)
 	const n = 20_000
@@ -315,7 +317,7 @@ func BenchmarkIngestSlowDisk(b *testing.B) {
 		metrics := new(SourceMetrics)
 		var bld graph.Builder
 		src := bld.Source("mqtt", 1, NewSource(SourceConfig{Name: "mqtt", Client: ClientConfig{Broker: br.url, ClientID: id},
-			Topics: []string{topic}, Logs: logs, Metrics: metrics, Decoding: Decoding{Format: Raw}}))
+			Topics: []string{topic}, Logs: logs, Metrics: metrics, Decoding: Decoding{Format: Raw}, MaxInflight: 1000}))
 		bld.Operator("discard", 1, func(int) graph.Operator { return seqCollector{s: new(seqs)} }, []graph.Input{graph.In(src, graph.Forward())})
 		topo, err := bld.Build()
 		if err != nil {

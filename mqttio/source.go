@@ -367,8 +367,8 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		return nil
 	})
 	if err == nil && len(dead) > 0 {
-		// Written after the log's read transaction: bbolt deadlocks on a
-		// write inside a read.
+		// Stored together, one sync for the batch's dead letters,
+		// before the source reads on.
 		s.cfg.Metrics.DeadLetters.Add(int64(len(dead)))
 		err = s.cfg.Logs.deadLetters(dead)
 		s.publishDeadLetters(dead)

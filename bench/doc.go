@@ -1,8 +1,8 @@
 // Package bench measures cairn: the scenarios of `cairn bench`. Each
 // scenario is a function that takes its sizes, does real work on real
-// parts — the runtime, bbolt files, an MQTT broker, a `cairn run` process —
-// and returns a Result whose fields are the figures and the ratios of
-// measurements taken side by side in the same run:
+// parts — the runtime, the stores' files, an MQTT broker, a `cairn run`
+// process — and returns a Result whose fields are the figures and the
+// ratios of measurements taken side by side in the same run:
 //
 //	pipeline   in-process graph throughput, checkpoints off and on
 //	ingest     durable ingest-log appends, grouped and one fsync each
@@ -10,6 +10,7 @@
 //	snapshot   a whole and an incremental snapshot into the local store
 //	restore    reading a whole snapshot back into keyed state
 //	footprint  binary size and the resident memory of `cairn run`
+//	wear       what `cairn run` writes to its disk, syncs and spends
 //
 // The machines cairn is measured on are small and shared, so absolute
 // figures of two runs are hard to compare; a ratio of one run (checkpoints

@@ -31,9 +31,12 @@
 // segment was created) and only then lets readers see it. A segment is
 // synced before the next one is created, so after a power cut only the
 // newest segment can end in a torn write: Open cuts it at the first record
-// that does not verify, as long as no later record in the file verifies.
-// If one does, the damage is not a torn write but a corrupt file, and Open
-// fails with an error wrapping ErrCorrupt rather than lose what follows.
+// that does not verify, and logs the cut, as a warning, or as an error when
+// records after it verify, which a torn write rarely leaves and damage
+// (bit rot) does: those records go with the cut, for a log read in order
+// cannot go on past a gap. A sealed segment is not cut: a record in it
+// that does not verify fails the Read that reaches it with ErrCorrupt, and
+// so does a segment whose header names another offset than its name.
 // A failed write or sync rolls the log back to its last sync (the kernel
 // may have dropped the pages of a failed fdatasync), so a retry never
 // leaves the same data twice.

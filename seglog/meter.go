@@ -19,16 +19,15 @@ func (m *Meter) Written() int64 { return m.written.Load() }
 // Syncs is the number of fsyncs and fdatasyncs counted so far.
 func (m *Meter) Syncs() int64 { return m.syncs.Load() }
 
-// AddWritten counts n bytes written back; for files the caller writes
-// itself (a page per transaction page, say).
-func (m *Meter) AddWritten(n int64) {
+// addWritten counts n bytes written back.
+func (m *Meter) addWritten(n int64) {
 	if m != nil {
 		m.written.Add(n)
 	}
 }
 
-// AddSyncs counts n syncs.
-func (m *Meter) AddSyncs(n int64) {
+// addSyncs counts n syncs.
+func (m *Meter) addSyncs(n int64) {
 	if m != nil {
 		m.syncs.Add(n)
 	}
@@ -52,7 +51,7 @@ func (d *dirtyPages) wrote(m *Meter, off, n int64) {
 		first = d.through + 1
 	}
 	if last >= first {
-		m.AddWritten((last - first + 1) * PageSize)
+		m.addWritten((last - first + 1) * PageSize)
 		d.through = last
 	}
 }

@@ -9,10 +9,11 @@ import (
 	"sort"
 )
 
-// Open opens the log in dir, creating the directory if needed. A torn
-// write at the end of the newest segment is cut (and logged); damage
-// anywhere else is an error wrapping ErrCorrupt. A new log's first offset
-// is 1.
+// Open opens the log in dir, creating the directory if needed. The newest
+// segment is cut at its first record that does not verify (a torn write,
+// logged; see the package doc); segments that overlap or whose headers
+// name other offsets are an error wrapping ErrCorrupt. A new log's first
+// offset is 1.
 func Open(dir string, opts Options) (*Log, error) {
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = 4 << 20
@@ -126,7 +127,8 @@ func (l *Log) openLast() error {
 	}
 	first, herr := decodeHeader(h)
 	if herr == nil && first != s.first {
-		herr = fmt.Errorf("header names offset %d", first)
+		f.Close()
+		return fmt.Errorf("%w: %s: header names offset %d", ErrCorrupt, l.path(s), first)
 	}
 	if herr != nil {
 		// Created, and cut off before its first sync completed: nothing

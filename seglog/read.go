@@ -101,7 +101,9 @@ func (l *Log) TruncateFront(before uint64) error {
 	l.mu.Lock()
 	var victims []*segment
 	for i, s := range l.segs {
-		if i == len(l.segs)-1 || s.end > before || s.end > l.synced {
+		// Never the newest, nor the one before a newest not yet synced:
+		// a failed sync of that one goes back to it.
+		if i == len(l.segs)-1 || l.created && i == len(l.segs)-2 || s.end > before || s.end > l.synced {
 			break
 		}
 		victims = append(victims, s)

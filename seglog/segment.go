@@ -179,21 +179,27 @@ func (s *scanner) scan() (Record, bool) {
 	return Record{Offset: off, Count: int(count), Data: body[k:]}, true
 }
 
+// maxOffsetsAfter bounds how far past a cut verifyingAfter looks for
+// records' offsets: far more than a segment holds.
+const maxOffsetsAfter = 1 << 40
+
 // verifyingAfter counts the records that verify anywhere in data (the rest
 // of a segment after a bad frame) with an offset of after or more: a torn write
 // leaves none, unless the kernel wrote pages back out of order.
 func verifyingAfter(data []byte, after uint64) int {
 	found := 0
 	for p := 0; p+frameHeader+1 <= len(data); p++ {
-		n := int(binary.LittleEndian.Uint32(data[p:]))
+		n := int64(binary.LittleEndian.Uint32(data[p:])) // int64: on 32-bit an int may not hold it
 		off := binary.LittleEndian.Uint64(data[p+8:])
-		if n < 1 || p+frameHeader+n > len(data) || off < after {
+		// An offset far beyond the cut is no record of this log: checking
+		// only plausible ones keeps a long tail of noise cheap.
+		if n < 1 || n > int64(len(data)-p-frameHeader) || off < after || off-after > maxOffsetsAfter {
 			continue
 		}
-		sum := binary.LittleEndian.Uint32(data[p+4:])
-		if crc32.Checksum(data[p+8:p+frameHeader+n], crcTable) == sum {
+		end := p + frameHeader + int(n)
+		if crc32.Checksum(data[p+8:end], crcTable) == binary.LittleEndian.Uint32(data[p+4:]) {
 			found++
-			p += frameHeader + n - 1
+			p = end - 1
 		}
 	}
 	return found

@@ -29,7 +29,7 @@ func (l *Log) Append(count int, data ...[]byte) (uint64, error) {
 	}
 	l.mu.Unlock()
 	size := frameSize(count, n)
-	if s == nil || s.size > headerSize && s.size+size > l.opts.SegmentBytes {
+	if s == nil || l.w == nil || s.size > headerSize && s.size+size > l.opts.SegmentBytes {
 		var err error
 		if s, err = l.roll(off); err != nil {
 			return 0, err
@@ -74,10 +74,11 @@ func (l *Log) roll(off uint64) (*segment, error) {
 		if err := l.syncLocked(); err != nil {
 			return nil, err
 		}
-		if err := l.w.Close(); err != nil {
+		err := l.w.Close()
+		l.w = nil // synced: the next append starts a segment
+		if err != nil {
 			return nil, err
 		}
-		l.w = nil
 	}
 	s := &segment{first: off, end: off, name: segmentName(off), index: []mark{{off, headerSize}}}
 	f, err := l.opts.FS.Create(l.path(s))
@@ -140,10 +141,10 @@ func (l *Log) syncLocked() error {
 		return nil
 	}
 	err := l.w.Sync()
-	l.opts.Meter.AddSyncs(1)
+	l.opts.Meter.addSyncs(1)
 	if err == nil && created {
 		err = l.opts.FS.SyncDir(l.dir)
-		l.opts.Meter.AddSyncs(1)
+		l.opts.Meter.addSyncs(1)
 	}
 	if err != nil {
 		return errors.Join(err, l.rollback())
@@ -174,14 +175,25 @@ func (l *Log) rollback() error {
 func (l *Log) undo() error {
 	l.mu.Lock()
 	created := l.created
-	s := l.segs[len(l.segs)-1]
+	var s *segment
+	if len(l.segs) > 0 {
+		s = l.segs[len(l.segs)-1]
+	}
 	l.mu.Unlock()
+	if s == nil {
+		return nil
+	}
 	if created {
 		if l.w != nil {
 			l.w.Close()
 			l.w = nil
 		}
+		// Durably gone before appends go on in the segment before: back
+		// after a power cut, it would overlap them.
 		if err := l.opts.FS.Remove(l.path(s)); err != nil && !isNotExist(err) {
+			return err
+		}
+		if err := l.opts.FS.SyncDir(l.dir); err != nil {
 			return err
 		}
 		l.mu.Lock()
@@ -222,19 +234,32 @@ func (l *Log) Reset(off uint64) error {
 		l.w.Close()
 		l.w = nil
 	}
-	l.mu.Lock()
-	old := l.segs
-	l.segs, l.hint, l.created = nil, readHint{}, false
-	l.next, l.synced = off, off
-	l.mu.Unlock()
-	for _, s := range old {
+	// Oldest first, so that a failure leaves a log with its front dropped.
+	for {
+		l.mu.Lock()
+		if len(l.segs) == 0 {
+			l.mu.Unlock()
+			break
+		}
+		s := l.segs[0]
+		l.mu.Unlock()
 		if s.r != nil {
 			s.r.Close()
+			s.r = nil
 		}
 		if err := l.opts.FS.Remove(l.path(s)); err != nil && !isNotExist(err) {
-			return err
+			return errors.Join(err, l.reopenLast())
 		}
+		l.mu.Lock()
+		l.segs, l.hint = l.segs[1:], readHint{}
+		l.mu.Unlock()
 	}
+	l.mu.Lock()
+	l.segs, l.created = nil, false
+	l.next, l.synced = off, off
+	l.mu.Unlock()
+	// The removals are durable with the new segment (roll, then a sync
+	// of the directory).
 	if _, err := l.roll(off); err != nil {
 		return err
 	}

@@ -41,62 +41,74 @@ var (
 )
 
 // migrateBolt moves the completed checkpoints of the bbolt file at path
-// that verify, and its id counter, into a new store in dir, then removes
-// the file, or, if it was damaged, leaves it renamed aside
-// (path.damaged-N). The store is written beside dir, synced and renamed
-// into place before the file goes: a crash leaves the file, or the store
-// and the file (which then goes). Without the file it does nothing.
+// that verify, and its id counter, into a new store in dir, as
+// seglog.MoveInto makes a directory (safe across a crash; a file written to
+// after it was moved is an error, not removed), then removes the file, or,
+// if it was damaged, leaves it renamed aside (path.damaged-N). A write
+// that fails (a full disk) fails the move, and leaves the file. Without
+// the file it does nothing.
 func migrateBolt(path, dir string, opts Options) error {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if _, err := os.Stat(dir); err == nil {
-		return os.Remove(path) // moved before the removal
-	}
 	if _, err := checkFile(path); errors.Is(err, errMissing) {
-		return os.Remove(path) // empty: nothing to move
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil // no file, or an empty one: nothing to move
 	}
 	log := opts.Logger
-	tmp := dir + ".migrating"
-	if err := os.RemoveAll(tmp); err != nil {
+	damaged := false
+	var moved, lost int
+	_, err := seglog.MoveInto(path, dir, func(tmp string) error {
+		old, err := openBolt(path, log)
+		if err != nil {
+			return err
+		}
+		damaged = old.damaged
+		to, err := open(tmp, Options{Retain: opts.Retain, SegmentBytes: opts.SegmentBytes, Logger: log, WriteFault: opts.WriteFault})
+		if err != nil {
+			old.close()
+			return err
+		}
+		moved, lost, err = old.copyTo(to, log)
+		return errors.Join(err, to.Close(), old.close())
+	})
+	if err != nil {
+		return fmt.Errorf("moving the checkpoint store %s into %s: %w", path, dir, err)
+	}
+	if moved+lost > 0 || damaged {
+		log.Info("checkpoint store moved to a segmented log", "from", path, "to", dir, "checkpoints", moved, "lost", lost)
+	}
+	if damaged {
+		return setAside(path, log)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	old, aside, err := openBolt(path, log)
-	if err != nil {
-		return fmt.Errorf("checkpoint store %s: %w", path, err)
+	return nil
+}
+
+// setAside renames the damaged file at path to path.damaged-N, the first N
+// free, for whoever wants to look at it.
+func setAside(path string, log *slog.Logger) error {
+	for n := 1; ; n++ {
+		aside := fmt.Sprintf("%s.damaged-%d", path, n)
+		if _, err := os.Stat(aside); os.IsNotExist(err) {
+			log.Warn("the damaged checkpoint store is kept aside", "path", aside)
+			return os.Rename(path, aside)
+		}
 	}
-	to, err := open(tmp, Options{Retain: opts.Retain, SegmentBytes: opts.SegmentBytes, Logger: log})
-	if err != nil {
-		old.close()
-		return err
-	}
-	moved, lost := old.copyTo(to, log)
-	err = errors.Join(to.Close(), old.close())
-	if err == nil {
-		err = seglog.RenameDurable(tmp, dir)
-	}
-	if err != nil {
-		return fmt.Errorf("moving the checkpoint store %s to %s: %w", path, dir, err)
-	}
-	log.Info("checkpoint store moved to a segmented log", "from", path, "to", dir, "checkpoints", moved, "lost", lost)
-	if aside != "" {
-		return nil
-	}
-	return os.Remove(path)
 }
 
 // boltStore reads a bbolt checkpoint file, read-only, turning the faults a
 // damaged file causes into errors.
 type boltStore struct {
-	db *bolt.DB
+	db      *bolt.DB
+	damaged bool // truncated, or bbolt could not open it
 }
 
 // openBolt opens the file at path. A damaged one (truncated, or bbolt
-// cannot open it) is first renamed aside (path.damaged-N, returned) and
-// padded, so that its lost pages read as zeros; what it still holds that
-// verifies can then be read.
-func openBolt(path string, log *slog.Logger) (*boltStore, string, error) {
-	aside := ""
+// cannot open it) is padded, so that its lost pages read as zeros; what it
+// still holds that verifies can then be read.
+func openBolt(path string, log *slog.Logger) (*boltStore, error) {
 	_, err := checkFile(path)
 	if err == nil {
 		err = guard(func() error {
@@ -107,33 +119,24 @@ func openBolt(path string, log *slog.Logger) (*boltStore, string, error) {
 			return err
 		})
 	}
+	b := &boltStore{}
 	var damage *damageError
 	switch {
 	case err == nil || errors.Is(err, errMissing):
 	case os.IsPermission(err) || errors.Is(err, bolt.ErrTimeout):
-		return nil, "", err
+		return nil, err
 	default:
 		if !errors.As(err, &damage) {
 			damage = &damageError{err}
 		}
-		for n := 1; ; n++ {
-			aside = fmt.Sprintf("%s.damaged-%d", path, n)
-			if _, err := os.Stat(aside); os.IsNotExist(err) {
-				break
-			}
-		}
-		if err := os.Rename(path, aside); err != nil {
-			return nil, "", fmt.Errorf("damaged (%v) and cannot be moved aside: %w", damage.cause, err)
-		}
-		log.Error("checkpoint store is damaged; moved aside, salvaging what verifies", "path", path, "moved_to", aside, "err", damage.cause)
-		if m, err := checkFile(aside); err != nil && m.pageSize > 0 {
-			if err := padTo(aside, int64(m.highPage)*int64(m.pageSize)); err != nil {
+		b.damaged = true
+		log.Error("checkpoint store is damaged; salvaging what verifies", "path", path, "err", damage.cause)
+		if m, err := checkFile(path); err != nil && m.pageSize > 0 {
+			if err := padTo(path, int64(m.highPage)*int64(m.pageSize)); err != nil {
 				log.Error("cannot pad the damaged store", "err", err)
 			}
 		}
-		path = aside
 	}
-	b := &boltStore{}
 	if err := guard(func() error {
 		var err error
 		b.db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
@@ -141,7 +144,7 @@ func openBolt(path string, log *slog.Logger) (*boltStore, string, error) {
 	}); err != nil {
 		log.Error("nothing salvaged: the damaged store cannot be opened", "err", err)
 	}
-	return b, aside, nil
+	return b, nil
 }
 
 func (b *boltStore) close() error {
@@ -152,10 +155,11 @@ func (b *boltStore) close() error {
 }
 
 // copyTo copies every completed checkpoint that verifies into to, oldest
-// first, and the id counter; it returns how many it copied and lost.
-func (b *boltStore) copyTo(to *Store, log *slog.Logger) (moved, lost int) {
+// first, and the id counter; it returns how many it copied and lost. A
+// checkpoint that cannot be read is lost; a write that fails fails it.
+func (b *boltStore) copyTo(to *Store, log *slog.Logger) (moved, lost int, err error) {
 	if b.db == nil {
-		return 0, 0
+		return 0, 0, nil
 	}
 	var lastID uint64
 	var ms []*checkpoint.Manifest
@@ -184,21 +188,26 @@ func (b *boltStore) copyTo(to *Store, log *slog.Logger) (moved, lost int) {
 		log.Error("no completion record can be read from the old store", "err", err)
 	}
 	for _, m := range ms { // oldest first: retention keeps the newest
-		if err := guard(func() error { return b.copyCheckpoint(to, m) }); err != nil {
-			log.Error("checkpoint lost in the damaged store", "id", m.ID, "err", err)
+		var unreadable *damageError
+		switch err := b.copyCheckpoint(to, m); {
+		case errors.As(err, &unreadable):
+			log.Error("checkpoint lost in the damaged store", "id", m.ID, "err", unreadable.cause)
 			lost++
-			continue
+		case err != nil:
+			return moved, lost, fmt.Errorf("checkpoint %d: %w", m.ID, err)
+		default:
+			moved++
 		}
-		moved++
 	}
 	if err := to.SaveLastID(lastID); err != nil {
-		log.Error("the old store's id counter was not moved", "err", err)
+		return moved, lost, fmt.Errorf("the id counter: %w", err)
 	}
-	return moved, lost
+	return moved, lost, nil
 }
 
 // copyCheckpoint copies m's snapshots (those to lacks) and its completion
-// record.
+// record. A snapshot that cannot be read or does not verify is a
+// *damageError.
 func (b *boltStore) copyCheckpoint(to *Store, m *checkpoint.Manifest) error {
 	for _, a := range m.Subtasks {
 		for _, h := range a.Handles() {
@@ -208,13 +217,20 @@ func (b *boltStore) copyCheckpoint(to *Store, m *checkpoint.Manifest) error {
 			if have {
 				continue
 			}
-			data, err := b.readState(h)
-			if err != nil {
+			var data []byte
+			if err := guard(func() (err error) {
+				data, err = b.readState(h)
 				return err
+			}); err != nil {
+				var damage *damageError
+				if !errors.As(err, &damage) {
+					damage = &damageError{err}
+				}
+				return damage
 			}
 			id, _, err := parseHandleKey(h.Key)
 			if err != nil {
-				return err
+				return &damageError{err}
 			}
 			if _, err := to.PutState(id, a.Task, slices.Values([][]byte{data})); err != nil {
 				return err

@@ -46,6 +46,9 @@
 //
 // cairn kept its checkpoints in one bbolt file before, <dir>.db (bolt.go
 // describes it). Open moves the completed checkpoints of such a file that
-// verify into the log, once, and removes the file; a damaged one is
-// renamed aside (<dir>.db.damaged-N) and what of it verifies is moved.
+// verify, and its id counter, into the log, once (seglog.MoveInto: safe
+// across a crash), and removes the file; of a damaged one, what verifies
+// is moved and the file kept aside (<dir>.db.damaged-N). A write that
+// fails fails the move and Open, and keeps the file; so does a file
+// written to after it was moved (by an older cairn), which is not removed.
 package localrecovery

@@ -142,8 +142,46 @@ func TestBoltStoreIsMoved(t *testing.T) {
 	}
 }
 
-// TestDamagedBoltStoreIsSalvaged: a bbolt file cut short or not bbolt at
-// all is renamed aside, what of it verifies is moved, and the store works.
+// TestBoltStoreMoveOnAFullDisk: a move whose writes fail (a full disk)
+// fails the store's opening, with the reason, and keeps the bbolt file;
+// once there is room, the move is made whole.
+func TestBoltStoreMoveOnAFullDisk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	sample, err := os.ReadFile(filepath.Join("testdata", "checkpoints-bbolt.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+".db", sample, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	_, err = Open(dir, Options{WriteFault: func() error {
+		if writes++; writes > 3 {
+			return syscall.ENOSPC
+		}
+		return nil
+	}})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "moving the checkpoint store") {
+		t.Fatalf("opening with a full disk = %v, want the move to fail with ENOSPC", err)
+	}
+	if _, err := os.Stat(dir + ".db"); err != nil {
+		t.Fatalf("the bbolt file is gone after a failed move: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a failed move left the store in place: %v", err)
+	}
+	s := mustOpen(t, dir, Options{})
+	if got := ids(t, s); got != "7 6" {
+		t.Fatalf("completed %q after the move, want 7 6", got)
+	}
+	if id, _ := s.LastID(); id != 9 {
+		t.Fatalf("last id %d, want 9", id)
+	}
+}
+
+// TestDamagedBoltStoreIsSalvaged: of a bbolt file cut short or not bbolt
+// at all, what verifies is moved, the file is then renamed aside, and the
+// store works.
 func TestDamagedBoltStoreIsSalvaged(t *testing.T) {
 	for _, damage := range []string{"truncated", "garbage"} {
 		t.Run(damage, func(t *testing.T) {
@@ -164,7 +202,7 @@ func TestDamagedBoltStoreIsSalvaged(t *testing.T) {
 					t.Fatalf("moved checkpoint %d does not verify: %v", m.ID, err)
 				}
 			}
-			if !strings.Contains(logs.String(), "checkpoint store is damaged; moved aside, salvaging what verifies") {
+			if !strings.Contains(logs.String(), "checkpoint store is damaged; salvaging what verifies") {
 				t.Fatalf("the damage is not logged:\n%s", logs.String())
 			}
 			if _, err := os.Stat(dir + ".db.damaged-1"); err != nil {

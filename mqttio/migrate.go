@@ -17,42 +17,31 @@ import (
 // MigrateBoltLogs moves the ingest logs and dead letters that cairn kept in
 // one bbolt file (ingest.db, before the segmented logs) into the logs
 // directory dir, keeping every message at its offset, and removes the file.
-// It does nothing without the file. The new logs are written beside dir,
-// synced, and renamed into place before the file goes: a crash at any point
-// leaves either the file, or the file and the complete logs (the file then
-// goes at the next start). It reports whether it migrated anything.
+// It does nothing without the file. The new logs are made as
+// seglog.MoveInto makes a directory, safe across a crash; a file written
+// to after it was moved (by an older cairn) is an error, not removed. It
+// reports whether it moved anything.
 func MigrateBoltLogs(dbPath, dir string, opts LogOptions) (bool, error) {
-	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if _, err := os.Stat(dir); err == nil {
-		return false, os.Remove(dbPath) // migrated before the removal
-	}
-	tmp := dir + ".migrating"
-	if err := os.RemoveAll(tmp); err != nil {
-		return false, err
-	}
-	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	moved, err := seglog.MoveInto(dbPath, dir, func(tmp string) error {
+		db, err := bolt.Open(dbPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		logs, err := OpenLogs(tmp, opts)
+		if err != nil {
+			return err
+		}
+		err = db.View(func(tx *bolt.Tx) error { return migrateBolt(tx, logs) })
+		return errors.Join(err, logs.Close())
+	})
 	if err != nil {
-		return false, fmt.Errorf("migrating the ingest log %s: %w", dbPath, err)
+		return false, fmt.Errorf("moving the ingest log %s into %s: %w", dbPath, dir, err)
 	}
-	defer db.Close()
-	logs, err := OpenLogs(tmp, opts)
-	if err != nil {
-		return false, err
+	if err := os.Remove(dbPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return moved, err
 	}
-	err = db.View(func(tx *bolt.Tx) error { return migrateBolt(tx, logs) })
-	if cerr := logs.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = seglog.RenameDurable(tmp, dir)
-	}
-	if err != nil {
-		return false, fmt.Errorf("migrating the ingest log %s: %w", dbPath, err)
-	}
-	db.Close()
-	return true, os.Remove(dbPath)
+	return moved, nil
 }
 
 // The bbolt file's layout: a bucket per log of 8-byte big-endian offsets

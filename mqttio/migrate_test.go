@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -88,10 +89,19 @@ func TestMigrateBoltLogs(t *testing.T) {
 // TestMigrationAfterACrash: a move cut short leaves its half-written
 // directory beside the file, which the next start discards and does again;
 // a move that completed but for removing the file removes it, and keeps
-// the logs as they are.
+// the logs as they are; a file written to after the move is an error, and
+// neither it nor the logs are touched.
 func TestMigrationAfterACrash(t *testing.T) {
 	db, dir := sampleBolt(t)
-	if err := os.MkdirAll(filepath.Join(dir+".migrating", "log-junk"), 0o700); err != nil {
+	orig, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir+".moving", "log-junk"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if migrated, err := MigrateBoltLogs(db, dir, LogOptions{}); !migrated || err != nil {
@@ -101,9 +111,11 @@ func TestMigrationAfterACrash(t *testing.T) {
 		t.Fatalf("the half-written move was kept: %v", err)
 	}
 
-	sample, _ := sampleBolt(t)
-	data, _ := os.ReadFile(sample)
-	if err := os.WriteFile(db, data, 0o600); err != nil { // as if the removal had not happened
+	// The file as it was moved, as if its removal had not happened.
+	if err := os.WriteFile(db, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(db, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	logs, err := OpenLogs(dir, LogOptions{})
@@ -122,8 +134,19 @@ func TestMigrationAfterACrash(t *testing.T) {
 		t.Fatalf("the file left by a completed move is still there: %v", err)
 	}
 	logs, _ = OpenLogs(dir, LogOptions{})
-	defer logs.Close()
 	if l, _ := logs.Log("telemetry/0"); l.Next() != 32 {
 		t.Fatalf("the logs were moved again over newer ones: next %d, want 32", l.Next())
+	}
+	logs.Close()
+
+	// The file again, written to since the move.
+	if err := os.WriteFile(db, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if migrated, err := MigrateBoltLogs(db, dir, LogOptions{}); migrated || err == nil || !strings.Contains(err.Error(), "written to after it was moved") {
+		t.Fatalf("with the logs there and a file written to since: %v, %v", migrated, err)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("a file written to since the move was not kept: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 )
 
@@ -106,15 +105,3 @@ func (f osFile) Size() (int64, error) {
 }
 
 func isNotExist(err error) bool { return errors.Is(err, iofs.ErrNotExist) }
-
-// RenameDurable renames the directory from, whose files are synced, to
-// to, durably: from's entries and then the rename are synced.
-func RenameDurable(from, to string) error {
-	if err := OS.SyncDir(from); err != nil {
-		return err
-	}
-	if err := os.Rename(from, to); err != nil {
-		return err
-	}
-	return OS.SyncDir(filepath.Dir(to))
-}

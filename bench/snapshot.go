@@ -44,7 +44,7 @@ func (*SnapshotResult) Scenario() string { return "snapshot" }
 func (r *SnapshotResult) Rows() []Row {
 	return []Row{
 		{"keys", num(float64(r.Keys))},
-		{"whole snapshot: freeze + encode + fsynced write", fmt.Sprintf("%.1f ms, %s", r.FullMS, mb(r.FullBytes))},
+		{"whole snapshot: freeze + encode + write (synced with its completion)", fmt.Sprintf("%.1f ms, %s", r.FullMS, mb(r.FullBytes))},
 		{fmt.Sprintf("incremental, %s keys changed", num(float64(r.ChangedKeys))), fmt.Sprintf("%.1f ms, %s", r.IncrementalMS, mb(r.IncrementalBytes))},
 		{"incremental / whole, size", fmt.Sprintf("%.4f", r.IncrementalVsFullRatio)},
 		{"incremental / whole, time", fmt.Sprintf("%.4f", r.IncrementalVsFullTimeRatio)},

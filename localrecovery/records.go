@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 )
@@ -64,7 +65,7 @@ func decodeEntry(data []byte) (entry, error) {
 		}
 		e.key, p = string(p[k:k+int(n)]), p[k+int(n):]
 		i, k := binary.Uvarint(p)
-		if k <= 0 || i > 1<<31 {
+		if k <= 0 || i > math.MaxInt32 {
 			return e, errors.New("chunk record: bad index")
 		}
 		e.index, e.data = int(i), p[k:]

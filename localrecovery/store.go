@@ -33,8 +33,9 @@ type Options struct {
 	// "after-completion" (synced), "retention" (before segments are
 	// deleted). Crash tests kill the process there.
 	Failpoint func(name string)
-	// WriteFault, if set, is asked before every append and sync; an error
-	// fails it as a full or broken disk would. Tests inject ENOSPC with it.
+	// WriteFault, if set, is asked before every write and sync of the
+	// log's files; an error fails it as a full or broken disk would, and
+	// the log rolls back to its last sync. Tests inject ENOSPC with it.
 	WriteFault func() error
 }
 
@@ -47,6 +48,10 @@ type Store struct {
 	meter seglog.Meter
 	lock  func() error
 
+	// mu guards the fields below, and every append to and sync of the
+	// log is made holding it: a failed one rolls back whatever any writer
+	// appended since the last sync, which only the one holding mu can
+	// account for (failed) before another writer builds on it.
 	mu sync.Mutex
 	// blobs are the stored snapshots by handle key: where their chunks
 	// are, in order.
@@ -103,7 +108,11 @@ func open(dir string, opts Options) (*Store, error) {
 	if s.lock, err = seglog.LockDir(dir); err != nil {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
-	s.log, err = seglog.Open(dir, seglog.Options{SegmentBytes: opts.SegmentBytes, Meter: &s.meter, Logger: opts.Logger})
+	fs := seglog.OS
+	if opts.WriteFault != nil {
+		fs = faultFS{fs, opts.WriteFault}
+	}
+	s.log, err = seglog.Open(dir, seglog.Options{SegmentBytes: opts.SegmentBytes, FS: fs, Meter: &s.meter, Logger: opts.Logger})
 	if err != nil {
 		s.lock()
 		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
@@ -211,14 +220,6 @@ func (s *Store) failpoint(name string) {
 	}
 }
 
-// fault asks Options.WriteFault.
-func (s *Store) fault() error {
-	if s.opts.WriteFault != nil {
-		return s.opts.WriteFault()
-	}
-	return nil
-}
-
 // Wear is what the store made the kernel write back, in whole pages, and
 // the syncs that did it, since it was opened.
 func (s *Store) Wear() (written, syncs int64) { return s.meter.Written(), s.meter.Syncs() }
@@ -236,9 +237,6 @@ func (s *Store) SaveLastID(id uint64) error {
 	defer s.mu.Unlock()
 	if id <= s.lastID {
 		return nil
-	}
-	if err := s.fault(); err != nil {
-		return err
 	}
 	off, err := s.log.Append(1, encodeLastID(id))
 	if err != nil {
@@ -291,12 +289,11 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data iter.Seq[[]byte
 	rollbacks := s.rollbacks
 	s.mu.Unlock()
 	put := func(i int, chunk []byte) error {
-		if err := s.fault(); err != nil {
-			return err
-		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		off, err := s.log.Append(1, chunkHeader(key, i), chunk)
 		if err != nil {
-			return err
+			return s.failed(err)
 		}
 		b.chunks = append(b.chunks, off)
 		b.size += int64(len(chunk))
@@ -315,11 +312,11 @@ func (s *Store) PutState(id uint64, task checkpoint.TaskID, data iter.Seq[[]byte
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil && s.rollbacks != rollbacks {
-		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: a failed write meanwhile rolled the log back", name, id)
-	}
 	if err != nil {
-		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, s.failed(err))
+		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
+	}
+	if s.rollbacks != rollbacks {
+		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: a failed write meanwhile rolled the log back", name, id)
 	}
 	s.blobs[key] = b
 	s.failpoint("blob-written")
@@ -373,17 +370,16 @@ func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 	if b != nil {
 		offs = slices.Clone(b.chunks)
 	}
-	s.mu.Unlock()
-	if len(offs) == 0 {
-		return nil, fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
-	}
-	if offs[len(offs)-1] >= s.log.Synced() {
+	if len(offs) > 0 && offs[len(offs)-1] >= s.log.Synced() {
 		if err := s.log.Sync(); err != nil {
-			s.mu.Lock()
 			err = s.failed(err)
 			s.mu.Unlock()
 			return nil, err
 		}
+	}
+	s.mu.Unlock()
+	if len(offs) == 0 {
+		return nil, fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
 	}
 	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
 	next := 0 // the chunk due
@@ -436,9 +432,6 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 	s.failpoint("before-completion")
 	fail := func(err error) error {
 		return fmt.Errorf("writing the completion record of checkpoint %d: %w", m.ID, s.failed(err))
-	}
-	if err := s.fault(); err != nil {
-		return fail(err)
 	}
 	off, err := s.log.Append(1, record)
 	if err != nil {

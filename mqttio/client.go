@@ -16,7 +16,8 @@ import (
 // ClientConfig is how to reach a broker. Password is never logged.
 type ClientConfig struct {
 	// Broker is the broker's URL: tcp://host:port, or ssl://host:port for
-	// TLS.
+	// TLS; ws://, wss:// and unix:// work as in paho, and so do proxies
+	// named by the environment (all_proxy).
 	Broker string
 	// ClientID is stable across restarts: the broker keeps the persistent
 	// session under it. Subtasks and sinks append a suffix.

@@ -6,26 +6,56 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"golang.org/x/net/proxy"
 )
 
-// dial opens a client's connection to the broker at uri: TCP (tcp://,
-// mqtt://) or TLS (ssl://, tls://, mqtts://, tcps://) with the options'
-// TLS configuration, buffered both ways (bufferedConn).
+// dial opens a client's connection to the broker at uri as paho would
+// (openConnection in its netconn.go: TCP, TLS with the options' TLS
+// configuration, WebSocket, a Unix socket; through a proxy the
+// environment names), buffered both ways (bufferedConn).
 func dial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
-	d := &net.Dialer{Timeout: o.ConnectTimeout}
+	d := o.Dialer
+	if d == nil {
+		d = &net.Dialer{Timeout: o.ConnectTimeout}
+	}
 	var conn net.Conn
 	var err error
 	switch uri.Scheme {
 	case "tcp", "mqtt":
-		conn, err = d.Dial("tcp", uri.Host)
-	case "ssl", "tls", "mqtts", "tcps":
-		conn, err = tls.DialWithDialer(d, "tcp", uri.Host, o.TLSConfig)
+		conn, err = proxy.FromEnvironmentUsing(d).Dial("tcp", uri.Host)
+	case "ssl", "tls", "mqtts", "mqtt+ssl", "tcps":
+		if os.Getenv("all_proxy") == "" {
+			conn, err = tls.DialWithDialer(d, "tcp", uri.Host, o.TLSConfig)
+			break
+		}
+		if conn, err = proxy.FromEnvironment().Dial("tcp", uri.Host); err == nil {
+			tc := tls.Client(conn, o.TLSConfig)
+			if err = tc.Handshake(); err != nil {
+				conn.Close()
+			}
+			conn = tc
+		}
+	case "ws", "wss":
+		u := *uri
+		u.User = nil // the WebSocket library refuses URLs with credentials
+		var tc *tls.Config
+		if uri.Scheme == "wss" {
+			tc = o.TLSConfig
+		}
+		conn, err = paho.NewWebsocket(u.String(), tc, o.ConnectTimeout, o.HTTPHeaders, o.WebsocketOptions)
+	case "unix":
+		path := uri.Host
+		if path == "" {
+			path = uri.Path
+		}
+		conn, err = d.Dial("unix", path)
 	default:
-		return nil, fmt.Errorf("broker URL %s: scheme %q is not tcp or ssl", uri.Redacted(), uri.Scheme)
+		return nil, fmt.Errorf("broker URL %s: unknown scheme %q", uri.Redacted(), uri.Scheme)
 	}
 	if err != nil {
 		return nil, err
@@ -65,7 +95,21 @@ func newBufferedConn(conn net.Conn) *bufferedConn {
 	return c
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+// Read reads through the buffer; once a send has failed, it fails too,
+// with the send's error, so that paho, whose reader takes a closed
+// connection for its own doing and says nothing, learns of the loss at
+// once and not at its next write.
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil {
+		c.mu.Lock()
+		if c.err != nil {
+			err = c.err
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
 
 // Write buffers p for the sender, waiting while maxUnsent bytes wait.
 func (c *bufferedConn) Write(p []byte) (int, error) {

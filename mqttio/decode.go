@@ -80,14 +80,18 @@ var (
 	maxMillis = float64(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() - 1)
 )
 
+// maxPayload is MaxPayload or its default.
+func (d *Decoding) maxPayload() int {
+	if d.MaxPayload > 0 {
+		return d.MaxPayload
+	}
+	return 256 << 10
+}
+
 // decode turns m into r.
 func (d *Decoding) decode(m Message, r *graph.Record) error {
-	max := d.MaxPayload
-	if max == 0 {
-		max = 256 << 10
-	}
-	if len(m.Payload) > max {
-		return decodeErr("payload of %d bytes exceeds the limit of %d", len(m.Payload), max)
+	if max := d.maxPayload(); len(m.Payload) > max {
+		return decodeErr("payload over the limit of %d bytes", max)
 	}
 	*r = graph.Record{Time: m.Received.UnixMilli()}
 	if d.Format == Raw {

@@ -63,7 +63,9 @@ func (c *groupCodec) encode(dst []byte, msgs []Message) ([]byte, int) {
 		n++
 	}
 	received := msgs[0].Received.UnixMilli()
-	if len(c.plain) >= minDeflate && c.deflate() {
+	// A group over maxGroupBytes (one large message) is stored plain: a
+	// deflated one is never inflated past that size (inflate).
+	if len(c.plain) >= minDeflate && len(c.plain) <= maxGroupBytes && c.deflate() {
 		dst = binary.AppendVarint(append(dst, groupDeflated), received)
 		dst = append(dst, c.packed.Bytes()...)
 	} else {

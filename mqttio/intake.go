@@ -16,13 +16,20 @@ import (
 type intake struct {
 	window int // a group is full at this many messages (SourceConfig.MaxInflight)
 	limit  int // paho's goroutine waits while this many wait
-	kick   chan struct{}
-	room   chan struct{}
+	// keep is the most of a payload kept: one byte over the decoder's
+	// limit, so that a larger payload is a dead letter still, and no
+	// payload MQTT allows (up to 256 MiB) is too large for the log.
+	keep int
+	kick chan struct{}
+	room chan struct{}
 
 	mu      sync.Mutex
 	pending []inbound
-	spare   []inbound // the last group's slice, for the next
-	bytes   int       // payload bytes pending
+	// committing is the group taken, until it is committed or put back:
+	// a redelivery of one of its messages must be known as one.
+	committing []inbound
+	spare      []inbound // the last group's slice, for the next
+	bytes      int       // payload bytes pending
 	// last is when the newest message arrived, and gap the typical time
 	// between arrivals (a moving average).
 	last time.Time
@@ -34,13 +41,15 @@ type intake struct {
 
 // inbound is a received message waiting for its group commit.
 type inbound struct {
-	m      paho.Message
-	sum    uint64
-	logged bool // a redelivery of a message already logged: acknowledge only
+	m       paho.Message
+	payload []byte    // m's, or as much of it as is kept
+	sum     uint64    // PayloadSum of the topic and payload
+	logged  bool      // a redelivery of a message already logged: acknowledge only
+	at      time.Time // when it arrived
 }
 
-func newIntake(window, limit int, logged map[uint16]uint64) *intake {
-	return &intake{window: window, limit: limit, logged: logged,
+func newIntake(window, limit, keep int, logged map[uint16]uint64) *intake {
+	return &intake{window: window, limit: limit, keep: keep, logged: logged,
 		kick: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 }
 
@@ -49,7 +58,9 @@ func newIntake(window, limit int, logged map[uint16]uint64) *intake {
 // fills), until stop closes. It reports whether m is a redelivery of a
 // message logged or pending.
 func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
-	sum := PayloadSum(m.Topic(), m.Payload())
+	payload := m.Payload()
+	payload = payload[:min(len(payload), in.keep)]
+	sum := PayloadSum(m.Topic(), payload)
 	for {
 		in.mu.Lock()
 		if len(in.pending) < in.limit {
@@ -62,17 +73,17 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
 			return false
 		}
 	}
-	e := inbound{m: m, sum: sum, logged: in.redeliveredLocked(m, sum)}
 	now := time.Now()
+	e := inbound{m: m, payload: payload, sum: sum, logged: in.redeliveredLocked(m, sum), at: now}
 	if !in.last.IsZero() {
 		in.gap += (min(now.Sub(in.last), time.Second) - in.gap) / 8
 	}
 	in.last = now
 	in.pending = append(in.pending, e)
-	in.bytes += len(m.Payload())
+	in.bytes += len(payload)
 	n, bytes := len(in.pending), in.bytes
 	in.mu.Unlock()
-	if n == 1 || n == in.window || bytes >= maxPendingBytes && bytes-len(m.Payload()) < maxPendingBytes {
+	if n == 1 || n == in.window || bytes >= maxPendingBytes && bytes-len(payload) < maxPendingBytes {
 		select {
 		case in.kick <- struct{}{}:
 		default:
@@ -82,7 +93,9 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
 }
 
 // redeliveredLocked reports whether m, if the broker marked it as a
-// redelivery, is logged already or pending.
+// redelivery, is logged already, being committed, or pending. (Acknowledged
+// in receipt order, after the group holding the first copy, it is
+// acknowledged once that copy is durable.)
 func (in *intake) redeliveredLocked(m paho.Message, sum uint64) bool {
 	if !m.Duplicate() {
 		return false
@@ -90,9 +103,11 @@ func (in *intake) redeliveredLocked(m paho.Message, sum uint64) bool {
 	if s, ok := in.logged[m.MessageID()]; ok && s == sum {
 		return true
 	}
-	for _, p := range in.pending {
-		if p.m.MessageID() == m.MessageID() && p.sum == sum {
-			return true
+	for _, group := range [][]inbound{in.committing, in.pending} {
+		for _, p := range group {
+			if p.m.MessageID() == m.MessageID() && p.sum == sum {
+				return true
+			}
 		}
 	}
 	return false
@@ -118,12 +133,23 @@ func (in *intake) size() (int, int) {
 	return len(in.pending), in.bytes
 }
 
+// waited is how long the oldest message pending has waited, if any is.
+func (in *intake) waited(now time.Time) (time.Duration, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.pending) == 0 {
+		return 0, false
+	}
+	return now.Sub(in.pending[0].at), true
+}
+
 // take returns every message pending, to commit as a group.
 func (in *intake) take() []inbound {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	group := in.pending
 	in.pending, in.spare, in.bytes = in.spare[:0], nil, 0
+	in.committing = group
 	return group
 }
 
@@ -133,9 +159,9 @@ func (in *intake) putBack(group []inbound) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, e := range group {
-		in.bytes += len(e.m.Payload())
+		in.bytes += len(e.payload)
 	}
-	in.pending = append(group, in.pending...)
+	in.pending, in.committing = append(group, in.pending...), nil
 }
 
 // committed notes a group as logged, lets go of its messages, and makes
@@ -145,6 +171,7 @@ func (in *intake) committed(group []inbound) {
 	for _, e := range group {
 		in.logged[e.m.MessageID()] = e.sum
 	}
+	in.committing = nil
 	clear(group)
 	if in.spare == nil {
 		in.spare = group[:0]

@@ -1,6 +1,7 @@
 package mqttio
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -353,8 +354,15 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 				t.Fatalf("dead letter on the topic: %+v", dl)
 			}
 		}
+		// Of a payload over the limit, the log keeps a byte more than the
+		// limit: enough to tell, and never more than a record can hold.
+		for _, dl := range dls {
+			if n := len(dl.Payload); strings.Contains(dl.Reason, "over the limit") && n != 256<<10+1 {
+				t.Errorf("the dead letter of a payload of %d bytes keeps %d of them, want %d", 300<<10+10, n, 256<<10+1)
+			}
+		}
 		reasons := fmt.Sprint(dls[0].Reason, "|", dls[1].Reason, "|", dls[2].Reason, "|", dls[3].Reason)
-		for _, want := range []string{"malformed JSON", `value field "temp" is a string, want a number`, "not an object", "exceeds the limit"} {
+		for _, want := range []string{"malformed JSON", `value field "temp" is a string, want a number`, "not an object", "over the limit of"} {
 			if !strings.Contains(reasons, want) {
 				t.Errorf("dead letter reasons %q lack %q", reasons, want)
 			}
@@ -442,5 +450,100 @@ func TestSinkDropsWhatItCannotEncode(t *testing.T) {
 	}
 	if metrics.Unencodable.Load() != 1 || metrics.Staged.Load() != 1 {
 		t.Fatalf("unencodable %d, staged %d; want 1 and 1", metrics.Unencodable.Load(), metrics.Staged.Load())
+	}
+}
+
+// TestLargeMessagesReadBack: messages larger than a group's usual size,
+// alone or several in one Append, and alike enough to deflate, read back
+// whole, also after reopening.
+func TestLargeMessagesReadBack(t *testing.T) {
+	dir := t.TempDir()
+	logs, err := OpenLogs(dir, LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := logs.Log("src/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(n, seed int) []byte { return bytes.Repeat([]byte(fmt.Sprintf(`{"reading":%d}`, seed)), n/14) }
+	sent := []Message{{Topic: "big/0", Payload: big(3<<20, 0), PacketID: 1}}
+	if _, err := l.Append(sent); err != nil {
+		t.Fatal(err)
+	}
+	var group []Message
+	for i := range 5 {
+		group = append(group, Message{Topic: fmt.Sprintf("big/%d", i+1), Payload: big(300<<10, i+1), PacketID: uint16(i + 2)})
+	}
+	if _, err := l.Append(group); err != nil {
+		t.Fatal(err)
+	}
+	sent = append(sent, group...)
+	check := func(l *Log) {
+		t.Helper()
+		var got []Message
+		if _, err := l.Read(1, 100, func(_ uint64, m Message) error {
+			got = append(got, Message{Topic: m.Topic, Payload: bytes.Clone(m.Payload), PacketID: m.PacketID})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(sent) {
+			t.Fatalf("read %d messages, want %d", len(got), len(sent))
+		}
+		for i, m := range got {
+			if m.Topic != sent[i].Topic || m.PacketID != sent[i].PacketID || !bytes.Equal(m.Payload, sent[i].Payload) {
+				t.Fatalf("message %d reads back as %s (%d bytes), want %s (%d bytes)", i, m.Topic, len(m.Payload), sent[i].Topic, len(sent[i].Payload))
+			}
+		}
+		if logged, err := l.Logged(RedeliveryWindow); err != nil || len(logged) != len(sent) {
+			t.Fatalf("Logged = %d packet ids, %v; want %d", len(logged), err, len(sent))
+		}
+	}
+	check(l)
+	logs.Close()
+	if logs, err = OpenLogs(dir, LogOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	l, _ = logs.Log("src/0")
+	check(l)
+}
+
+// TestCommitOffsetRetainsAsTheStoreDoes: checkpoints completed at the
+// offset of the one before (as those that changed nothing are, which the
+// store keeps no record of) do not push the truncation past the older
+// checkpoints the store retains.
+func TestCommitOffsetRetainsAsTheStoreDoes(t *testing.T) {
+	logs, err := OpenLogs(t.TempDir(), LogOptions{SegmentBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	l, err := logs.Log("src/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 400 { // groups that do not deflate: a segment holds about 1300 messages
+		group := make([]Message, 100)
+		for i := range group {
+			group[i] = Message{Topic: "a/t", Payload: binary.LittleEndian.AppendUint64(nil, rng.Uint64())}
+		}
+		if _, err := l.Append(group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &source{log: l, cfg: SourceConfig{RetainCheckpoints: 3}}
+	for _, offset := range []uint64{10_000, 20_000, 30_000, 30_000, 30_000, 30_000} {
+		if err := s.CommitOffset(offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.First() > 10_000 {
+		t.Fatalf("the log starts at %d, past checkpoint offset 10000, which the store retains", l.First())
+	}
+	if err := s.CommitOffset(35_000); err != nil || l.First() > 20_000 || l.First() <= 10_000 {
+		t.Fatalf("after a fourth checkpoint the log starts at %d (%v), want past 10000 and at most 20000", l.First(), err)
 	}
 }

@@ -170,7 +170,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	if err != nil {
 		return err
 	}
-	s.intake = newIntake(s.cfg.MaxInflight, maxGroups*s.cfg.MaxInflight, logged)
+	s.intake = newIntake(s.cfg.MaxInflight, maxGroups*s.cfg.MaxInflight, s.cfg.Decoding.maxPayload()+1, logged)
 	s.consumed = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.ingest()
@@ -204,8 +204,11 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 	s.cfg.Metrics.Received.Add(1)
 	if s.fast != nil {
 		m.Ack() // QoS 0 needs none; harmless
+		// A payload over the limit is a dead letter, kept in part (intake).
+		payload := m.Payload()
+		payload = payload[:min(len(payload), s.cfg.Decoding.maxPayload()+1)]
 		select {
-		case s.fast <- Message{Topic: m.Topic(), Payload: m.Payload(), Received: time.Now()}:
+		case s.fast <- Message{Topic: m.Topic(), Payload: payload, Received: time.Now()}:
 		case <-s.stop:
 		}
 		select {
@@ -270,7 +273,7 @@ func (s *source) ingest() {
 		now := time.Now()
 		for _, in := range group {
 			if !in.logged {
-				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.m.Payload(), Received: now, PacketID: in.m.MessageID()})
+				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.payload, Received: now, PacketID: in.m.MessageID()})
 			}
 		}
 		if len(msgs) > 0 {
@@ -309,13 +312,17 @@ func (s *source) ingest() {
 		}
 	}
 	for {
-		// Arm the interval at a group's first message; commit a full
-		// group at once, but while appends fail only when the timer says.
-		if n, _ := s.intake.size(); n > 0 && !armed {
-			timer.Reset(s.cfg.SyncInterval)
+		// Arm the interval for a group's first message, from its arrival
+		// (it may have come during the commit before), unless MaxLag
+		// holds commits back (the reader's progress ends that); commit a
+		// full group at once, but while appends fail only when the timer
+		// says.
+		if waited, ok := s.intake.waited(time.Now()); ok && !armed && !due {
+			timer.Reset(max(s.cfg.SyncInterval-waited, 0))
 			armed = true
 		}
-		if n, _ := s.intake.size(); n > 0 && !listening && failures == 0 {
+		// Listen for a burst's end, unless MaxLag holds commits back.
+		if n, _ := s.intake.size(); n > 0 && !listening && failures == 0 && !due {
 			since, ends := s.intake.quiet(time.Now())
 			if ends < s.cfg.SyncInterval {
 				quiet.Reset(max(ends-since, 0))
@@ -439,9 +446,15 @@ func (s *source) Ready() <-chan struct{} {
 
 // CommitOffset truncates the log below the offset of the oldest of the
 // RetainCheckpoints newest completed checkpoints: a restore that falls back
-// to an older retained checkpoint still finds its input.
+// to an older retained checkpoint still finds its input. Checkpoints at the
+// same offset count once: one that changed nothing has no record of its
+// own in the store, so retains nothing there (Manifest.SameAs), and
+// counting it would truncate below a checkpoint the store still keeps.
 func (s *source) CommitOffset(offset uint64) error {
 	if s.log == nil {
+		return nil
+	}
+	if n := len(s.commits); n > 0 && s.commits[n-1] == offset {
 		return nil
 	}
 	s.commits = append(s.commits, offset)

@@ -1,0 +1,65 @@
+package mqttio
+
+import "testing"
+
+// message is a received MQTT message, as paho hands one over.
+type message struct {
+	topic   string
+	payload string
+	id      uint16
+	dup     bool
+}
+
+func (m message) Duplicate() bool   { return m.dup }
+func (m message) Qos() byte         { return 1 }
+func (m message) Retained() bool    { return false }
+func (m message) Topic() string     { return m.topic }
+func (m message) MessageID() uint16 { return m.id }
+func (m message) Payload() []byte   { return []byte(m.payload) }
+func (m message) Ack()              {}
+
+// TestIntakeKnowsRedeliveries: a message the broker sends again (marked a
+// duplicate, same packet id and payload) is known as a redelivery while
+// the first copy waits, while its group is being committed, and once it is
+// logged; so is none of a message that only shares the packet id, or is
+// not marked. A group that could not be logged goes back in front.
+func TestIntakeKnowsRedeliveries(t *testing.T) {
+	in := newIntake(20, 160, 10, map[uint16]uint64{})
+	stop := make(chan struct{})
+	first := message{topic: "a/t", payload: "1", id: 7}
+	again := first
+	again.dup = true
+	if in.add(first, stop) {
+		t.Fatal("a first delivery taken for a redelivery")
+	}
+	if !in.add(again, stop) {
+		t.Fatal("a redelivery of a pending message not known")
+	}
+	group := in.take()
+	if len(group) != 2 {
+		t.Fatalf("took %d messages, want 2", len(group))
+	}
+	if !in.add(again, stop) {
+		t.Fatal("a redelivery of a message being committed not known")
+	}
+	in.putBack(group)
+	if got := in.take(); len(got) != 3 || got[0].m != first || !got[1].logged || !got[2].logged {
+		t.Fatalf("after a failed commit the intake holds %+v", got)
+	} else {
+		in.committed(got)
+	}
+	if !in.add(again, stop) {
+		t.Fatal("a redelivery of a logged message not known")
+	}
+	if in.add(message{topic: "a/t", payload: "1", id: 7}, stop) {
+		t.Fatal("a message not marked as a duplicate taken for a redelivery")
+	}
+	if in.add(message{topic: "a/t", payload: "other", id: 7, dup: true}, stop) {
+		t.Fatal("another message under the same packet id taken for a redelivery")
+	}
+	long := message{topic: "a/t", payload: "0123456789abcdef", id: 8}
+	in.add(long, stop)
+	if p := in.take()[3].payload; string(p) != "0123456789" {
+		t.Fatalf("kept %q of a payload over the limit, want its first 10 bytes", p)
+	}
+}

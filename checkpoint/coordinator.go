@@ -123,8 +123,9 @@ type Ready struct {
 	Finalize *Manifest
 	// Completed checkpoints, oldest first: notify the subtasks (sinks
 	// commit), truncate inputs, upload. Each subsumes all earlier ones.
-	// Each is the manifest Finalize gave, with what the caller set on it
-	// (SameAs) and its Duration now through completion.
+	// Each is a copy of the manifest Finalize gave, with what the caller
+	// set on it (SameAs), and its Duration through completion. (The one
+	// given stays as it was written: the store may hold it.)
 	Completed []*Manifest
 	// Failed, when set, is why the job must fail.
 	Failed error
@@ -161,8 +162,8 @@ type Coordinator struct {
 }
 
 // NewCoordinator returns a coordinator for a job whose subtasks are tasks.
-// lastID is the highest id ever issued, as read from the store; new ids
-// continue after it.
+// lastID is the store's (Store.LastID: the highest id of a completion
+// record, or one carried over); new ids continue after it (invariant I6).
 func NewCoordinator(cfg Config, tasks []TaskID, lastID uint64) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -312,8 +313,9 @@ func (c *Coordinator) Finalized(id uint64, err error) {
 	c.remove(id)
 	c.failures = 0
 	c.lastEnd = c.now
-	p.final.Duration = c.now - p.triggered
-	c.ready.Completed = append(c.ready.Completed, p.final)
+	m := *p.final
+	m.Duration = c.now - p.triggered
+	c.ready.Completed = append(c.ready.Completed, &m)
 	for _, q := range slices.Clone(c.pending) {
 		if q.id < id {
 			c.abort(q.id, Subsumed, fmt.Sprintf("checkpoint %d completed", id))

@@ -23,7 +23,8 @@ type Store interface {
 	// id: a store that restores a checkpoint of another store (a replaced
 	// device's) goes on after its ids. It never lowers the value.
 	SaveLastID(id uint64) error
-	// PutState durably stores one subtask's snapshot for checkpoint id: the
+	// PutState stores one subtask's snapshot for checkpoint id, durable at
+	// the latest once a completion record naming it is (Complete): the
 	// concatenation of the parts data yields, in order, so that a caller
 	// can encode a large snapshot piece by piece while it is written
 	// instead of holding it whole. The caller does not change a part once
@@ -33,8 +34,9 @@ type Store interface {
 	// ReadState returns the data behind h after verifying its size and
 	// checksum; a mismatch is an error wrapping ErrCorrupt.
 	ReadState(h StateHandle) ([]byte, error)
-	// Complete durably writes m's completion record. m is complete once it
-	// returns nil, and not before (invariant I4).
+	// Complete durably writes m's completion record, and with it every
+	// snapshot m names. m is complete once it returns nil, and not before
+	// (invariant I4).
 	Complete(m *Manifest) error
 	// Discard removes what is stored for checkpoint id, which did not
 	// complete.

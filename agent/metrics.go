@@ -90,7 +90,7 @@ func (c *control) writeMetrics(w io.Writer) {
 	for _, f := range st.Disk.Files {
 		fmt.Fprintf(w, "cairn_disk_syncs_total{file=%q} %d\n", f.Name, f.Syncs)
 	}
-	metric("cairn_disk_written_bytes_per_day", "gauge", "The last hour's rate of cairn_disk_written_bytes_total, summed over the files, extrapolated to a day.")
+	metric("cairn_disk_written_bytes_per_day", "gauge", "The last hour's rate of the bytes the kernel wrote for the agent (its files' pages and the file system's for them), extrapolated to a day.")
 	fmt.Fprintf(w, "cairn_disk_written_bytes_per_day %d\n", st.Disk.PerDayBytes)
 	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
 	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)

@@ -532,35 +532,12 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig) (*loadFigures
 		return res, nil
 	}
 
-	// At most 1000 readings wait for the broker's acknowledgement: a
-	// broker that falls behind slows the load instead of exhausting the
-	// publisher's packet ids.
-	inflight := make(chan paho.Token, 1000)
-	acked := make(chan error, 1)
-	go func() {
-		var err error
-		for t := range inflight {
-			if err == nil && (!t.WaitTimeout(time.Minute) || t.Error() != nil) {
-				err = fmt.Errorf("footprint: publish: %v", t.Error())
-			}
-		}
-		acked <- err
-	}()
 	start := time.Now()
-	const ticks = 100 // per second
-	perTick := max(1, cfg.Rate/ticks)
-	next := start
-	for i := 0; i < cfg.Messages; {
-		for end := min(cfg.Messages, i+perTick); i < end; i++ {
-			inflight <- pub.Publish(fmt.Sprintf("bench/d%06d/telemetry", i%cfg.Keys), 1, false,
-				fmt.Sprintf(`{"temp":%d.5,"ts":%d}`, i%40, eventStart+int64(i)*60_000/int64(cfg.Keys)))
-		}
-		next = next.Add(time.Second / ticks)
-		time.Sleep(time.Until(next)) // pacing the load, not waiting for an event
-	}
-	close(inflight)
-	if err := <-acked; err != nil {
-		return finish(err)
+	err = publishPaced(ctx, pub, cfg.Rate, cfg.Messages, func(i int) (string, string) {
+		return fmt.Sprintf("bench/d%06d/telemetry", i%cfg.Keys), fmt.Sprintf(`{"temp":%d.5,"ts":%d}`, i%40, eventStart+int64(i)*60_000/int64(cfg.Keys))
+	})
+	if err != nil {
+		return finish(fmt.Errorf("footprint: %w", err))
 	}
 	res.publishPerSec = perSec(cfg.Messages, time.Since(start))
 	want := base + int64(cfg.Messages)

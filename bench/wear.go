@@ -562,40 +562,14 @@ func startReadings(ctx context.Context, broker, clientID string, devices, rate i
 }
 
 func (r *readings) run(ctx context.Context, devices, rate int) error {
-	// At most 1000 readings wait for the broker's acknowledgement.
-	inflight := make(chan paho.Token, 1000)
-	acked := make(chan error, 1)
-	go func() {
-		var err error
-		for t := range inflight {
-			if err == nil && (!t.WaitTimeout(time.Minute) || t.Error() != nil) {
-				err = fmt.Errorf("publish: %v", t.Error())
-			}
-		}
-		acked <- err
-	}()
-	const tick = 10 * time.Millisecond
-	start := time.Now()
-	var n int64
-	for next := start; ctx.Err() == nil; {
-		due := int64(time.Since(start).Seconds() * float64(rate))
-		for ; n < due; n++ {
-			dev := n % int64(devices)
-			now := time.Now().UnixMilli()
-			p := fmt.Sprintf(`{"device":"dev-%03d","temp":%d.%02d,"humidity":%d.%d,"battery":3.%02d,"seq":%d,"ts":%d}`,
-				dev, 15+n%20, n%100, 30+n%40, n%10, n%100, n, now)
-			inflight <- r.client.Publish(fmt.Sprintf("wear/dev-%03d/telemetry", dev), 1, false, p)
-			r.sent.Add(1)
-			r.payload.Add(int64(len(p)))
-		}
-		next = next.Add(tick)
-		select {
-		case <-time.After(time.Until(next)): // pacing the load, not waiting for an event
-		case <-ctx.Done():
-		}
-	}
-	close(inflight)
-	return <-acked
+	return publishPaced(ctx, r.client, rate, -1, func(n int) (string, string) {
+		dev := n % devices
+		p := fmt.Sprintf(`{"device":"dev-%03d","temp":%d.%02d,"humidity":%d.%d,"battery":3.%02d,"seq":%d,"ts":%d}`,
+			dev, 15+n%20, n%100, 30+n%40, n%10, n%100, n, time.Now().UnixMilli())
+		r.sent.Add(1)
+		r.payload.Add(int64(len(p)))
+		return fmt.Sprintf("wear/dev-%03d/telemetry", dev), p
+	})
 }
 
 // meanPayload is the average bytes of a reading's payload.

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/mqttio"
 )
 
 const backlogConfig = `agent:
@@ -59,32 +56,9 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
 	bin := buildCairn(t)
 
-	var mu sync.Mutex
-	counts := make(map[string][]float64) // key → counts received, repeated ids dropped
-	ids := make(map[string]bool)
-	sub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("backlog-watcher").
-		SetCleanSession(false).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(100 * time.Millisecond).
-		SetMaxReconnectInterval(200 * time.Millisecond).SetOrderMatters(true).
-		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			var out mqttio.Output
-			if err := json.Unmarshal(m.Payload(), &out); err != nil {
-				t.Errorf("output %q: %v", m.Payload(), err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if !ids[out.ID] {
-				ids[out.ID] = true
-				counts[out.Key] = append(counts[out.Key], out.Value)
-			}
-		}))
-	if tok := sub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscriber: %v", tok.Error())
-	}
-	if tok := sub.Subscribe("backlog/#", 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
-	defer sub.Disconnect(100)
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("backlog-watcher").
+		SetCleanSession(false).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(100*time.Millisecond).
+		SetMaxReconnectInterval(200*time.Millisecond), "backlog/#")
 
 	dir := t.TempDir()
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
@@ -142,15 +116,15 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	outage := sourceOut(later) / 20
 	deadline := time.Now().Add(time.Minute)
 	for {
-		mu.Lock()
-		past := 0
-		for key, cs := range counts {
-			if key != "probe" && int64(len(cs)) > outage {
-				past++
+		past, probes := 0, 0
+		outputs.read(func(counts map[string][]float64) {
+			for key, cs := range counts {
+				if key != "probe" && int64(len(cs)) > outage {
+					past++
+				}
 			}
-		}
-		probes := len(counts["probe"])
-		mu.Unlock()
+			probes = len(counts["probe"])
+		})
 		if past == 20 && probes == readings {
 			break
 		}
@@ -166,13 +140,13 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	}
 
 	// Every key's counts arrived in order without a gap.
-	mu.Lock()
-	defer mu.Unlock()
-	for key, cs := range counts {
-		for i, c := range cs {
-			if c != float64(i+1) {
-				t.Fatalf("key %s: count %v arrived as the %dth, after %v", key, c, i+1, cs[max(0, i-3):i])
+	outputs.read(func(counts map[string][]float64) {
+		for key, cs := range counts {
+			for i, c := range cs {
+				if c != float64(i+1) {
+					t.Fatalf("key %s: count %v arrived as the %dth, after %v", key, c, i+1, cs[max(0, i-3):i])
+				}
 			}
 		}
-	}
+	})
 }

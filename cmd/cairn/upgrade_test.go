@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // upgradeConfig is the pipeline that wrote testdata/upgrade: counts per
@@ -77,30 +74,7 @@ func TestUpgradeKeepsTheIngestLog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	counts := make(map[string][]float64) // device → counts, repeated ids dropped
-	ids := make(map[string]bool)
-	sub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("upgrade-watcher").SetOrderMatters(true).
-		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			var out mqttio.Output
-			if err := json.Unmarshal(m.Payload(), &out); err != nil {
-				t.Errorf("output %q: %v", m.Payload(), err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if !ids[out.ID] {
-				ids[out.ID] = true
-				counts[out.Key] = append(counts[out.Key], out.Value)
-			}
-		}))
-	if tok := sub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscriber: %v", tok.Error())
-	}
-	defer sub.Disconnect(100)
-	if tok := sub.Subscribe("upgrade/count/#", 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("upgrade-watcher"), "upgrade/count/#")
 
 	p := startAgent(t, bin, file)
 	p.await(t, regexp.MustCompile(`msg="ingest log moved to segment files`), 30*time.Second)
@@ -137,15 +111,15 @@ func TestUpgradeKeepsTheIngestLog(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		mu.Lock()
-		done := 0
-		for d := range 5 {
-			if slices.Equal(counts[fmt.Sprintf("d%d", d)], want) {
-				done++
+		done, snapshot := 0, ""
+		outputs.read(func(counts map[string][]float64) {
+			for d := range 5 {
+				if slices.Equal(counts[fmt.Sprintf("d%d", d)], want) {
+					done++
+				}
 			}
-		}
-		snapshot := fmt.Sprint(counts)
-		mu.Unlock()
+			snapshot = fmt.Sprint(counts)
+		})
 		if done == 5 {
 			break
 		}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// outputWatcher is a subscriber of a sink's output: each key's values in
+// the order they arrived, repeated ids dropped (the sink's guarantee is
+// exactly-once after dropping them).
+type outputWatcher struct {
+	mu     sync.Mutex
+	values map[string][]float64
+	ids    map[string]bool
+}
+
+// watchOutputs connects a client made from opts, subscribes it to filter
+// at QoS 1, and keeps what it hears until the test ends.
+func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *outputWatcher {
+	t.Helper()
+	w := &outputWatcher{values: make(map[string][]float64), ids: make(map[string]bool)}
+	c := paho.NewClient(opts.SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		var out mqttio.Output
+		if err := json.Unmarshal(m.Payload(), &out); err != nil {
+			t.Errorf("output %q: %v", m.Payload(), err)
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.ids[out.ID] {
+			w.ids[out.ID] = true
+			w.values[out.Key] = append(w.values[out.Key], out.Value)
+		}
+	}))
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("output subscriber: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe to %s: %v", filter, tok.Error())
+	}
+	return w
+}
+
+// read calls f with each key's values heard so far, which f must not
+// keep.
+func (w *outputWatcher) read(f func(values map[string][]float64)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(w.values)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/internal/procfs"
+	"github.com/cairn-edge/cairn/seglog"
 )
 
 // logBuffer collects log lines for assertions.
@@ -380,7 +381,8 @@ func TestWearAgreesWithTheKernel(t *testing.T) {
 	}
 	after, _ := procfs.WriteBytes(procfs.Self)
 	written, syncs := s.Wear()
-	if kernel, counted := after-before, written-written0; counted == 0 || kernel != counted {
+	// The file system may write a directory block of its own now and then.
+	if kernel, counted := after-before, written-written0; counted == 0 || kernel < counted || kernel > counted+4*seglog.PageSize {
 		t.Fatalf("the kernel wrote %d bytes for the store, it counted %d", kernel, counted)
 	}
 	// One sync a checkpoint, and one for the directory at each new

@@ -2,11 +2,11 @@ package mqttio
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"sync"
 	"time"
 
@@ -29,17 +29,27 @@ func dial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	case "tcp", "mqtt":
 		conn, err = proxy.FromEnvironmentUsing(d).Dial("tcp", uri.Host)
 	case "ssl", "tls", "mqtts", "mqtt+ssl", "tcps":
-		if os.Getenv("all_proxy") == "" {
-			conn, err = tls.DialWithDialer(d, "tcp", uri.Host, o.TLSConfig)
+		if conn, err = proxy.FromEnvironmentUsing(d).Dial("tcp", uri.Host); err != nil {
 			break
 		}
-		if conn, err = proxy.FromEnvironment().Dial("tcp", uri.Host); err == nil {
-			tc := tls.Client(conn, o.TLSConfig)
-			if err = tc.Handshake(); err != nil {
-				conn.Close()
-			}
-			conn = tc
+		cfg := &tls.Config{}
+		if o.TLSConfig != nil {
+			cfg = o.TLSConfig.Clone()
 		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = uri.Hostname()
+		}
+		tc := tls.Client(conn, cfg)
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if o.ConnectTimeout > 0 {
+			ctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
+		}
+		err = tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+		}
+		conn = tc
 	case "ws", "wss":
 		u := *uri
 		u.User = nil // the WebSocket library refuses URLs with credentials
@@ -72,8 +82,9 @@ const maxUnsent = 256 << 10
 // time) and writes every packet on its own (a PUBACK of 4 bytes, a
 // publish in two writes), each a system call on a bare connection; a
 // group commit acknowledges its messages in one burst, now sent in a
-// write or a few. A failed send closes the connection, which paho notices
-// as a lost connection, and fails the writes after it.
+// write or a few. A failed send closes the connection and fails the
+// reads and writes after it, with its error: paho takes that for a lost
+// connection.
 type bufferedConn struct {
 	net.Conn
 	r *bufio.Reader

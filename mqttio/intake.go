@@ -17,8 +17,8 @@ type intake struct {
 	window int // a group is full at this many messages (SourceConfig.MaxInflight)
 	limit  int // paho's goroutine waits while this many wait
 	// keep is the most of a payload kept: one byte over the decoder's
-	// limit, so that a larger payload is a dead letter still, and no
-	// payload MQTT allows (up to 256 MiB) is too large for the log.
+	// limit, so that a larger payload is a dead letter still, and is not
+	// written whole (MQTT allows 256 MiB, more than a record of the log).
 	keep int
 	kick chan struct{}
 	room chan struct{}

@@ -118,5 +118,10 @@ func padTo(path string, size int64) error {
 	if err != nil || end >= size {
 		return err
 	}
-	return f.Truncate(size)
+	// Synced: the move's mark of the file (seglog.MoveInto) is of its
+	// padded size, which must outlast a power cut as the mark does.
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
 }

@@ -217,7 +217,7 @@ func TestDamagedBoltStoreIsSalvaged(t *testing.T) {
 // chunk, once failing half way as a full disk would: the retry stores it
 // whole, and it reads back as the parts joined.
 func TestPutStateInParts(t *testing.T) {
-	failAt := 2 // the second append fails, once
+	failAt := 3 // the second chunk's write fails, once (the first write is the segment's header)
 	calls := 0
 	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{WriteFault: func() error {
 		if calls++; calls == failAt {
@@ -271,10 +271,11 @@ func TestChunker(t *testing.T) {
 // still being made, a chunk at a time, so that storing a snapshot never
 // takes memory in proportion to its size.
 func TestPutStateStreams(t *testing.T) {
-	appends := 0
-	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{WriteFault: func() error {
-		appends++
-		return nil
+	appends := 0 // chunks appended
+	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{Failpoint: func(name string) {
+		if name == "blob-chunk" {
+			appends++
+		}
 	}})
 	const parts, partSize = 64, 256 << 10 // 16 MiB
 	var whole []byte

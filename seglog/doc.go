@@ -35,8 +35,8 @@
 // records after it verify, which a torn write rarely leaves and damage
 // (bit rot) does: those records go with the cut, for a log read in order
 // cannot go on past a gap. A sealed segment is not cut: a record in it
-// that does not verify fails the Read that reaches it with ErrCorrupt, and
-// so does a segment whose header names another offset than its name.
+// that does not verify fails the Read that reaches it with ErrCorrupt. A
+// segment whose header names another offset than its name fails Open.
 // A failed write or sync rolls the log back to its last sync (the kernel
 // may have dropped the pages of a failed fdatasync), so a retry never
 // leaves the same data twice.

@@ -46,7 +46,7 @@ func MoveInto(src, dir string, fill func(tmp string) error) (moved bool, err err
 		return false, err
 	}
 	if err := fill(tmp); err != nil {
-		return false, err
+		return false, errors.Join(err, os.RemoveAll(tmp)) // the space it took, on a full disk, say
 	}
 	mark, err := markOf(src)
 	if err != nil {

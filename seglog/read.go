@@ -93,8 +93,9 @@ func (l *Log) readSegment(s *segment, start mark, from uint64, limit int64, f fu
 	return sc.next, true, nil
 }
 
-// TruncateFront deletes the segments that hold only offsets below before;
-// it never deletes the newest.
+// TruncateFront deletes the segments that hold only offsets below before
+// and synced; it never deletes the newest, nor the one before a newest
+// not synced yet (a failed sync of that one goes back to it).
 func (l *Log) TruncateFront(before uint64) error {
 	l.rmu.Lock()
 	defer l.rmu.Unlock()

@@ -87,7 +87,7 @@ func (l *Log) roll(off uint64) (*segment, error) {
 	}
 	if _, err := f.Write(encodeHeader(off)); err != nil {
 		f.Close()
-		return nil, errors.Join(err, l.opts.FS.Remove(l.path(s)), l.reopenLast())
+		return nil, errors.Join(err, l.opts.FS.Remove(l.path(s)), l.opts.FS.SyncDir(l.dir), l.reopenLast())
 	}
 	l.w, l.dirty = f, dirtyPages{through: -1}
 	l.dirty.wrote(l.opts.Meter, 0, headerSize)

@@ -18,7 +18,9 @@ const MinWatermark = math.MinInt64
 // ProcessRecord, OnTimer, OnWatermark and SnapshotState calls; Close.
 //
 // An error returned by any method fails the job, with the operator and
-// subtask named in the cause.
+// subtask named in the cause, unless ProcessRecord returns a RecordError:
+// then the record is at fault, not the operator, and the runtime hands it
+// to the job's handler of rejected records (runtime.Options.OnRejected).
 type Operator interface {
 	// Open prepares the subtask. Keyed state handles are created here, with
 	// ctx, which stays valid until Close.
@@ -135,6 +137,19 @@ type TaskInfo struct {
 	Parallelism    int
 	MaxParallelism int
 }
+
+// RecordError is an error of ProcessRecord that rejects the record it was
+// given, and only that record: the operator emitted nothing for it,
+// changed no state, and processes the next one as if it never came (a
+// reading without the field an expression uses, say). Any other error says
+// the operator itself can go no further.
+type RecordError struct{ Err error }
+
+func (e *RecordError) Error() string { return e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Reject returns err as a RecordError.
+func Reject(err error) error { return &RecordError{Err: err} }
 
 // ErrNoKey is the cause of a job failure when an operator used keyed state or
 // a keyed timer while processing a record without a key: its input is not

@@ -48,7 +48,7 @@ type filterOp struct {
 func (f *filterOp) Open(ctx *Context) error { f.ctx = ctx; return nil }
 func (f *filterOp) ProcessRecord(_ int, r *Record) error {
 	keep, err := f.keep(r)
-	if keep {
+	if keep && err == nil {
 		f.ctx.Emit(r)
 	}
 	return err

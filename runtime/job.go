@@ -50,6 +50,14 @@ type Options struct {
 	// goroutine after a checkpoint completes or aborts. They must not block.
 	OnComplete func(*checkpoint.Manifest)
 	OnAbort    func(checkpoint.Abort)
+	// OnRejected, if set, is called on a subtask's goroutine with a record
+	// its operator rejected (graph.RecordError) and the error: it keeps or
+	// drops the record and returns nil, and the subtask goes on with the
+	// next, or returns an error, which fails the job. Unset, a rejected
+	// record fails the job. Rejected records are counted either way
+	// (TaskMetrics.Rejected). A crash replays the input since the last
+	// checkpoint, so a record may be rejected again after a restore.
+	OnRejected func(id checkpoint.TaskID, r *graph.Record, err error) error
 	// Hold, if set, is asked before each read of a source: a non-nil
 	// channel makes every source read nothing until it is closed, while
 	// checkpoints and other control messages go on. A sink that cannot
@@ -278,7 +286,8 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 	}
 	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
 	j.plan = build(topo, taskConfig{mode: opts.Checkpoints.Mode, batchSize: opts.BatchSize,
-		incremental: opts.Incremental, maxChain: opts.MaxChain, alignmentTimeout: opts.Checkpoints.AlignmentTimeout}, j)
+		incremental: opts.Incremental, maxChain: opts.MaxChain, alignmentTimeout: opts.Checkpoints.AlignmentTimeout,
+		onRejected: opts.OnRejected}, j)
 	n := len(j.plan.tasks)
 	j.mailboxes = make([]chan delivery, n)
 	j.inbound = make([][]*chanLink, n)

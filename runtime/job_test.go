@@ -264,6 +264,67 @@ func TestJobFailsWithCause(t *testing.T) {
 	}
 }
 
+// TestRejectedRecords checks a record an operator rejects
+// (graph.RecordError): handed to Options.OnRejected, which keeps the job
+// going, and counted; without a handler, or when it says so, it fails the
+// job.
+func TestRejectedRecords(t *testing.T) {
+	newTopo := func(sink *latestSink) *graph.Topology {
+		var b graph.Builder
+		s := b.Source("src", 1, graph.SliceSource(keyedRecords(1000, 10)))
+		odd := b.Operator("picky", 1, graph.FilterErr(func(r *graph.Record) (bool, error) {
+			if r.Time%10 == 3 {
+				return false, graph.Reject(fmt.Errorf("record %d is poison", r.Time))
+			}
+			return true, nil
+		}), []graph.Input{graph.In(s, graph.Forward())})
+		b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(odd, graph.Forward())})
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topo
+	}
+	var rejected []string
+	sink := &latestSink{last: map[string]float64{}}
+	job, err := New(newTopo(sink), Options{Checkpoints: checkpoint.DefaultConfig(),
+		OnRejected: func(id checkpoint.TaskID, r *graph.Record, err error) error {
+			rejected = append(rejected, fmt.Sprintf("%s/%d %d: %v", id.Operator, id.Subtask, r.Time, err))
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatalf("Run = %v, want the rejected records handled", err)
+	}
+	if len(rejected) != 100 || rejected[0] != "picky/0 3: record 3 is poison" {
+		t.Fatalf("OnRejected saw %d records, the first %q; want 100, the first of record 3", len(rejected), rejected[0])
+	}
+	for _, ts := range job.Status().Tasks {
+		if want := map[string]int64{"picky": 100}[ts.ID.Operator]; ts.Rejected != want {
+			t.Fatalf("%v counted %d rejected records, want %d", ts.ID, ts.Rejected, want)
+		}
+	}
+	// Records 3, 13, 23, ... are key k003's: the others' pass.
+	if got := sink.snapshot(); len(got) != 9 || got["k003"] != 0 {
+		t.Fatalf("the sink saw the keys %v, want all but k003", got)
+	}
+
+	for _, handler := range []func(checkpoint.TaskID, *graph.Record, error) error{
+		nil,
+		func(_ checkpoint.TaskID, _ *graph.Record, err error) error { return fmt.Errorf("no more: %w", err) },
+	} {
+		job, err := New(newTopo(&latestSink{last: map[string]float64{}}), Options{Checkpoints: checkpoint.DefaultConfig(), OnRejected: handler})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "picky/0: ") || !strings.Contains(err.Error(), "record 3 is poison") {
+			t.Fatalf("Run = %v, want the rejection to fail the job", err)
+		}
+	}
+}
+
 func TestJobKeyedStateWithoutKeyFails(t *testing.T) {
 	var b graph.Builder
 	s := b.Source("src", 1, graph.SliceSource([]graph.Record{{Value: 1}}))

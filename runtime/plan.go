@@ -23,6 +23,8 @@ type TaskMetrics struct {
 	// Buffered is the number of records held back on blocked channels by
 	// the alignment in progress.
 	Buffered atomic.Int64
+	// Rejected counts the records the operator rejected (graph.RecordError).
+	Rejected atomic.Int64
 }
 
 // Backpressure is the time spent waiting for credits downstream so far,
@@ -56,6 +58,7 @@ type taskConfig struct {
 	maxChain    int  // fold a chain into a whole snapshot at this length
 	// alignmentTimeout switches exactly-once alignments to unaligned.
 	alignmentTimeout time.Duration
+	onRejected       func(checkpoint.TaskID, *graph.Record, error) error // Options.OnRejected
 }
 
 // build creates the subtasks of topo, in topological order, and lists their
@@ -71,6 +74,7 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 				node:      n,
 				env:       e,
 				batchSize: cfg.batchSize,
+				rejected:  cfg.onRejected,
 				sourceWM:  graph.MinWatermark,
 				metrics:   new(TaskMetrics),
 				chains:    chains{incremental: cfg.incremental, maxLen: cfg.maxChain},

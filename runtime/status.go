@@ -53,6 +53,7 @@ type TaskStatus struct {
 	Upstream              []checkpoint.TaskID
 	Queued                []int64
 	RecordsIn, RecordsOut int64
+	Rejected              int64         // records the operator rejected (graph.RecordError)
 	Backpressure          time.Duration // total time spent waiting for credits
 	Alignment             checkpoint.Alignment
 	// Buffered is the number of records held back on blocked channels by
@@ -117,7 +118,7 @@ func (j *Job) Status() Status {
 		t.alignMu.Unlock()
 		ts := TaskStatus{
 			ID:        t.id,
-			RecordsIn: t.metrics.RecordsIn.Load(), RecordsOut: t.metrics.RecordsOut.Load(),
+			RecordsIn: t.metrics.RecordsIn.Load(), RecordsOut: t.metrics.RecordsOut.Load(), Rejected: t.metrics.Rejected.Load(),
 			Backpressure: t.metrics.Backpressure(), Alignment: align,
 			Buffered: t.metrics.Buffered.Load(),
 		}

@@ -203,6 +203,7 @@ type task struct {
 
 	outputs   []*output
 	batchSize int
+	rejected  func(checkpoint.TaskID, *graph.Record, error) error // Options.OnRejected
 
 	// sources
 	maxTime     int64 // newest event time read, for watermarks
@@ -375,13 +376,30 @@ func (t *task) processRecords(ch int, recs []graph.Record) error {
 		r := &recs[i]
 		t.state.SetKey(r.Key)
 		if err := t.op.ProcessRecord(input, r); err != nil {
-			return t.fail(err)
+			if err = t.reject(r, err); err != nil {
+				return t.fail(err)
+			}
 		}
 		if err := t.state.Err(); err != nil {
 			return t.fail(err)
 		}
 	}
 	return nil
+}
+
+// reject hands a record the operator rejected to Options.OnRejected, and
+// returns what fails the job: err if it is no graph.RecordError or nothing
+// handles it, else the handler's answer.
+func (t *task) reject(r *graph.Record, err error) error {
+	var rejected *graph.RecordError
+	if !errors.As(err, &rejected) {
+		return err
+	}
+	t.metrics.Rejected.Add(1)
+	if t.rejected == nil {
+		return err
+	}
+	return t.rejected(t.id, r, rejected.Err)
 }
 
 // barrierArrived handles barrier b on channel ch, in order (mark is the

@@ -6,6 +6,7 @@ package exprop
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
@@ -21,6 +22,13 @@ func compile(src string) (*vm.Program, error) {
 	return p, nil
 }
 
+// firstLine is an expression's error without the lines that draw where in
+// the expression it is: a dead letter's reason, a log line's attribute.
+func firstLine(err error) string {
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
+}
+
 func env(r *graph.Record) map[string]any {
 	m := make(map[string]any, 8)
 	if p, ok := r.Payload.(map[string]any); ok {
@@ -33,7 +41,8 @@ func env(r *graph.Record) map[string]any {
 }
 
 // Filter returns an operator that keeps the records for which src is true.
-// A record for which it is not a boolean fails the job.
+// A record for which it fails or is not a boolean is rejected
+// (graph.RecordError).
 func Filter(src string) (func(int) graph.Operator, error) {
 	p, err := compile(src)
 	if err != nil {
@@ -42,18 +51,18 @@ func Filter(src string) (func(int) graph.Operator, error) {
 	return graph.FilterErr(func(r *graph.Record) (bool, error) {
 		out, err := expr.Run(p, env(r))
 		if err != nil {
-			return false, fmt.Errorf("filter %q: %w", src, err)
+			return false, graph.Reject(fmt.Errorf("filter %q: %s", src, firstLine(err)))
 		}
 		keep, ok := out.(bool)
 		if !ok {
-			return false, fmt.Errorf("filter %q gave %T, want true or false", src, out)
+			return false, graph.Reject(fmt.Errorf("filter %q gave %T, want true or false", src, out))
 		}
 		return keep, nil
 	}), nil
 }
 
-// Map returns an operator that sets each record's Value to src, which must
-// give a number.
+// Map returns an operator that sets each record's Value to src. A record
+// for which it fails or gives no number is rejected (graph.RecordError).
 func Map(src string) (func(int) graph.Operator, error) {
 	p, err := compile(src)
 	if err != nil {
@@ -62,7 +71,7 @@ func Map(src string) (func(int) graph.Operator, error) {
 	return graph.MapErr(func(r *graph.Record) error {
 		out, err := expr.Run(p, env(r))
 		if err != nil {
-			return fmt.Errorf("map %q: %w", src, err)
+			return graph.Reject(fmt.Errorf("map %q: %s", src, firstLine(err)))
 		}
 		switch v := out.(type) {
 		case float64:
@@ -70,7 +79,7 @@ func Map(src string) (func(int) graph.Operator, error) {
 		case int:
 			r.Value = float64(v)
 		default:
-			return fmt.Errorf("map %q gave %T, want a number", src, out)
+			return graph.Reject(fmt.Errorf("map %q gave %T, want a number", src, out))
 		}
 		return nil
 	}), nil

@@ -1,6 +1,7 @@
 package exprop
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -53,12 +54,25 @@ func TestExpressionErrors(t *testing.T) {
 	if _, err := Filter("value >"); err == nil {
 		t.Fatal("a broken expression compiled")
 	}
-	f, _ := Filter("value + 1")
-	if _, err := run(t, f, graph.Record{Value: 1}); err == nil || !strings.Contains(err.Error(), "want true or false") {
+	// A reading without the field, or with one of another type, is
+	// rejected alone: the operator goes on with the next.
+	f, _ := Filter("humidity > 50")
+	var rejected *graph.RecordError
+	for _, payload := range []map[string]any{{}, {"humidity": "wet"}} {
+		_, err := run(t, f, graph.Record{Value: 1, Payload: payload})
+		if !errors.As(err, &rejected) || !strings.HasPrefix(err.Error(), `filter "humidity > 50": invalid operation:`) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("a filter on %v: %v, want a one-line graph.RecordError", payload, err)
+		}
+	}
+	if got, err := run(t, f, graph.Record{Key: "k", Payload: map[string]any{"humidity": 60.0}}); err != nil || len(got) != 1 {
+		t.Fatalf("the filter after a rejected record kept %v (%v)", got, err)
+	}
+	f, _ = Filter("value + 1")
+	if _, err := run(t, f, graph.Record{Value: 1}); !errors.As(err, &rejected) || !strings.Contains(err.Error(), "want true or false") {
 		t.Fatalf("a filter giving a number: %v", err)
 	}
 	m, _ := Map(`"text"`)
-	if _, err := run(t, m, graph.Record{Value: 1}); err == nil || !strings.Contains(err.Error(), "want a number") {
+	if _, err := run(t, m, graph.Record{Value: 1}); !errors.As(err, &rejected) || !strings.Contains(err.Error(), "want a number") {
 		t.Fatalf("a map giving a string: %v", err)
 	}
 }

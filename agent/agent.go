@@ -235,7 +235,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
 		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
-		Hold: d.backlog.Hold,
+		Hold:       d.backlog.Hold,
+		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnComplete: func(m *checkpoint.Manifest) {
 			if m.SameAs != 0 {
 				log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration, "same_as", m.SameAs)

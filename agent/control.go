@@ -369,7 +369,7 @@ func (c *control) status() api.Status {
 		}
 		op := &out.Operators[i]
 		op.Parallelism++
-		sub := api.Subtask{Index: t.ID.Subtask, RecordsIn: t.RecordsIn, RecordsOut: t.RecordsOut, BackpressureMS: t.Backpressure.Milliseconds()}
+		sub := api.Subtask{Index: t.ID.Subtask, RecordsIn: t.RecordsIn, RecordsOut: t.RecordsOut, Rejected: t.Rejected, BackpressureMS: t.Backpressure.Milliseconds()}
 		for _, q := range t.Queued {
 			sub.Queued += q
 		}

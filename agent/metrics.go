@@ -52,6 +52,12 @@ func (c *control) writeMetrics(w io.Writer) {
 			fmt.Fprintf(w, "cairn_records_in_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.RecordsIn)
 		}
 	}
+	metric("cairn_records_rejected_total", "counter", "Records a subtask's operator rejected (dead-lettered or dropped, as its on_error says).")
+	for _, op := range st.Operators {
+		for _, s := range op.Subtasks {
+			fmt.Fprintf(w, "cairn_records_rejected_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.Rejected)
+		}
+	}
 	metric("cairn_records_out_total", "counter", "Records a subtask emitted.")
 	for _, op := range st.Operators {
 		for _, s := range op.Subtasks {

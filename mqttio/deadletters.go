@@ -8,13 +8,17 @@ import (
 	"github.com/cairn-edge/cairn/seglog"
 )
 
-// DeadLetter is a message that could not be decoded, kept with the reason.
+// DeadLetter is a message that could not be decoded, or a record an
+// operator rejected, kept with the reason.
 type DeadLetter struct {
-	Source  string `json:"source"`
-	Offset  uint64 `json:"offset"`
-	Topic   string `json:"topic"`
-	Payload []byte `json:"payload"`
-	Reason  string `json:"reason"`
+	// Operator is the subtask ("id/subtask") that rejected the record;
+	// empty for a message its source could not decode.
+	Operator string `json:"operator,omitempty"`
+	Source   string `json:"source,omitempty"`
+	Offset   uint64 `json:"offset"`
+	Topic    string `json:"topic"`
+	Payload  []byte `json:"payload"`
+	Reason   string `json:"reason"`
 }
 
 const (
@@ -68,7 +72,7 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 	defer d.mu.Unlock()
 	added := 0
 	for _, dl := range dls {
-		if stored, ok := d.stored[dl.Source]; ok && dl.Offset <= stored {
+		if stored, ok := d.stored[dl.Source]; ok && dl.Operator == "" && dl.Offset <= stored {
 			continue
 		}
 		v, err := json.Marshal(dl)
@@ -87,7 +91,9 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 		return fmt.Errorf("storing dead letters: %w", err)
 	}
 	for _, dl := range dls {
-		d.stored[dl.Source] = max(d.stored[dl.Source], dl.Offset)
+		if dl.Operator == "" {
+			d.stored[dl.Source] = max(d.stored[dl.Source], dl.Offset)
+		}
 	}
 	return d.log.TrimTo(maxDeadLetterBytes)
 }
@@ -112,8 +118,12 @@ func (d *deadLetterStore) list(limit int) ([]DeadLetter, error) {
 
 func (d *deadLetterStore) close() error { return d.log.Close() }
 
-// deadLetters stores dead letters; a replay stores each once.
+// deadLetters stores dead letters; a replay stores each of a source once.
 func (d *Logs) deadLetters(dls []DeadLetter) error { return d.dead.add(dls) }
+
+// StoreRejected stores, durably, a dead letter of an operator
+// (DeadLetter.Operator set). A replay after a crash may store it again.
+func (d *Logs) StoreRejected(dl DeadLetter) error { return d.dead.add([]DeadLetter{dl}) }
 
 // DeadLetters returns up to limit stored dead letters, oldest first.
 func (d *Logs) DeadLetters(limit int) ([]DeadLetter, error) { return d.dead.list(limit) }

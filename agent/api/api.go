@@ -135,6 +135,14 @@ func (o Operator) Records() (in, out int64) {
 	return in, out
 }
 
+// Rejected sums the records o's subtasks rejected.
+func (o Operator) Rejected() (n int64) {
+	for _, s := range o.Subtasks {
+		n += s.Rejected
+	}
+	return n
+}
+
 // RecordsOut is how many records operator id gave out, over its subtasks;
 // 0 if s has no such operator.
 func (s Status) RecordsOut(id string) int64 {
@@ -152,6 +160,10 @@ type Subtask struct {
 	Index      int   `json:"index"`
 	RecordsIn  int64 `json:"records_in"`
 	RecordsOut int64 `json:"records_out"`
+	// Rejected are the records the operator rejected (a reading without
+	// the field its expression uses, say), dead-lettered or dropped as its
+	// on_error says.
+	Rejected int64 `json:"rejected"`
 	// BackpressureMS is the total time spent waiting for room downstream.
 	BackpressureMS int64 `json:"backpressure_ms"`
 	// Alignment is the barrier alignment in progress, if any.

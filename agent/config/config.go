@@ -164,7 +164,19 @@ type Operator struct {
 	// below Low.
 	High *float64 `yaml:"high"`
 	Low  *float64 `yaml:"low"`
+	// OnError is what becomes of a record the operator rejects (a filter
+	// or map expression that fails on it or gives the wrong type):
+	// "dead-letter" (the default) stores it with the reason and goes on,
+	// "drop" counts it and goes on, "fail" stops the pipeline.
+	OnError string `yaml:"on_error"`
 }
+
+// What an operator does with a record it rejects (Operator.OnError).
+const (
+	OnErrorDeadLetter = "dead-letter"
+	OnErrorDrop       = "drop"
+	OnErrorFail       = "fail"
+)
 
 // Window is a window operator's windows.
 type Window struct {
@@ -376,6 +388,11 @@ func (v *validator) validate() {
 				v.errorf(o.Pos, "operator %q: input %q is not a source or an operator defined above", o.ID, in)
 			}
 		}
+		switch o.OnError {
+		case OnErrorDeadLetter, OnErrorDrop, OnErrorFail:
+		default:
+			v.errorf(o.Pos, "operator %q: on_error %q is none of %s, %s, %s", o.ID, o.OnError, OnErrorDeadLetter, OnErrorDrop, OnErrorFail)
+		}
 		switch o.Type {
 		case "filter", "map":
 			if o.Expr == "" {
@@ -518,6 +535,9 @@ func (c *Config) applyDefaults() {
 	for _, o := range c.Operators {
 		if o.Parallelism == 0 {
 			o.Parallelism = 1
+		}
+		if o.OnError == "" {
+			o.OnError = OnErrorDeadLetter
 		}
 	}
 	for _, b := range c.Brokers {

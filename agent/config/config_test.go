@@ -124,6 +124,7 @@ operators:
   - id: w
     type: spin
     inputs: [in]
+    on_error: ignore
   - id: in
     type: union
     inputs: [in]
@@ -151,14 +152,15 @@ sinks:
 		`bad.yaml:7:3: unknown field "colour"`,
 		`bad.yaml:12:5: unknown field "user"`,
 		`bad.yaml:13:5: missing required field "id"`,
-		`bad.yaml:39:5: missing required field "topic"`,
+		`bad.yaml:40:5: missing required field "topic"`,
 		`unknown checkpointing mode "twice"`,
 		`bad.yaml:9:5: no broker named "nowhere" under brokers`,
 		`level 1 has an empty name`,
 		`operator "f": input "missing" is not a source or an operator defined above`,
 		`bad.yaml:16:5: operator "f": expr "value >" does not compile: unexpected token EOF (1:7)`,
 		`operator "w": unknown type "spin"`,
-		`bad.yaml:23:5: id "in" is used twice`,
+		`bad.yaml:24:5: id "in" is used twice`,
+		`bad.yaml:20:5: operator "w": on_error "ignore" is none of dead-letter, drop, fail`,
 		`a union needs two inputs or more`,
 		`threshold's low (2) is above its high (1)`,
 		`operator "j": a join has exactly two inputs`,

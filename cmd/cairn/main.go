@@ -328,10 +328,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, memoryLine(st.Memory))
 	fmt.Fprintln(stdout, diskLine(st.Disk))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT")
+	fmt.Fprintf(stdout, "input: ingest lag %d, dead letters %d\n", st.IngestLag, st.DeadLetters)
+	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED")
 	for _, op := range st.Operators {
 		in, out := op.Records()
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out, op.Rejected())
 	}
 	w.Flush()
 	return 0

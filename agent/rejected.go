@@ -1,0 +1,130 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// rejectPeriod is how often the agent speaks of an operator's rejected
+// records: one WARN line a period with what it rejected since, and at most
+// rejectStoredPerPeriod of them stored as dead letters. A device that
+// sends a poison reading every second costs a line and a few syncs a
+// minute, not one of each per reading; the count is exact
+// (runtime.TaskMetrics.Rejected).
+const (
+	rejectPeriod          = time.Minute
+	rejectStoredPerPeriod = 10
+	// rejectedPayloadMax bounds what a dead letter keeps of a record.
+	rejectedPayloadMax = 4 << 10
+)
+
+// rejections handles the records operators reject (runtime.Options.OnRejected)
+// as each operator's on_error says.
+type rejections struct {
+	policy map[string]string // operator id → config.OnError*
+	store  func(mqttio.DeadLetter) error
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu  sync.Mutex
+	ops map[string]*rejectCount
+}
+
+// rejectCount is what an operator rejected in the current period.
+type rejectCount struct {
+	start    time.Time
+	more     int // rejected after the period's first, which was logged
+	stored   int // stored as dead letters
+	storeErr error
+}
+
+func newRejections(cfg *config.Config, store func(mqttio.DeadLetter) error, log *slog.Logger) *rejections {
+	r := &rejections{policy: make(map[string]string), store: store, log: log, now: time.Now, ops: make(map[string]*rejectCount)}
+	for _, o := range cfg.Operators {
+		r.policy[o.ID] = o.OnError
+	}
+	return r
+}
+
+// handle is runtime.Options.OnRejected.
+func (r *rejections) handle(id checkpoint.TaskID, rec *graph.Record, err error) error {
+	policy := r.policy[id.Operator]
+	if policy == config.OnErrorFail {
+		return fmt.Errorf("operator %s rejected a record (on_error: fail): %w", id.Operator, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	c := r.ops[id.Operator]
+	first := c == nil || now.Sub(c.start) >= rejectPeriod
+	if first {
+		if c != nil {
+			r.report(id.Operator, policy, c)
+		}
+		c = &rejectCount{start: now}
+		r.ops[id.Operator] = c
+	}
+	stored := false
+	if policy == config.OnErrorDeadLetter && c.stored < rejectStoredPerPeriod {
+		if serr := r.store(deadLetterOf(id, rec, err)); serr != nil {
+			c.storeErr = serr
+		} else {
+			c.stored++
+			stored = true
+		}
+	}
+	if !first {
+		c.more++
+		return nil
+	}
+	attrs := []any{"operator", id.Operator, "subtask", id.Subtask, "on_error", policy, "reason", err.Error()}
+	if policy == config.OnErrorDeadLetter {
+		attrs = append(attrs, "stored", stored)
+	}
+	if c.storeErr != nil {
+		attrs = append(attrs, "store_err", c.storeErr.Error())
+	}
+	r.log.Warn("operator rejected a record", attrs...)
+	return nil
+}
+
+// report logs what an operator rejected in period c after the first, once
+// the period is over.
+func (r *rejections) report(op, policy string, c *rejectCount) {
+	if c.more == 0 {
+		return
+	}
+	attrs := []any{"operator", op, "on_error", policy, "count", c.more, "since", c.start.Format(time.RFC3339)}
+	if policy == config.OnErrorDeadLetter {
+		attrs = append(attrs, "stored", c.stored)
+	}
+	if c.storeErr != nil {
+		attrs = append(attrs, "store_err", c.storeErr.Error())
+	}
+	r.log.Warn("operator rejected more records", attrs...)
+}
+
+// deadLetterOf is the dead letter of rec: the record as JSON, cut to
+// rejectedPayloadMax bytes.
+func deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.DeadLetter {
+	payload, jerr := json.Marshal(struct {
+		Key     string  `json:"key"`
+		Time    int64   `json:"time"`
+		Value   float64 `json:"value"`
+		Payload any     `json:"payload,omitempty"`
+	}{rec.Key, rec.Time, rec.Value, rec.Payload})
+	if jerr != nil {
+		payload = []byte(fmt.Sprintf("%q", fmt.Sprint(rec.Key, " ", rec.Time, " ", rec.Payload)))
+	}
+	return mqttio.DeadLetter{Operator: id.Operator + "/" + strconv.Itoa(id.Subtask),
+		Payload: payload[:min(len(payload), rejectedPayloadMax)], Reason: err.Error()}
+}

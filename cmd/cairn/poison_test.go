@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/agent"
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// poisonConfig counts, per device, the readings whose humidity is over 50:
+// a reading without humidity, or with a humidity that is no number, is one
+// the filter's expression fails on.
+const poisonConfig = `agent:
+  data_dir: %s
+brokers:
+  local:
+    url: %s
+    client_id: poison
+checkpoints:
+  interval: 100ms
+sources:
+  - id: readings
+    broker: local
+    topics: ["poison/{device}/t"]
+    key: device
+    value: seq
+operators:
+  - id: humid
+    type: filter
+    inputs: [readings]
+    expr: humidity > 50
+  - id: counts
+    type: count
+    inputs: [humid]
+    key_by: key
+sinks:
+  - id: out
+    input: counts
+    broker: local
+    topic: "poison/count/{key}"
+`
+
+// TestPoisonReadingsAreDeadLettered feeds a running agent readings of
+// which every third is poison for its filter (no humidity, or humidity
+// "wet"), kills it with SIGKILL halfway and starts it again: the agent
+// keeps running, rejects the poison readings (counted in status, logged,
+// stored as dead letters with the operator and the reason), and counts
+// every good reading exactly once.
+func TestPoisonReadingsAreDeadLettered(t *testing.T) {
+	broker := mosquittotest.Start(t, t.TempDir(), nil)
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, poisonConfig, data, broker.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("poison-watcher"), "poison/count/#")
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("poison-feeder"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("feeder: %v", tok.Error())
+	}
+	defer pub.Disconnect(100)
+	socket := filepath.Join(data, "cairn.sock")
+	rejected := func(st api.Status) int64 {
+		for _, op := range st.Operators {
+			if op.ID == "humid" {
+				return op.Rejected()
+			}
+		}
+		return 0
+	}
+	hot := map[string]int{} // good readings over 50 per device
+	// feed publishes readings from..to-1 and returns how many were poison.
+	feed := func(from, to int) (poison int64) {
+		for i := from; i < to; i++ {
+			var payload string
+			switch i % 3 {
+			case 0:
+				payload = fmt.Sprintf(`{"seq":%d,"humidity":80}`, i)
+				hot[fmt.Sprintf("d%d", i%5)]++
+			case 1:
+				payload = fmt.Sprintf(`{"seq":%d,"humidity":10}`, i)
+			default:
+				poison++
+				payload = fmt.Sprintf(`{"seq":%d}`, i)
+				if i%2 == 0 {
+					payload = fmt.Sprintf(`{"seq":%d,"humidity":"wet"}`, i)
+				}
+			}
+			if tok := pub.Publish(fmt.Sprintf("poison/d%d/t", i%5), 1, false, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+		return poison
+	}
+	subscribed := func() {
+		awaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
+			pub.Publish("poison/probe/t", 1, false, `{"seq":0,"humidity":10}`) // filtered out
+			return st.RecordsOut("readings") > 0
+		})
+	}
+
+	first := startAgent(t, bin, file)
+	subscribed()
+	poison := feed(0, 150)
+	first.await(t, regexp.MustCompile(`level=WARN msg="operator rejected a record" operator=humid subtask=0 on_error=dead-letter reason=`), time.Minute)
+	first.drain()
+	awaitStatus(t, socket, "the poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) == poison })
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	first.cmd.Wait()
+
+	second := startAgent(t, bin, file)
+	second.drain()
+	subscribed()
+	poison = feed(150, 300)
+	st := awaitStatus(t, socket, "the second half's poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) >= poison })
+	if st.State != "running" {
+		t.Fatalf("agent state %q after poison readings, want running", st.State)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		done, snapshot := 0, ""
+		outputs.read(func(counts map[string][]float64) {
+			for d, n := range hot {
+				want := make([]float64, n)
+				for i := range want {
+					want[i] = float64(i + 1)
+				}
+				if slices.Equal(counts[d], want) {
+					done++
+				}
+			}
+			snapshot = fmt.Sprint(counts)
+		})
+		if done == len(hot) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("each device's counts must go 1..%v once; after a minute: %s", hot, snapshot)
+		}
+		time.Sleep(100 * time.Millisecond) // polling what the subscriber received
+	}
+	out, err := exec.Command(bin, "status", "-c", file).Output()
+	m := regexp.MustCompile(`(?m)^humid\s+1\s+\d+\s+\d+\s+(\d+)$`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("cairn status: %v\n%s", err, out)
+	}
+	if n, _ := strconv.ParseInt(string(m[1]), 10, 64); n < poison {
+		t.Fatalf("cairn status shows %d rejected, want at least %d:\n%s", n, poison, out)
+	}
+	second.cmd.Process.Signal(syscall.SIGTERM)
+	if err := second.cmd.Wait(); err != nil {
+		t.Fatalf("agent stopped with %v", err)
+	}
+
+	logs, err := mqttio.OpenLogs(agent.LogsPath(data), mqttio.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	dls, err := logs.DeadLetters(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]bool{}
+	for _, dl := range dls {
+		if dl.Operator != "humid/0" || !strings.Contains(string(dl.Payload), `"key":"d`) {
+			t.Fatalf("dead letter %+v (payload %s), want one of operator humid/0 with the record", dl, dl.Payload)
+		}
+		reasons[dl.Reason] = true
+	}
+	if len(dls) == 0 || len(reasons) != 2 {
+		t.Fatalf("%d dead letters with the reasons %v; want some, for a missing humidity and for \"wet\"", len(dls), reasons)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +40,10 @@ type Config struct {
 type Agent struct {
 	Pos
 	// DataDir holds the checkpoint store, the ingest log and the control
-	// socket; default "data", in the working directory.
+	// socket; default "data". Load and DataDir resolve a relative one
+	// against the pipeline file's directory, not the working directory:
+	// `cairn status -c /etc/cairn/pipeline.yaml` finds the agent from
+	// anywhere.
 	DataDir string `yaml:"data_dir"`
 	// LogLevel is the least severe level logged: debug, info (default),
 	// warn or error. A reload applies a change.
@@ -214,7 +218,20 @@ func Load(path string) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	c.Agent.DataDir = besideFile(path, c.Agent.DataDir)
 	return c, nil
+}
+
+// besideFile resolves dir, if relative, against the directory of the file
+// at path.
+func besideFile(path, dir string) string {
+	if filepath.IsAbs(dir) {
+		return dir
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return filepath.Join(filepath.Dir(path), dir)
 }
 
 // DataDir returns the data directory the pipeline file at path names
@@ -239,7 +256,7 @@ func DataDir(path string) (string, error) {
 	if m := envRef.FindStringSubmatch(c.Agent.DataDir); m != nil {
 		return "", Errors{{File: path, Pos: c.Agent.Pos, Msg: fmt.Sprintf("agent.data_dir: environment variable %s is not set", m[1])}}
 	}
-	return c.Agent.DataDir, nil
+	return besideFile(path, c.Agent.DataDir), nil
 }
 
 // Parse decodes and validates a config, with lookup as the environment.

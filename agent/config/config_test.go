@@ -267,8 +267,17 @@ func TestDataDir(t *testing.T) {
 	if got, err := DataDir(write("env.yaml", "agent:\n  data_dir: /srv/${CAIRN_TEST_SITE}\n  log_level: loud\n")); err != nil || got != "/srv/north" {
 		t.Fatalf("DataDir = %q, %v; want /srv/north despite the bad log_level", got, err)
 	}
-	if got, err := DataDir(write("default.yaml", rest)); err != nil || got != "data" {
-		t.Fatalf("DataDir = %q, %v; want the default", got, err)
+	// A relative data_dir is beside the file, wherever the command runs.
+	t.Chdir(t.TempDir())
+	if got, err := DataDir(write("default.yaml", rest)); err != nil || got != filepath.Join(dir, "data") {
+		t.Fatalf("DataDir = %q, %v; want the default beside the file", got, err)
+	}
+	relative := write("relative.yaml", "agent:\n  data_dir: state/site\n"+strings.ReplaceAll(rest, "    password: ${CAIRN_TEST_UNSET_SECRET}\n", ""))
+	if got, err := DataDir(relative); err != nil || got != filepath.Join(dir, "state", "site") {
+		t.Fatalf("DataDir = %q, %v; want it beside the file", got, err)
+	}
+	if c, err := Load(relative); err != nil || c.Agent.DataDir != filepath.Join(dir, "state", "site") {
+		t.Fatalf("Load: %v, data_dir %q; want it beside the file", err, c.Agent.DataDir)
 	}
 	_, err := DataDir(write("unset.yaml", "agent:\n  data_dir: /srv/${CAIRN_TEST_UNSET_DIR}\n"+rest))
 	if want := "unset.yaml:2:3: agent.data_dir: environment variable CAIRN_TEST_UNSET_DIR is not set"; err == nil || !strings.Contains(err.Error(), want) {

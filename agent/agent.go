@@ -94,6 +94,11 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	d := &deps{clientID: "cairn", brokers: make(map[string]string), dataDir: dataDir, log: log}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host

@@ -310,6 +310,34 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	}
 }
 
+// TestSecondAgentOnADataDir starts a second agent on a running agent's
+// data directory, with the same embedded broker address: it must exit at
+// once naming the first one's pid, before it starts anything (its broker
+// would fail on the address first), and leave the first running.
+func TestSecondAgentOnADataDir(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "pipeline.yaml")
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(e2eConfig, data, freePort(t), freePort(t), tokenFile, freePort(t))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startAgent(t, bin, config)
+	first.await(t, completeLine, 30*time.Second)
+	first.drain()
+	out, err := exec.Command(bin, "run", "-c", config).CombinedOutput()
+	var ee *exec.ExitError
+	want := fmt.Sprintf("data directory %s is in use by cairn (pid %d)", data, first.cmd.Process.Pid)
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), want) || strings.Contains(string(out), "embedded MQTT broker listening") {
+		t.Fatalf("a second agent on the data directory: %v, want exit status 1 and %q before anything starts:\n%s", err, want, out)
+	}
+	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the first agent still running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+}
+
 func TestValidateReportsPositions(t *testing.T) {
 	bin := buildCairn(t)
 	dir := t.TempDir()

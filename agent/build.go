@@ -23,6 +23,19 @@ type deps struct {
 	late     map[string]*atomic.Int64 // window operator → records dropped as late
 	backlog  *mqttio.Backlog          // shared by the sinks of the graph
 	log      *slog.Logger             // the agent's, for the MQTT clients too
+	// brokerStates gather the connection states of each broker's clients.
+	brokerStates map[string]*mqttio.BrokerState
+}
+
+// brokerState returns broker name's state, shared by its clients.
+func (d *deps) brokerState(name string) *mqttio.BrokerState {
+	if d.brokerStates == nil {
+		d.brokerStates = make(map[string]*mqttio.BrokerState)
+	}
+	if d.brokerStates[name] == nil {
+		d.brokerStates[name] = new(mqttio.BrokerState)
+	}
+	return d.brokerStates[name]
 }
 
 // clientConfig resolves a broker of the config into MQTT client settings.
@@ -33,6 +46,7 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		Username: b.Username, Password: b.Password,
 		CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile,
 		KeepAlive: b.KeepAlive, StatusTopic: b.StatusTopic, Logger: d.log,
+		Name: name, State: d.brokerState(name),
 	}
 	if b.ClientID != "" {
 		cc.ClientID = b.ClientID + "-" + suffix

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +122,7 @@ type incarnation struct {
 	mode           string
 	restoring      bool // Options.Restore had candidates
 	sources        []*mqttio.SourceMetrics
+	brokers        map[string]*mqttio.BrokerState // by name in the config
 	late           map[string]*atomic.Int64
 	backlog        *mqttio.Backlog
 	completions    *completions
@@ -398,6 +401,15 @@ func (c *control) status() api.Status {
 		info.TriggeredUnixMS = st.Started.Add(o.Triggered).UnixMilli()
 		info.DurationMS = o.Duration.Milliseconds()
 		out.History = append(out.History, info)
+	}
+	for _, name := range slices.Sorted(maps.Keys(inc.brokers)) {
+		b := inc.brokers[name].Status()
+		ab := api.Broker{ID: name, Connected: b.Connected == b.Clients, Clients: b.Clients, ConnectedClients: b.Connected,
+			SinceUnixMS: b.Since.UnixMilli(), LastError: b.LastError}
+		if !b.LastErrorAt.IsZero() {
+			ab.LastErrorUnixMS = b.LastErrorAt.UnixMilli()
+		}
+		out.Brokers = append(out.Brokers, ab)
 	}
 	out.OutputBacklogBytes, out.InputHeld = inc.backlog.Bytes()
 	for _, m := range inc.sources {

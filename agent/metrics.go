@@ -76,6 +76,14 @@ func (c *control) writeMetrics(w io.Writer) {
 	}
 	metric("cairn_dead_letters_total", "counter", "MQTT messages that could not be decoded.")
 	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)
+	metric("cairn_mqtt_connected", "gauge", "1 while every client of the broker is connected, else 0.")
+	for _, b := range st.Brokers {
+		connected := 0
+		if b.Connected {
+			connected = 1
+		}
+		fmt.Fprintf(w, "cairn_mqtt_connected{broker=%q} %d\n", b.ID, connected)
+	}
 	metric("cairn_ingest_lag_messages", "gauge", "Logged MQTT messages waiting to be processed.")
 	fmt.Fprintf(w, "cairn_ingest_lag_messages %d\n", st.IngestLag)
 	metric("cairn_ingest_append_failures_total", "counter", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")

@@ -1,11 +1,13 @@
 package mqttio
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,11 @@ type ClientConfig struct {
 	// the last will, "offline" when the connection is lost.
 	StatusTopic string
 	Logger      *slog.Logger
+	// Name is the broker's name in the agent's config, for logs; State, if
+	// set, gathers the connection states of the clients of this config
+	// (shared by all the clients of one broker).
+	Name  string
+	State *BrokerState
 }
 
 // options builds paho options for a client with id suffix suffix.
@@ -155,20 +162,35 @@ func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMess
 	if err != nil {
 		return nil, nil, err
 	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	id := c.ClientID + suffix
+	state := c.State
+	if state == nil {
+		state = new(BrokerState)
+	}
 	gate := newResumeGate()
-	o.SetStore(gate).SetConnectionNotificationHandler(gate.notify)
+	o.SetStore(gate).SetConnectionNotificationHandler(func(cl paho.Client, n paho.ConnectionNotification) {
+		gate.notify(cl, n)
+		switch n := n.(type) {
+		case paho.ConnectionNotificationConnected:
+			state.event(id, nil)
+		case paho.ConnectionNotificationFailed:
+			state.failed(log, c.Name, redactedURL(c.Broker), id, n.Reason)
+		case paho.ConnectionNotificationLost:
+			state.event(id, cmp.Or(n.Reason, errConnectionLost))
+		}
+	})
 	if onReconnecting != nil {
 		o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { onReconnecting() })
 	}
 	if onMessage != nil {
 		o.SetDefaultPublishHandler(onMessage).SetAutoAckDisabled(true)
 	}
-	log := c.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	o.SetOnConnectHandler(func(cl paho.Client) {
-		log.Info("MQTT connected", "broker", c.Broker, "client", c.ClientID+suffix)
+		log.Info("MQTT connected", "broker", c.Broker, "client", id)
 		if c.StatusTopic != "" {
 			// At QoS 0: paho resends the publishes in its store after a
 			// connect on another goroutine, and one put there from this
@@ -181,6 +203,20 @@ func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMess
 		}
 	})
 	cl := paho.NewClient(o)
+	state.register(id, cl.IsConnectionOpen)
 	cl.Connect() // with ConnectRetry, completes once connected
 	return cl, gate, nil
+}
+
+// errConnectionLost stands for a lost connection's reason when paho has
+// none.
+var errConnectionLost = errors.New("connection lost")
+
+// redactedURL is a broker URL as it may be logged: without a password.
+func redactedURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

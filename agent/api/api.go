@@ -14,6 +14,9 @@ type Status struct {
 	RestoredFrom *Restored  `json:"restored_from"`
 	Operators    []Operator `json:"operators"`
 	DeadLetters  int64      `json:"dead_letters"`
+	// Brokers are the MQTT brokers the pipeline's clients talk to, by
+	// name in the config.
+	Brokers []Broker `json:"brokers"`
 	// IngestLag is how many logged MQTT messages wait to be processed.
 	IngestLag int64 `json:"ingest_lag"`
 	// IngestFailures counts group commits the ingest log refused (a full
@@ -115,6 +118,20 @@ type Restored struct {
 	ID uint64 `json:"id"`
 	// Source is "local", "remote" or "savepoint".
 	Source string `json:"source"`
+}
+
+// Broker is what the pipeline's clients of one broker know of it.
+type Broker struct {
+	ID string `json:"id"`
+	// Connected: every client of the broker (a source subtask's, a sink's)
+	// is connected; ConnectedClients of Clients are.
+	Connected        bool  `json:"connected"`
+	Clients          int   `json:"clients"`
+	ConnectedClients int   `json:"connected_clients"`
+	SinceUnixMS      int64 `json:"since_unix_ms"` // when Connected last changed
+	// LastError is the newest failure to connect or lost connection.
+	LastError       string `json:"last_error,omitempty"`
+	LastErrorUnixMS int64  `json:"last_error_unix_ms,omitempty"`
 }
 
 // Operator is one node of the graph.

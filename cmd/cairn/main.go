@@ -280,6 +280,20 @@ func memoryLine(m api.Memory) string {
 
 // diskLine says what the agent wrote to its data directory, per file, and
 // at what rate.
+// brokerLine says whether a broker's clients are connected, since when,
+// and its newest connection error.
+func brokerLine(b api.Broker, now time.Time) string {
+	state := "connected"
+	if !b.Connected {
+		state = fmt.Sprintf("NOT CONNECTED (%d of %d clients)", b.ConnectedClients, b.Clients)
+	}
+	line := fmt.Sprintf("broker %s: %s for %s", b.ID, state, now.Sub(time.UnixMilli(b.SinceUnixMS)).Round(time.Second))
+	if b.LastError != "" {
+		line += fmt.Sprintf("; last error %s ago: %s", now.Sub(time.UnixMilli(b.LastErrorUnixMS)).Round(time.Second), b.LastError)
+	}
+	return line
+}
+
 func diskLine(d api.Disk) string {
 	line := fmt.Sprintf("disk: %s written, %d syncs since the start", megabytes(d.WrittenBytes), d.Syncs)
 	var files []string
@@ -328,6 +342,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, memoryLine(st.Memory))
 	fmt.Fprintln(stdout, diskLine(st.Disk))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	for _, b := range st.Brokers {
+		fmt.Fprintln(stdout, brokerLine(b, time.Now()))
+	}
 	fmt.Fprintf(stdout, "input: ingest lag %d, dead letters %d\n", st.IngestLag, st.DeadLetters)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED")
 	for _, op := range st.Operators {

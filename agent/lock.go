@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/cairn-edge/cairn/seglog"
 )
@@ -23,6 +24,9 @@ func lockDataDir(dataDir string) (func() error, error) {
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("data directory %s: %w (run as the user that owns it)", dataDir, err)
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
 		}
 		if b, rerr := os.ReadFile(filepath.Join(dataDir, pidFile)); rerr == nil {
 			if pid, perr := strconv.Atoi(string(bytes.TrimSpace(b))); perr == nil {

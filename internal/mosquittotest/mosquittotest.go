@@ -161,14 +161,32 @@ func (b *Broker) start() error {
 	}
 }
 
-// Stop stops mosquitto gracefully: on SIGTERM it saves its sessions.
+// Stop stops mosquitto gracefully: on SIGTERM it saves its sessions. A
+// SIGTERM that comes just as it says it is running can go unheeded (it
+// hung a CI run for 9 minutes), so it is sent again every second until
+// mosquitto ends, for 10 seconds; then it is killed.
 func (b *Broker) Stop() {
 	if b.cmd == nil {
 		return
 	}
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	b.cmd.Wait()
-	b.cmd = nil
+	done := make(chan struct{})
+	go func() {
+		b.cmd.Wait()
+		close(done)
+	}()
+	for try := 0; ; try++ {
+		sig := syscall.SIGTERM
+		if try == 10 {
+			sig = syscall.SIGKILL
+		}
+		b.cmd.Process.Signal(sig)
+		select {
+		case <-done:
+			b.cmd = nil
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // Restart stops mosquitto and starts it again on the same port; sessions

@@ -338,6 +338,49 @@ func TestSecondAgentOnADataDir(t *testing.T) {
 	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the first agent still running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
 }
 
+// TestLogToAClosedPipe runs the agent with its log into a pipe that is
+// closed while it runs, as `cairn run ... 2>&1 | tee log` and Ctrl-C
+// leave it: SIGTERM must still end in the final checkpoint, exit status
+// 0 and no socket left behind.
+func TestLogToAClosedPipe(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "pipeline.yaml")
+	data := filepath.Join(dir, "data")
+	text := fmt.Sprintf("agent:\n  data_dir: %s\ncheckpoints:\n  interval: 1h\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 100}\n"+
+		"operators:\n  - id: counts\n    type: count\n    inputs: [fleet]\n    key_by: key\n", data)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", config)
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	w.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() && !strings.Contains(sc.Text(), `msg="pipeline running"`) {
+	}
+	r.Close() // the reader is gone: the agent's next log line meets a closed pipe
+	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("with its log pipe closed, the agent ended with %v after SIGTERM, want exit status 0", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "cairn.sock")); !os.IsNotExist(err) {
+		t.Fatalf("the control socket is left behind: %v", err)
+	}
+	out, err := exec.Command(bin, "checkpoints", "--data-dir", data).CombinedOutput()
+	if rows := strings.Split(strings.TrimSpace(string(out)), "\n"); err != nil || len(rows) != 2 || strings.Fields(rows[1])[0] != "1" {
+		t.Fatalf("cairn checkpoints: %v\n%s\nwant the final checkpoint, 1", err, out)
+	}
+}
+
 func TestValidateReportsPositions(t *testing.T) {
 	bin := buildCairn(t)
 	dir := t.TempDir()

@@ -135,6 +135,11 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	level := new(slog.LevelVar) // info until the config says otherwise
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// A log that goes nowhere (`cairn run ... 2>&1 | tee log` and Ctrl-C,
+	// which ends tee first) must not end the agent before its final
+	// checkpoint: a write to the closed pipe then fails with EPIPE, and
+	// the agent goes on, rather than die of SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {

@@ -207,7 +207,7 @@ func missing(ids []string, cfg *config.Config) []string {
 // completed meanwhile.
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
 	ctl *control, changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (next *config.Config, completed bool, err error) {
-	d.sources, d.late, d.brokerStates = nil, make(map[string]*atomic.Int64), nil
+	d.sources, d.sinks, d.late, d.brokerStates = nil, nil, make(map[string]*atomic.Int64), nil
 	d.backlog = mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
 		if held {
 			log.Warn("output backlog over agent.max_output_backlog: sources hold until the brokers take it",
@@ -270,7 +270,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		ran <- err
 	}()
 	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
-		brokers: d.brokerStates, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints")})
+		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints")})
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
 		finalCheckpoint(job, done, log)

@@ -20,9 +20,10 @@ type deps struct {
 	clientID string            // base of every MQTT client id
 	brokers  map[string]string // name → URL of the embedded brokers started
 	sources  []*mqttio.SourceMetrics
-	late     map[string]*atomic.Int64 // window operator → records dropped as late
-	backlog  *mqttio.Backlog          // shared by the sinks of the graph
-	log      *slog.Logger             // the agent's, for the MQTT clients too
+	late     map[string]*atomic.Int64       // window operator → records dropped as late
+	backlog  *mqttio.Backlog                // shared by the sinks of the graph
+	log      *slog.Logger                   // the agent's, for the MQTT clients too
+	sinks    map[string]*mqttio.SinkMetrics // by sink id
 	// brokerStates gather the connection states of each broker's clients.
 	brokerStates map[string]*mqttio.BrokerState
 }
@@ -125,7 +126,12 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.Operator(s.ID, 1, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog}),
+		metrics := new(mqttio.SinkMetrics)
+		if d.sinks == nil {
+			d.sinks = make(map[string]*mqttio.SinkMetrics)
+		}
+		d.sinks[s.ID] = metrics
+		b.Operator(s.ID, 1, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog, Metrics: metrics}),
 			[]graph.Input{graph.In(streams[s.Input], graph.Rebalance())})
 	}
 	return b.Build()

@@ -123,6 +123,7 @@ type incarnation struct {
 	restoring      bool // Options.Restore had candidates
 	sources        []*mqttio.SourceMetrics
 	brokers        map[string]*mqttio.BrokerState // by name in the config
+	sinks          map[string]*mqttio.SinkMetrics // by sink id
 	late           map[string]*atomic.Int64
 	backlog        *mqttio.Backlog
 	completions    *completions
@@ -368,6 +369,9 @@ func (c *control) status() api.Status {
 			out.Operators = append(out.Operators, api.Operator{ID: t.ID.Operator})
 			if l := inc.late[t.ID.Operator]; l != nil {
 				out.Operators[i].LateRecords = l.Load()
+			}
+			if m := inc.sinks[t.ID.Operator]; m != nil {
+				out.Operators[i].Sink = &api.SinkCounts{Staged: m.Staged.Load(), Published: m.Published.Load(), Unencodable: m.Unencodable.Load()}
 			}
 		}
 		op := &out.Operators[i]

@@ -76,6 +76,24 @@ func (c *control) writeMetrics(w io.Writer) {
 	}
 	metric("cairn_dead_letters_total", "counter", "MQTT messages that could not be decoded.")
 	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)
+	metric("cairn_sink_records_staged_total", "counter", "Records a sink staged for a checkpoint.")
+	for _, op := range st.Operators {
+		if op.Sink != nil {
+			fmt.Fprintf(w, "cairn_sink_records_staged_total{sink=%q} %d\n", op.ID, op.Sink.Staged)
+		}
+	}
+	metric("cairn_sink_messages_published_total", "counter", "Messages a sink published that its broker acknowledged.")
+	for _, op := range st.Operators {
+		if op.Sink != nil {
+			fmt.Fprintf(w, "cairn_sink_messages_published_total{sink=%q} %d\n", op.ID, op.Sink.Published)
+		}
+	}
+	metric("cairn_sink_records_unencodable_total", "counter", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).")
+	for _, op := range st.Operators {
+		if op.Sink != nil {
+			fmt.Fprintf(w, "cairn_sink_records_unencodable_total{sink=%q} %d\n", op.ID, op.Sink.Unencodable)
+		}
+	}
 	metric("cairn_mqtt_connected", "gauge", "1 while every client of the broker is connected, else 0.")
 	for _, b := range st.Brokers {
 		connected := 0

@@ -244,12 +244,13 @@ func (m *Model) observe(st api.Status) {
 	before := map[string]api.Subtask{}
 	for _, op := range from.Operators {
 		for _, s := range op.Subtasks {
-			before[subtaskName(op.ID, s.Index)] = s
+			before[subtaskName(op.ID, s.Index)] = published(op, s)
 		}
 	}
 	for _, op := range st.Operators {
 		for _, s := range op.Subtasks {
 			name := subtaskName(op.ID, s.Index)
+			s = published(op, s)
 			b, ok := before[name]
 			if !ok {
 				continue
@@ -261,6 +262,16 @@ func (m *Model) observe(st api.Status) {
 			}
 		}
 	}
+}
+
+// published returns subtask s of op with, for a sink of one subtask,
+// the messages its broker acknowledged as its records out: a sink emits
+// no records downstream, and its output is what it publishes.
+func published(op api.Operator, s api.Subtask) api.Subtask {
+	if op.Sink != nil && len(op.Subtasks) == 1 {
+		s.RecordsOut = op.Sink.Published
+	}
+	return s
 }
 
 // restartNote says whether the agent behind a reconnection is the same run

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,21 @@ func TestRatesFollowTheAgentClock(t *testing.T) {
 	}
 	if r := m.rates["fleet/0"]; r.backpressure < 0.969 || r.backpressure > 0.971 {
 		t.Fatalf("fleet/0 backpressure %v, want 0.97", r.backpressure)
+	}
+	// A sink's records out are the messages its broker acknowledged.
+	withSink := func(st api.Status, published int64) api.Status {
+		st.Operators = slices.Clone(st.Operators)
+		for i := range st.Operators {
+			if st.Operators[i].ID == "drift-out" {
+				st.Operators[i].Sink = &api.SinkCounts{Published: published}
+			}
+		}
+		return st
+	}
+	dt := skewedNow.UptimeSeconds - skewedBefore.UptimeSeconds
+	sinks := model(80, 24, withSink(skewedBefore, 100), withSink(skewedNow, 100+int64(12*dt)))
+	if r := sinks.rates["drift-out/0"]; r.out != 12 {
+		t.Fatalf("drift-out/0 rates %+v, want the 12 a second its broker acknowledged out", r)
 	}
 	restarted := skewedStatus(2, 1)
 	m.Update(statusMsg(restarted))

@@ -140,8 +140,20 @@ type Operator struct {
 	Parallelism int    `json:"parallelism"`
 	// LateRecords, for windows and joins, were dropped for arriving after
 	// their windows' allowed lateness.
-	LateRecords int64     `json:"late_records"`
-	Subtasks    []Subtask `json:"subtasks"`
+	LateRecords int64 `json:"late_records"`
+	// Sink, for a sink, counts what it stages and what its broker took.
+	Sink     *SinkCounts `json:"sink,omitempty"`
+	Subtasks []Subtask   `json:"subtasks"`
+}
+
+// SinkCounts are a sink's records: staged for a checkpoint, published
+// and acknowledged by the broker once it completed, and dropped as not
+// encodable as JSON (NaN, ±Inf). A sink emits no records downstream, so
+// its records out are 0.
+type SinkCounts struct {
+	Staged      int64 `json:"staged"`
+	Published   int64 `json:"published"`
+	Unencodable int64 `json:"unencodable"`
 }
 
 // Records sums the records o's subtasks took in and gave out.

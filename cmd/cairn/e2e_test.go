@@ -249,7 +249,7 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"cairn_checkpoints_completed_total ", `cairn_records_in_total{operator="avg",subtask="1"} `, "# TYPE cairn_dead_letters_total counter", `cairn_records_rejected_total{operator="avg",subtask="0"} 0`,
+	for _, want := range []string{"cairn_checkpoints_completed_total ", `cairn_records_in_total{operator="avg",subtask="1"} `, "# TYPE cairn_dead_letters_total counter", `cairn_records_rejected_total{operator="avg",subtask="0"} 0`, `cairn_sink_messages_published_total{sink="out"} `,
 		"\nprocess_resident_memory_bytes ", "\ncairn_heap_live_bytes ", "\ncairn_memory_limit_bytes 209715200\n",
 		`cairn_disk_written_bytes_total{file="checkpoints"} `, `cairn_disk_syncs_total{file="ingest"} `, "\ncairn_disk_written_bytes_per_day "} {
 		if !strings.Contains(string(metrics), want) {

@@ -357,6 +357,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out, op.Rejected())
 	}
 	w.Flush()
+	for _, op := range st.Operators {
+		if k := op.Sink; k != nil {
+			fmt.Fprintf(stdout, "sink %s: %d staged, %d published and acknowledged, %d not encodable\n", op.ID, k.Staged, k.Published, k.Unencodable)
+		}
+	}
 	return 0
 }
 

@@ -154,9 +154,18 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling what the subscriber received
 	}
+	// The sink counts what it staged and what the broker acknowledged.
+	awaitStatus(t, socket, "the sink's output acknowledged", time.Minute, func(st api.Status) bool {
+		for _, op := range st.Operators {
+			if k := op.Sink; op.ID == "out" && k != nil && k.Published > 0 && k.Published == k.Staged {
+				return true
+			}
+		}
+		return false
+	})
 	out, err := exec.Command(bin, "status", "-c", file).Output()
 	m := regexp.MustCompile(`(?m)^humid\s+1\s+\d+\s+\d+\s+(\d+)$`).FindSubmatch(out)
-	if err != nil || m == nil {
+	if err != nil || m == nil || !regexp.MustCompile(`(?m)^sink out: [1-9]\d* staged, [1-9]\d* published and acknowledged, 0 not encodable$`).Match(out) {
 		t.Fatalf("cairn status: %v\n%s", err, out)
 	}
 	if n, _ := strconv.ParseInt(string(m[1]), 10, 64); n < poison {

@@ -71,7 +71,7 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetOrderMatters(true).
 		SetCustomOpenConnectionFn(dial).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			log.Warn("MQTT connection lost; reconnecting", "broker", c.Broker, "client", id, "err", err)
+			log.Warn("MQTT connection lost; reconnecting", "broker", redactedURL(c.Broker), "client", id, "err", err)
 		})
 	if c.Username != "" {
 		o.SetUsername(c.Username).SetPassword(c.Password)
@@ -190,7 +190,7 @@ func (c ClientConfig) connect(suffix string, onConnect func(paho.Client), onMess
 		o.SetDefaultPublishHandler(onMessage).SetAutoAckDisabled(true)
 	}
 	o.SetOnConnectHandler(func(cl paho.Client) {
-		log.Info("MQTT connected", "broker", c.Broker, "client", id)
+		log.Info("MQTT connected", "broker", redactedURL(c.Broker), "client", id)
 		if c.StatusTopic != "" {
 			// At QoS 0: paho resends the publishes in its store after a
 			// connect on another goroutine, and one put there from this

@@ -356,6 +356,12 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		waitFor(t, out.done, 30*time.Second, "every count at the sink")
 		// The malformed messages came last, in a group of their own.
 		eventually(t, 30*time.Second, "the dead letters counted", func() bool { return metrics.DeadLetters.Load() >= 4 })
+		// They are published as they are read, without waiting for the
+		// broker: wait for them before the source stops.
+		var published []DeadLetter
+		for range 4 {
+			published = append(published, waitFor(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic"))
+		}
 		stop()
 		out.check(t)
 		if got := metrics.DeadLetters.Load(); got != 4 {
@@ -365,8 +371,7 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		if err != nil || len(dls) != 4 {
 			t.Fatalf("DeadLetters = %d, %v; want 4", len(dls), err)
 		}
-		for range 4 {
-			dl := waitFor(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic")
+		for _, dl := range published {
 			if dl.Reason == "" || dl.Topic != "sensors/dx/telemetry" {
 				t.Fatalf("dead letter on the topic: %+v", dl)
 			}

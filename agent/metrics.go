@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+
+	"github.com/cairn-edge/cairn/agent/api"
 )
 
 // serveMetrics serves Prometheus text-format metrics on addr (a loopback
@@ -76,22 +78,19 @@ func (c *control) writeMetrics(w io.Writer) {
 	}
 	metric("cairn_dead_letters_total", "counter", "MQTT messages that could not be decoded.")
 	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)
-	metric("cairn_sink_records_staged_total", "counter", "Records a sink staged for a checkpoint.")
-	for _, op := range st.Operators {
-		if op.Sink != nil {
-			fmt.Fprintf(w, "cairn_sink_records_staged_total{sink=%q} %d\n", op.ID, op.Sink.Staged)
-		}
-	}
-	metric("cairn_sink_messages_published_total", "counter", "Messages a sink published that its broker acknowledged.")
-	for _, op := range st.Operators {
-		if op.Sink != nil {
-			fmt.Fprintf(w, "cairn_sink_messages_published_total{sink=%q} %d\n", op.ID, op.Sink.Published)
-		}
-	}
-	metric("cairn_sink_records_unencodable_total", "counter", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).")
-	for _, op := range st.Operators {
-		if op.Sink != nil {
-			fmt.Fprintf(w, "cairn_sink_records_unencodable_total{sink=%q} %d\n", op.ID, op.Sink.Unencodable)
+	for _, c := range []struct {
+		name, help string
+		count      func(*api.SinkCounts) int64
+	}{
+		{"cairn_sink_records_staged_total", "Records a sink staged for a checkpoint.", func(k *api.SinkCounts) int64 { return k.Staged }},
+		{"cairn_sink_messages_published_total", "Messages a sink published that its broker acknowledged.", func(k *api.SinkCounts) int64 { return k.Published }},
+		{"cairn_sink_records_unencodable_total", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).", func(k *api.SinkCounts) int64 { return k.Unencodable }},
+	} {
+		metric(c.name, "counter", c.help)
+		for _, op := range st.Operators {
+			if op.Sink != nil {
+				fmt.Fprintf(w, "%s{sink=%q} %d\n", c.name, op.ID, c.count(op.Sink))
+			}
 		}
 	}
 	metric("cairn_mqtt_connected", "gauge", "1 while every client of the broker is connected, else 0.")

@@ -394,13 +394,23 @@ func TestRemoteRestore(t *testing.T) {
 		t.Fatalf("newest uploaded checkpoint %d, want the final one, %d:\n%s", m.ID, final, a.log())
 	}
 
-	// 3. A flipped bit in the newest uploaded checkpoint: skipped, the one
-	// before is restored.
+	// 3. A flipped bit in the newest uploaded checkpoint: skipped, and so is
+	// every older one that shares the damaged blob (a subtask whose state
+	// did not change names the blob it stored before); the newest one that
+	// does not is restored.
 	ms, err := devA.Completed()
 	if err != nil || len(ms) < 2 {
 		t.Fatalf("uploaded checkpoints: %v, %v", ms, err)
 	}
 	damaged := ms[0].Subtask(checkpoint.TaskID{Operator: "total", Subtask: 1}).State
+	intact := slices.IndexFunc(ms, func(m *checkpoint.Manifest) bool {
+		return !slices.ContainsFunc(m.Subtasks, func(a checkpoint.Ack) bool {
+			return slices.ContainsFunc(a.Handles(), func(h checkpoint.StateHandle) bool { return h.Key == damaged.Key })
+		})
+	})
+	if intact < 0 {
+		t.Fatalf("every uploaded checkpoint holds %s", damaged.Key)
+	}
 	env.srv.FlipBit(t, "cairn", "fleet/gw-a/state/"+damaged.Key)
 	os.RemoveAll(dataA)
 	a = startRemoteAgent(t, bin, configA)
@@ -408,12 +418,12 @@ func TestRemoteRestore(t *testing.T) {
 	if skip[1] != fmt.Sprint(ms[0].ID) || skip[2] != "fleet/gw-a/state/"+damaged.Key {
 		t.Fatalf("skipped %s for %s, want %d for %s", skip[1], skip[2], ms[0].ID, damaged.Key)
 	}
-	if id := a.await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(ms[1].ID) {
-		t.Fatalf("after the damaged %d, restored %s, want %d", ms[0].ID, id, ms[1].ID)
+	if id := a.await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(ms[intact].ID) {
+		t.Fatalf("after the damaged %d, restored %s, want %d", ms[0].ID, id, ms[intact].ID)
 	}
 	a.await(t, completeLine, 30*time.Second)
-	if st := remoteStatus(t, bin, dataA); st.RestoredFrom == nil || st.RestoredFrom.Source != "remote" || st.RestoredFrom.ID != ms[1].ID {
-		t.Fatalf("restored_from = %+v, want remote %d", st.RestoredFrom, ms[1].ID)
+	if st := remoteStatus(t, bin, dataA); st.RestoredFrom == nil || st.RestoredFrom.Source != "remote" || st.RestoredFrom.ID != ms[intact].ID {
+		t.Fatalf("restored_from = %+v, want remote %d", st.RestoredFrom, ms[intact].ID)
 	}
 	if _, got := newestSums(t, devA, ms[0].ID); !maps.Equal(got, want) {
 		t.Fatalf("state after the fallback:\n%v\nwant\n%v", got, want)

@@ -235,6 +235,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
+	said := &checkpointLog{log: log}
 	job, err := runtime.New(topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
@@ -243,17 +244,16 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		Hold:       d.backlog.Hold,
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnComplete: func(m *checkpoint.Manifest) {
-			if m.SameAs != 0 {
-				log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration, "same_as", m.SameAs)
-			} else {
-				log.Info("checkpoint complete", "id", m.ID, "duration", m.Duration)
-			}
+			said.onComplete(m)
 			if ctl.remote != nil && m.SameAs == 0 { // one that changed nothing was uploaded as SameAs
 				ctl.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
 			}
 			done.completed(m.ID)
 		},
-		OnAbort: func(a checkpoint.Abort) { done.abort(a.ID, a.Reason.String()+": "+a.Cause) },
+		OnAbort: func(a checkpoint.Abort) {
+			said.onAbort(a)
+			done.abort(a.ID, a.Reason.String()+": "+a.Cause)
+		},
 	})
 	if err != nil {
 		return nil, false, err
@@ -264,6 +264,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	jobCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
+	go said.summarize(jobCtx, cfg.Agent.LogSummaryInterval)
 	go func() {
 		err := job.Run(jobCtx)
 		done.stopped(err)
@@ -326,6 +327,7 @@ func unappliable(old, next *config.Config) string {
 		a.Pos = config.Pos{}
 		a.LogLevel, a.Level = "", 0 // applied by a reload
 		a.MaxOutputBacklog, a.MaxOutputBacklogBytes = "", 0
+		a.LogSummaryInterval = 0
 		bs := make(map[string]config.Broker)
 		for k, b := range c.Brokers {
 			bb := *b

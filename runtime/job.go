@@ -1006,7 +1006,11 @@ func (j *Job) apply(coord *checkpoint.Coordinator, rd checkpoint.Ready) {
 		}
 	}
 	for _, m := range rd.Completed {
-		log.Debug("checkpoint complete", "id", m.ID, "duration", m.Duration)
+		if m.SameAs != 0 {
+			log.Debug("checkpoint complete", "id", m.ID, "duration", m.Duration, "same_as", m.SameAs)
+		} else {
+			log.Debug("checkpoint complete", "id", m.ID, "duration", m.Duration)
+		}
 		for _, q := range j.controls {
 			q.push(controlMsg{kind: ctlComplete, id: m.ID})
 		}

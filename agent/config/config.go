@@ -56,6 +56,13 @@ type Agent struct {
 	// callers must send the token in APITokenFile as a bearer token.
 	API          string `yaml:"api"`
 	APITokenFile string `yaml:"api_token_file"`
+	// LogFormat is "text" (the default: logfmt key=value lines) or "json"
+	// (one JSON object a line). Read when the agent starts, not on reload.
+	LogFormat string `yaml:"log_format"`
+	// LogSummaryInterval is how often the log says at info level what the
+	// checkpoints did since it last said (each one is logged at debug);
+	// default 5m.
+	LogSummaryInterval time.Duration `yaml:"log_summary_interval"`
 	// MemoryLimit is a soft limit on the Go runtime's memory, such as
 	// "48MiB" or "64MB" (debug.SetMemoryLimit): near it the garbage
 	// collector runs more often instead of letting the heap grow to twice
@@ -240,16 +247,10 @@ func besideFile(path, dir string) string {
 // secrets the rest of the file takes from the environment, and with a file
 // whose other parts have errors (an edit not yet applied, say).
 func DataDir(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	c, errs, err := parseLeniently(path)
 	if err != nil {
 		return "", err
 	}
-	c, errs := Parse(path, data, func(name string) (string, bool) {
-		if v, ok := osLookup(name); ok {
-			return v, true
-		}
-		return "${" + name + "}", true // left as it was: an error only in data_dir
-	})
 	if c.Pos == (Pos{}) {
 		return "", errs // not YAML, or not a mapping
 	}
@@ -257,6 +258,34 @@ func DataDir(path string) (string, error) {
 		return "", Errors{{File: path, Pos: c.Agent.Pos, Msg: fmt.Sprintf("agent.data_dir: environment variable %s is not set", m[1])}}
 	}
 	return besideFile(path, c.Agent.DataDir), nil
+}
+
+// LogFormat returns the log format the pipeline file at path names
+// (agent.log_format), "text" when it names none or cannot be read: the
+// log is set up before the file is loaded, so that the file's errors are
+// logged in it.
+func LogFormat(path string) string {
+	c, _, err := parseLeniently(path)
+	if err != nil || c.Agent.LogFormat != "json" {
+		return "text"
+	}
+	return "json"
+}
+
+// parseLeniently parses the file at path with every environment variable
+// set: an unset one is left as it was written.
+func parseLeniently(path string) (*Config, Errors, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, errs := Parse(path, data, func(name string) (string, bool) {
+		if v, ok := osLookup(name); ok {
+			return v, true
+		}
+		return "${" + name + "}", true // left as it was: an error only where it is used
+	})
+	return c, errs, nil
 }
 
 // Parse decodes and validates a config, with lookup as the environment.
@@ -303,6 +332,12 @@ func (v *validator) validate() {
 		c.Agent.Level = slog.LevelError
 	default:
 		v.errorf(c.Agent.Pos, "log_level: %q is not one of debug, info, warn, error", c.Agent.LogLevel)
+	}
+	if c.Agent.LogFormat != "text" && c.Agent.LogFormat != "json" {
+		v.errorf(c.Agent.Pos, "log_format: %q is neither text nor json", c.Agent.LogFormat)
+	}
+	if t := c.Agent.LogSummaryInterval; t < time.Second {
+		v.errorf(c.Agent.Pos, "log_summary_interval %v is below 1s", t)
 	}
 	if c.Agent.MemoryLimit != "" {
 		n, err := humanize.ParseBytes(c.Agent.MemoryLimit)
@@ -511,6 +546,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Agent.LogLevel == "" {
 		c.Agent.LogLevel = "info"
+	}
+	if c.Agent.LogFormat == "" {
+		c.Agent.LogFormat = "text"
+	}
+	if c.Agent.LogSummaryInterval == 0 {
+		c.Agent.LogSummaryInterval = 5 * time.Minute
 	}
 	if c.Agent.MaxOutputBacklog == "" {
 		c.Agent.MaxOutputBacklog = "32MiB"

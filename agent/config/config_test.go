@@ -307,3 +307,33 @@ func TestMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestLogSettings(t *testing.T) {
+	const pipeline = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	c, errs := Parse("x.yaml", []byte(pipeline), env(nil))
+	if len(errs) > 0 || c.Agent.LogFormat != "text" || c.Agent.LogSummaryInterval != 5*time.Minute {
+		t.Fatalf("defaults: format %q, summary every %v, errors %v", c.Agent.LogFormat, c.Agent.LogSummaryInterval, errs)
+	}
+	for agent, want := range map[string]string{
+		"log_format: xml":             `x.yaml:2:3: log_format: "xml" is neither text nor json`,
+		"log_summary_interval: 100ms": "x.yaml:2:3: log_summary_interval 100ms is below 1s",
+	} {
+		_, errs := Parse("x.yaml", []byte("agent:\n  "+agent+"\n"+pipeline), env(nil))
+		if !strings.Contains(errs.Error(), want) {
+			t.Errorf("%s: errors %q lack %q", agent, errs.Error(), want)
+		}
+	}
+	dir := t.TempDir()
+	for text, want := range map[string]string{"agent:\n  log_format: json\n": "json", "agent:\n  log_format: json\n  data_dir: ${UNSET_X}\n": "json", "agent: [\n": "text"} {
+		path := filepath.Join(dir, "p.yaml")
+		if err := os.WriteFile(path, []byte(text+pipeline), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := LogFormat(path); got != want {
+			t.Errorf("LogFormat of %q = %q, want %q", text, got, want)
+		}
+	}
+	if got := LogFormat(filepath.Join(dir, "missing.yaml")); got != "text" {
+		t.Errorf("LogFormat of a missing file = %q", got)
+	}
+}

@@ -79,9 +79,17 @@ type agentProc struct {
 	log   *bytes.Buffer
 }
 
+// startAgent runs `cairn run -c config args...` at log level debug, where
+// every checkpoint's completion is logged (completeLine).
 func startAgent(t *testing.T, bin, config string, args ...string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"run", "-c", config}, args...)...)
+	return startCairn(t, bin, append([]string{"run", "-c", config, "--log-level", "debug"}, args...)...)
+}
+
+// startCairn runs the cairn command args, its log read line by line.
+func startCairn(t *testing.T, bin string, args ...string) *agentProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -123,18 +123,32 @@ func flags(name string, args []string, stderr io.Writer, more ...func(*flag.Flag
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	var fromSavepoint string
+	var fromSavepoint, logLevel string
 	var allowDropped bool
 	file, dataDir, ok := flags("run", args, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint file")
 		fs.BoolVar(&allowDropped, "allow-dropped-state", false, "drop savepoint state of operators the pipeline no longer has")
+		fs.StringVar(&logLevel, "log-level", "", "log at this level (debug, info, warn, error) whatever agent.log_level says")
 	})
 	if !ok || file == "" {
-		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR]")
+		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR] [--log-level LEVEL]")
 		return 2
 	}
 	level := new(slog.LevelVar) // info until the config says otherwise
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	configLevel := level        // the agent sets it from the file
+	if logLevel != "" {
+		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			fmt.Fprintf(stderr, "cairn run: --log-level %q is not one of debug, info, warn, error\n", logLevel)
+			return 2
+		}
+		configLevel = nil
+	}
+	handlerOpts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(stderr, handlerOpts)
+	if config.LogFormat(file) == "json" {
+		handler = slog.NewJSONHandler(stderr, handlerOpts)
+	}
+	log := slog.New(handler)
 	// A log that goes nowhere (`cairn run ... 2>&1 | tee log` and Ctrl-C,
 	// which ends tee first) must not end the agent before its final
 	// checkpoint: a write to the closed pipe then fails with EPIPE, and
@@ -157,7 +171,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: level, Reload: reload,
+	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
 		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped})
 	var cerrs config.Errors
 	switch {

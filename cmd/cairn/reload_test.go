@@ -181,7 +181,7 @@ func TestLogLevel(t *testing.T) {
 	dir := t.TempDir()
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "warn"))
-	p := startAgent(t, bin, file)
+	p := startCairn(t, bin, "run", "-c", file)
 
 	awaitStatus(t, filepath.Join(data, "cairn.sock"), "3 checkpoints", 60*time.Second,
 		func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })

@@ -142,17 +142,24 @@ func Run(ctx context.Context, path string, opts Options) error {
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
 	go ctl.wear.run(ctlCtx)
-	served := make(chan error, 3)
-	go func() { served <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
+	// fatal receives what ends the agent: a server's failure, the data
+	// directory's loss.
+	fatal := make(chan error, 4)
+	ids, err := identify(dataDir)
+	if err != nil {
+		return err
+	}
+	go ids.watch(ctlCtx, cfg.Checkpoints.Interval, fatal)
+	go func() { fatal <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
 	if cfg.Agent.Metrics != "" {
-		go func() { served <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
+		go func() { fatal <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
 	}
 	if cfg.Agent.API != "" {
 		token, err := os.ReadFile(cfg.Agent.APITokenFile)
 		if err != nil || len(strings.TrimSpace(string(token))) == 0 {
 			return fmt.Errorf("agent.api_token_file: no token in %s (%v)", cfg.Agent.APITokenFile, err)
 		}
-		go func() { served <- ctl.serveTCP(ctlCtx, cfg.Agent.API, strings.TrimSpace(string(token))) }()
+		go func() { fatal <- ctl.serveTCP(ctlCtx, cfg.Agent.API, strings.TrimSpace(string(token))) }()
 	}
 
 	var from *savepoint.Savepoint
@@ -167,7 +174,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
 	}
 	for {
-		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, served, log)
+		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, fatal, log)
 		if err != nil || next == nil {
 			return err
 		}
@@ -206,7 +213,7 @@ func missing(ids []string, cfg *config.Config) []string {
 // valid new config replaces it; completed reports whether a checkpoint
 // completed meanwhile.
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
-	ctl *control, changes, reload <-chan struct{}, served <-chan error, log *slog.Logger) (next *config.Config, completed bool, err error) {
+	ctl *control, changes, reload <-chan struct{}, fatal <-chan error, log *slog.Logger) (next *config.Config, completed bool, err error) {
 	d.sources, d.sinks, d.late, d.brokerStates = nil, nil, make(map[string]*atomic.Int64), nil
 	d.backlog = mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
 		if held {
@@ -282,7 +289,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		select {
 		case err := <-ran:
 			return nil, false, err
-		case err := <-served:
+		case err := <-fatal:
 			cancel()
 			<-ran
 			return nil, false, err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 )
 
 // Client calls an agent's control API over its unix socket.
@@ -86,6 +87,10 @@ func (c *Client) do(ctx context.Context, method, path string) (*http.Response, e
 		return nil, err
 	}
 	resp, err := c.http.Do(req)
+	if errors.Is(err, os.ErrPermission) {
+		// The agent may well run: this user may not reach its socket.
+		return nil, fmt.Errorf("%s: permission denied: run this as the agent's user (sudo -u cairn cairn ...) or as root", c.socket)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w on %s: %w", ErrNoAgent, c.socket, cause(err))
 	}

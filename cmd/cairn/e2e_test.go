@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/loopback"
 	"github.com/cairn-edge/cairn/internal/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // buildCairn builds the binary once per test run.
@@ -344,6 +345,92 @@ func TestSecondAgentOnADataDir(t *testing.T) {
 		t.Fatalf("a second agent on the data directory: %v, want exit status 1 and %q before anything starts:\n%s", err, want, out)
 	}
 	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the first agent still running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+}
+
+// TestDataDirRemovedUnderTheAgent removes, then replaces, the data
+// directory of a running agent: each time the agent must say so and exit
+// with status 1 within a few checkpoint intervals, not go on checkpointing
+// into deleted files.
+func TestDataDirRemovedUnderTheAgent(t *testing.T) {
+	bin := buildCairn(t)
+	for _, c := range []struct {
+		name, want string
+		mutate     func(data string) error
+	}{
+		{"removed", "was removed under the running agent", os.RemoveAll},
+		{"replaced", "was replaced under the running agent", func(data string) error {
+			// Swapped with an empty one in one step (a rename and a mkdir
+			// would leave a moment with none, which is "removed").
+			if err := os.Mkdir(data+".new", 0o700); err != nil {
+				return err
+			}
+			return unix.Renameat2(unix.AT_FDCWD, data+".new", unix.AT_FDCWD, data, unix.RENAME_EXCHANGE)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			config := filepath.Join(dir, "pipeline.yaml")
+			data := filepath.Join(dir, "data")
+			text := fmt.Sprintf("agent:\n  data_dir: %s\ncheckpoints:\n  interval: 200ms\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 100}\n"+
+				"operators:\n  - id: counts\n    type: count\n    inputs: [fleet]\n    key_by: key\n", data)
+			if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := startAgent(t, bin, config)
+			p.await(t, completeLine, 30*time.Second)
+			if err := c.mutate(data); err != nil {
+				t.Fatal(err)
+			}
+			removed := time.Now()
+			line := p.await(t, regexp.MustCompile(`level=ERROR msg="cairn stopped".*data directory: .*`+c.want), 10*time.Second)
+			var ee *exec.ExitError
+			if err := p.cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("the agent exited with %v, want status 1:\n%s", err, p.log)
+			}
+			if d := time.Since(removed); d > 5*time.Second {
+				t.Fatalf("the agent took %v to notice, with checkpoints every 200ms: %s", d, line[0])
+			}
+		})
+	}
+}
+
+// TestStatusWithoutPermission runs `cairn status` as a user who may not
+// enter the agent's data directory (0700, the agent's own): it must say
+// permission denied and what to do, with exit status 1, not that no agent
+// runs (3).
+func TestStatusWithoutPermission(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("running a command as another user needs root (CI runs as root)")
+	}
+	bin := buildCairn(t)
+	dir, err := os.MkdirTemp("", "cairn-perm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // others may pass, not into data
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "cairn")
+	if err := exec.Command("cp", bin, shared).Run(); err != nil {
+		t.Fatal(err)
+	}
+	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
+	text := fmt.Sprintf("agent:\n  data_dir: %s\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 10}\n", data)
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, shared, config)
+	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	status := exec.Command(shared, "status", "-c", config)
+	status.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := status.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "permission denied: run this as the agent's user") {
+		t.Fatalf("status as another user: %v, want exit status 1 and permission denied:\n%s", err, out)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
 }
 
 // TestLogToAClosedPipe runs the agent with its log into a pipe that is

@@ -65,9 +65,10 @@ Usage:
   cairn help                             print this help
 
 Commands that talk to a running agent use <data_dir>/cairn.sock.
-Exit status: 0 on success, 1 when the command failed (3 when no agent is
-running), 2 on a usage error or an invalid pipeline file (validate prints
-FILE:LINE:COL: message lines).
+Exit status: 0 on success, 1 when the command failed (a data directory
+this user may not read included), 3 when no agent is running, 2 on a usage
+error or an invalid pipeline file (validate prints FILE:LINE:COL: message
+lines).
 `
 
 // run executes the command line args and returns the exit status.
@@ -297,8 +298,6 @@ func memoryLine(m api.Memory) string {
 	return line + "; limit " + limit
 }
 
-// diskLine says what the agent wrote to its data directory, per file, and
-// at what rate.
 // brokerLine says whether a broker's clients are connected, since when,
 // and its newest connection error.
 func brokerLine(b api.Broker, now time.Time) string {
@@ -313,6 +312,8 @@ func brokerLine(b api.Broker, now time.Time) string {
 	return line
 }
 
+// diskLine says what the agent wrote to its data directory, per file, and
+// at what rate.
 func diskLine(d api.Disk) string {
 	line := fmt.Sprintf("disk: %s written, %d syncs since the start", megabytes(d.WrittenBytes), d.Syncs)
 	var files []string

@@ -137,7 +137,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer stopWatch()
-	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem,
+	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs,
 		wear: newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear})}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()

@@ -143,6 +143,8 @@ type control struct {
 	remote *remoteSide
 	// wear counts what the agent writes to its data directory.
 	wear *wear
+	// logs holds the ingest logs and the dead letters.
+	logs *mqttio.Logs
 
 	mu          sync.Mutex
 	configError string // why the last change of the file was not applied
@@ -167,6 +169,7 @@ func (c *control) handler() http.Handler {
 	mux.HandleFunc("POST /savepoint", c.checkpoint)
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /checkpoints", c.checkpoints)
+	mux.HandleFunc("GET /deadletters", c.deadLetters)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(&jsonAnswers{ResponseWriter: w, r: r}, r)
 	})

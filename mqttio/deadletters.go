@@ -2,8 +2,13 @@ package mqttio
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/cairn-edge/cairn/seglog"
 )
@@ -19,6 +24,15 @@ type DeadLetter struct {
 	Topic    string `json:"topic"`
 	Payload  []byte `json:"payload"`
 	Reason   string `json:"reason"`
+	// Time is when it was stored; zero in those an older cairn stored.
+	Time time.Time `json:"time,omitzero"`
+}
+
+// StoredDeadLetter is a dead letter and its place in the store: the next
+// read from Seq+1 on returns only those stored after it.
+type StoredDeadLetter struct {
+	Seq uint64
+	DeadLetter
 }
 
 const (
@@ -71,10 +85,12 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	added := 0
+	now := time.Now().UTC()
 	for _, dl := range dls {
 		if stored, ok := d.stored[dl.Source]; ok && dl.Operator == "" && dl.Offset <= stored {
 			continue
 		}
+		dl.Time = now
 		v, err := json.Marshal(dl)
 		if err != nil {
 			return err
@@ -98,13 +114,22 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 	return d.log.TrimTo(maxDeadLetterBytes)
 }
 
-// list returns up to limit dead letters, oldest first.
-func (d *deadLetterStore) list(limit int) ([]DeadLetter, error) {
-	var out []DeadLetter
+// list returns up to limit dead letters from seq from on (from the oldest
+// kept, if those before from are gone), oldest first.
+func (d *deadLetterStore) list(from uint64, limit int) ([]StoredDeadLetter, error) {
+	return listDeadLetters(d.log, from, limit)
+}
+
+func listDeadLetters(l *seglog.Log, from uint64, limit int) ([]StoredDeadLetter, error) {
+	var out []StoredDeadLetter
 	var bad error
-	err := d.log.Read(d.log.First(), func(r seglog.Record) bool {
-		var dl DeadLetter
-		if bad = json.Unmarshal(r.Data, &dl); bad != nil {
+	err := l.Read(max(from, l.First()), func(r seglog.Record) bool {
+		if r.Offset < from {
+			return true
+		}
+		dl := StoredDeadLetter{Seq: r.Offset}
+		if bad = json.Unmarshal(r.Data, &dl.DeadLetter); bad != nil {
+			bad = fmt.Errorf("dead letter %d: %w", r.Offset, bad)
 			return false
 		}
 		out = append(out, dl)
@@ -125,5 +150,23 @@ func (d *Logs) deadLetters(dls []DeadLetter) error { return d.dead.add(dls) }
 // (DeadLetter.Operator set). A replay after a crash may store it again.
 func (d *Logs) StoreRejected(dl DeadLetter) error { return d.dead.add([]DeadLetter{dl}) }
 
-// DeadLetters returns up to limit stored dead letters, oldest first.
-func (d *Logs) DeadLetters(limit int) ([]DeadLetter, error) { return d.dead.list(limit) }
+// DeadLetters returns up to limit stored dead letters from seq from on,
+// oldest first.
+func (d *Logs) DeadLetters(from uint64, limit int) ([]StoredDeadLetter, error) {
+	return d.dead.list(from, limit)
+}
+
+// ReadDeadLetters is Logs.DeadLetters for the logs directory dir of an
+// agent that is not running: the caller must hold its data directory's
+// lock (opening the log cuts a torn tail, which would cut a live one).
+func ReadDeadLetters(dir string, from uint64, limit int) ([]StoredDeadLetter, error) {
+	if _, err := os.Stat(filepath.Join(dir, deadLetterDir)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil // none stored yet
+	}
+	l, err := seglog.Open(filepath.Join(dir, deadLetterDir), seglog.Options{SegmentBytes: deadLetterSegment, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	defer l.Close()
+	return listDeadLetters(l, from, limit)
+}

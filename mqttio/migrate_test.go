@@ -70,14 +70,14 @@ func TestMigrateBoltLogs(t *testing.T) {
 	if moved, _ := logs.Log("moved/0"); moved.First() != 5000 || moved.Next() != 5000 {
 		t.Fatalf("moved/0 holds [%d, %d), want to go on at 5000", moved.First(), moved.Next())
 	}
-	dls, err := logs.DeadLetters(10)
+	dls, err := logs.DeadLetters(0, 10)
 	if err != nil || len(dls) != 2 || dls[0].Offset != 4 || string(dls[1].Payload) != "{}" || dls[1].Reason != "no value" {
 		t.Fatalf("dead letters after the move: %+v, %v", dls, err)
 	}
-	if err := logs.deadLetters(dls); err != nil {
+	if err := logs.deadLetters([]DeadLetter{dls[0].DeadLetter, dls[1].DeadLetter}); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := logs.DeadLetters(10); len(again) != 2 {
+	if again, _ := logs.DeadLetters(0, 10); len(again) != 2 {
 		t.Fatalf("the moved dead letters stored again on a replay: %d", len(again))
 	}
 	logs.Close()

@@ -367,7 +367,7 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		if got := metrics.DeadLetters.Load(); got != 4 {
 			t.Fatalf("%d dead letters counted, want 4", got)
 		}
-		dls, err := logs.DeadLetters(10)
+		dls, err := logs.DeadLetters(0, 10)
 		if err != nil || len(dls) != 4 {
 			t.Fatalf("DeadLetters = %d, %v; want 4", len(dls), err)
 		}

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Status is the agent's state: the stable shape of `cairn status --json`.
 // Durations are in milliseconds; fields are never removed, only added.
 type Status struct {
@@ -270,4 +272,38 @@ type DiskFile struct {
 	Name         string `json:"name"`
 	WrittenBytes int64  `json:"written_bytes"`
 	Syncs        int64  `json:"syncs"`
+}
+
+// DeadLetter is a stored dead letter: a message its source could not
+// decode, or a record an operator rejected, with the reason.
+type DeadLetter struct {
+	// Seq is its place in the store: reading from Seq+1 on returns only
+	// those stored after it.
+	Seq uint64 `json:"seq"`
+	// Time is when it was stored; zero for those an older cairn stored.
+	Time time.Time `json:"time,omitzero"`
+	// Source is the source that received it; Operator, for a rejected
+	// record, the subtask ("id/subtask") that rejected it.
+	Source   string `json:"source,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	// Topic and Offset (in its source's ingest log) are where a message
+	// came from; empty and 0 for a rejected record.
+	Topic  string `json:"topic,omitempty"`
+	Offset uint64 `json:"offset,omitempty"`
+	Reason string `json:"reason"`
+	// Payload is the message or record, cut to MaxDeadLetterPayload bytes;
+	// PayloadBytes is its whole length.
+	Payload      string `json:"payload"`
+	PayloadBytes int    `json:"payload_bytes"`
+}
+
+// MaxDeadLetterPayload is how much of a dead letter's payload the API
+// returns.
+const MaxDeadLetterPayload = 1024
+
+// DeadLetters is a page of stored dead letters, oldest first; Next is the
+// seq to read from for those stored after them.
+type DeadLetters struct {
+	DeadLetters []DeadLetter `json:"dead_letters"`
+	Next        uint64       `json:"next"`
 }

@@ -67,6 +67,17 @@ func (c *Client) Savepoint(ctx context.Context) (CheckpointResponse, error) {
 	return out, c.call(ctx, http.MethodPost, "/savepoint", &out)
 }
 
+// DeadLetters returns up to limit (0: as many as the agent gives at once)
+// stored dead letters from seq from on, oldest first.
+func (c *Client) DeadLetters(ctx context.Context, from uint64, limit int) (DeadLetters, error) {
+	path := fmt.Sprintf("/deadletters?from=%d", from)
+	if limit > 0 {
+		path += fmt.Sprintf("&limit=%d", limit)
+	}
+	var out DeadLetters
+	return out, c.call(ctx, http.MethodGet, path, &out)
+}
+
 func (c *Client) call(ctx context.Context, method, path string, out any) error {
 	resp, err := c.do(ctx, method, path)
 	if err != nil {

@@ -57,6 +57,8 @@ Usage:
                                          write a savepoint file, print its path
   cairn checkpoints (-c FILE | --data-dir DIR)
                                          list a stopped agent's checkpoints
+  cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
+                                         the input set aside, and why
   cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
                                          live terminal UI: barriers, stalls, history
   cairn bench [--json] [flags] [pipeline|ingest|mqtt|snapshot|restore|footprint...]
@@ -90,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "checkpoints":
 		return cmdCheckpoints(args[1:], stdout, stderr)
+	case "deadletters":
+		return cmdDeadLetters(args[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(args[1:], stdout, stderr)
 	case "checkpoint":
@@ -365,7 +369,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	for _, b := range st.Brokers {
 		fmt.Fprintln(stdout, brokerLine(b, time.Now()))
 	}
-	fmt.Fprintf(stdout, "input: ingest lag %d, dead letters %d\n", st.IngestLag, st.DeadLetters)
+	input := fmt.Sprintf("input: ingest lag %d, dead letters %d", st.IngestLag, st.DeadLetters)
+	if st.DeadLetters > 0 {
+		input += " (cairn deadletters lists them)"
+	}
+	fmt.Fprintln(stdout, input)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED")
 	for _, op := range st.Operators {
 		in, out := op.Records()

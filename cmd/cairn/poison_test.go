@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,10 +17,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-edge/cairn/agent"
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // poisonConfig counts, per device, the readings whose humidity is over 50:
@@ -173,28 +173,36 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 	if n, _ := strconv.ParseInt(string(m[1]), 10, 64); n < poison {
 		t.Fatalf("cairn status shows %d rejected, want at least %d:\n%s", n, poison, out)
 	}
+	// cairn deadletters shows the rejected records with their reasons,
+	// from the running agent and from the data directory once it stopped.
+	reasons := func(out []byte) map[string]bool {
+		reasons := map[string]bool{}
+		for line := range strings.Lines(string(out)) {
+			var dl api.DeadLetter
+			if err := json.Unmarshal([]byte(line), &dl); err != nil {
+				t.Fatalf("cairn deadletters --json printed %q: %v", line, err)
+			}
+			if dl.Operator != "humid/0" || !strings.Contains(dl.Payload, `"key":"d`) || dl.Time.IsZero() || dl.Seq == 0 {
+				t.Fatalf("dead letter %+v, want one of operator humid/0 with the record and when it was stored", dl)
+			}
+			reasons[dl.Reason] = true
+		}
+		return reasons
+	}
+	out, err = exec.Command(bin, "deadletters", "--json", "-c", file).Output()
+	if got := reasons(out); err != nil || len(got) != 2 {
+		t.Fatalf("cairn deadletters of the running agent: %v, the reasons %v; want some, for a missing humidity and for \"wet\"", err, got)
+	}
 	second.cmd.Process.Signal(syscall.SIGTERM)
 	if err := second.cmd.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
-
-	logs, err := mqttio.OpenLogs(agent.LogsPath(data), mqttio.LogOptions{})
-	if err != nil {
-		t.Fatal(err)
+	running := out
+	if out, err = exec.Command(bin, "deadletters", "--json", "-c", file).Output(); err != nil || !bytes.Equal(out, running) {
+		t.Fatalf("cairn deadletters of the stopped agent: %v\n%s\nwant what the running one said:\n%s", err, out, running)
 	}
-	defer logs.Close()
-	dls, err := logs.DeadLetters(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reasons := map[string]bool{}
-	for _, dl := range dls {
-		if dl.Operator != "humid/0" || !strings.Contains(string(dl.Payload), `"key":"d`) {
-			t.Fatalf("dead letter %+v (payload %s), want one of operator humid/0 with the record", dl, dl.Payload)
-		}
-		reasons[dl.Reason] = true
-	}
-	if len(dls) == 0 || len(reasons) != 2 {
-		t.Fatalf("%d dead letters with the reasons %v; want some, for a missing humidity and for \"wet\"", len(dls), reasons)
+	out, err = exec.Command(bin, "deadletters", "-c", file).Output()
+	if err != nil || !regexp.MustCompile(`(?m)^TIME +FROM +REASON +PAYLOAD\n\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +operator humid/0 +filter .* \{.*"key":"d`).Match(out) {
+		t.Fatalf("cairn deadletters: %v\n%s", err, out)
 	}
 }

@@ -107,11 +107,37 @@ func (m *Model) header(w int) []string {
 	}
 	counters := fmt.Sprintf("%s · lag %s · dead letters %s · checkpoints %d ok, %s",
 		restored, count(float64(st.IngestLag)), count(float64(st.DeadLetters)), st.Checkpoints.Completed, failed)
-	// What the agent writes to its disk a day, where the line has room.
+	// How many brokers are connected and what the agent writes to its disk
+	// a day, where the line has room.
+	if len(st.Brokers) > 0 {
+		up := 0
+		for _, b := range st.Brokers {
+			if b.Connected {
+				up++
+			}
+		}
+		brokers := fmt.Sprintf("brokers %d/%d up", up, len(st.Brokers))
+		if up < len(st.Brokers) {
+			brokers = warnStyle.Render(brokers)
+		}
+		if brokers = " · " + brokers; lipgloss.Width(counters+brokers) <= w {
+			counters += brokers
+		}
+	}
 	if disk := fmt.Sprintf(" · disk %s/day", bytes(st.Disk.PerDayBytes)); lipgloss.Width(counters+disk) <= w {
 		counters += disk
 	}
 	lines = append(lines, counters)
+	for _, b := range st.Brokers {
+		if !b.Connected {
+			line := warnStyle.Render("broker "+b.ID+" NOT CONNECTED") + fmt.Sprintf(" (%d of %d clients) since %s",
+				b.ConnectedClients, b.Clients, time.UnixMilli(b.SinceUnixMS).In(m.opts.Location).Format("15:04:05"))
+			if b.LastError != "" {
+				line += ": " + b.LastError
+			}
+			lines = append(lines, line)
+		}
+	}
 	if st.ConfigError != "" {
 		lines = append(lines, warnStyle.Render("config change not applied: ")+st.ConfigError)
 	}

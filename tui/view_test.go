@@ -103,6 +103,12 @@ func TestView(t *testing.T) {
 			held.InputHeld, held.OutputBacklogBytes = true, 33_900_000
 			return model(80, 24, skewedBefore, held)
 		}, []string{"input held: the sinks hold 32MB their brokers have not taken"}},
+		{"broker-down", func() *Model {
+			down := skewedNow
+			down.Brokers = []api.Broker{{ID: "local", Connected: true, Clients: 2, ConnectedClients: 2},
+				{ID: "plant", Clients: 2, SinceUnixMS: 1_795_000_004_000, LastError: "dial tcp 10.0.0.9:1883: connect: connection refused"}}
+			return model(100, 24, skewedBefore, down)
+		}, []string{"broker plant NOT CONNECTED (0 of 2 clients) since 11:06:44: dial tcp 10.0.0.9:1883", "brokers 1/2 up"}},
 		{"memory-near-limit", func() *Model {
 			near := skewedNow
 			near.Memory.HeapLive = 91 << 20

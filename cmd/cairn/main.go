@@ -360,6 +360,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if r := st.RestoredFrom; r != nil {
 		fmt.Fprintf(stdout, "restored from %s checkpoint %d\n", r.Source, r.ID)
 	}
+	if st.ConfigError != "" {
+		fmt.Fprintf(stdout, "pipeline file changed but NOT applied (the running pipeline goes on): %s\n", strings.ReplaceAll(st.ConfigError, "\n", "; "))
+	}
 	if st.InputHeld {
 		fmt.Fprintf(stdout, "input held: the sinks hold %d B their brokers have not taken, over agent.max_output_backlog\n", st.OutputBacklogBytes)
 	}

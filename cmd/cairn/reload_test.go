@@ -150,6 +150,10 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 	if json.Unmarshal(out, &st) != nil || st.State != "running" || !strings.Contains(st.ConfigError, "unknown type") {
 		t.Fatalf("status after an invalid edit:\n%s", out)
 	}
+	want := `pipeline file changed but NOT applied (the running pipeline goes on): ` + file + `:13:5: operator "counts": unknown type "tally"`
+	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("cairn status after an invalid edit: %v, want %q:\n%s", err, want, out)
+	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.await(t, finalLine, 30*time.Second)
 	p.drain()

@@ -31,7 +31,7 @@ const (
 // as each operator's on_error says.
 type rejections struct {
 	policy map[string]string // operator id → config.OnError*
-	store  func(mqttio.DeadLetter) error
+	store  func(dl mqttio.DeadLetter, origin uint64) error
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -47,7 +47,7 @@ type rejectCount struct {
 	storeErr error
 }
 
-func newRejections(cfg *config.Config, store func(mqttio.DeadLetter) error, log *slog.Logger) *rejections {
+func newRejections(cfg *config.Config, store func(dl mqttio.DeadLetter, origin uint64) error, log *slog.Logger) *rejections {
 	r := &rejections{policy: make(map[string]string), store: store, log: log, now: time.Now, ops: make(map[string]*rejectCount)}
 	for _, o := range cfg.Operators {
 		r.policy[o.ID] = o.OnError
@@ -75,7 +75,7 @@ func (r *rejections) handle(id checkpoint.TaskID, rec *graph.Record, err error) 
 	}
 	stored := false
 	if policy == config.OnErrorDeadLetter && c.stored < rejectStoredPerPeriod {
-		if serr := r.store(deadLetterOf(id, rec, err)); serr != nil {
+		if serr := r.store(deadLetterOf(id, rec, err), rec.Origin); serr != nil {
 			c.storeErr = serr
 		} else {
 			c.stored++

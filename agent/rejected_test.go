@@ -26,7 +26,7 @@ func TestRejectionsSpeakOnceAPeriod(t *testing.T) {
 	}}
 	var stored []mqttio.DeadLetter
 	var log bytes.Buffer
-	r := newRejections(cfg, func(dl mqttio.DeadLetter) error { stored = append(stored, dl); return nil },
+	r := newRejections(cfg, func(dl mqttio.DeadLetter, _ uint64) error { stored = append(stored, dl); return nil },
 		slog.New(slog.NewTextHandler(&log, nil)))
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	r.now = func() time.Time { return now }

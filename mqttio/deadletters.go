@@ -46,13 +46,27 @@ const (
 )
 
 // deadLetterStore keeps dead letters in a log of their own, as JSON, one
-// record each. A source's dead letters are stored in offset order, so
-// that a replay of its log, which finds the same ones again, stores none
-// twice.
+// record each. A source's dead letters are stored in offset order, and so
+// are an operator subtask's of each source log (its input from one log
+// comes in log order), so that a replay of the log, which finds the same
+// ones again, stores none twice.
 type deadLetterStore struct {
 	mu     sync.Mutex
 	log    *seglog.Log
-	stored map[string]uint64 // source → the highest offset stored
+	stored map[string]uint64 // storedKey → the highest offset stored
+}
+
+// storedKey is what dead letters are stored in offset order by: their
+// source, or the operator subtask and source; "" for those of an operator
+// whose origin is not known, which a replay may store again.
+func storedKey(dl *DeadLetter) string {
+	switch {
+	case dl.Operator == "":
+		return dl.Source
+	case dl.Source != "" && dl.Offset > 0:
+		return dl.Operator + "\x00" + dl.Source
+	}
+	return ""
 }
 
 func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) {
@@ -67,7 +81,9 @@ func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) 
 		if bad = json.Unmarshal(r.Data, &dl); bad != nil {
 			return false
 		}
-		d.stored[dl.Source] = max(d.stored[dl.Source], dl.Offset)
+		if k := storedKey(&dl); k != "" {
+			d.stored[k] = max(d.stored[k], dl.Offset)
+		}
 		return true
 	})
 	if err == nil {
@@ -87,7 +103,8 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 	added := 0
 	now := time.Now().UTC()
 	for _, dl := range dls {
-		if stored, ok := d.stored[dl.Source]; ok && dl.Operator == "" && dl.Offset <= stored {
+		k := storedKey(&dl)
+		if stored, ok := d.stored[k]; ok && k != "" && dl.Offset <= stored {
 			continue
 		}
 		dl.Time = now
@@ -107,8 +124,8 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 		return fmt.Errorf("storing dead letters: %w", err)
 	}
 	for _, dl := range dls {
-		if dl.Operator == "" {
-			d.stored[dl.Source] = max(d.stored[dl.Source], dl.Offset)
+		if k := storedKey(&dl); k != "" {
+			d.stored[k] = max(d.stored[k], dl.Offset)
 		}
 	}
 	return d.log.TrimTo(maxDeadLetterBytes)
@@ -147,8 +164,16 @@ func (d *deadLetterStore) close() error { return d.log.Close() }
 func (d *Logs) deadLetters(dls []DeadLetter) error { return d.dead.add(dls) }
 
 // StoreRejected stores, durably, a dead letter of an operator
-// (DeadLetter.Operator set). A replay after a crash may store it again.
-func (d *Logs) StoreRejected(dl DeadLetter) error { return d.dead.add([]DeadLetter{dl}) }
+// (DeadLetter.Operator set) whose record came from origin
+// (graph.Record.Origin): its source log, offset and topic are filled in
+// from it. One a replay after a crash rejects again is not stored again,
+// but for a record whose origin is not known.
+func (d *Logs) StoreRejected(dl DeadLetter, origin uint64) error {
+	if origin != 0 {
+		dl.Source, dl.Offset, dl.Topic, _ = d.Origin(origin)
+	}
+	return d.dead.add([]DeadLetter{dl})
+}
 
 // DeadLetters returns up to limit stored dead letters from seq from on,
 // oldest first.

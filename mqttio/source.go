@@ -370,6 +370,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 			dead = append(dead, DeadLetter{Source: s.name(), Offset: off, Topic: m.Topic, Payload: bytes.Clone(m.Payload), Reason: err.Error()})
 			return nil
 		}
+		buf[n].Origin = s.log.origin(off)
 		n++
 		return nil
 	})

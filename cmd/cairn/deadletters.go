@@ -112,12 +112,17 @@ func deadLetterPrinter(out io.Writer, asJSON bool) func([]api.DeadLetter) {
 }
 
 // origin says where a dead letter came from: the operator that rejected
-// it, or the source and topic that received it and its ingest log offset.
+// it, if one did, and the source and topic that received it and its
+// ingest log offset, where known.
 func origin(dl api.DeadLetter) string {
-	if dl.Operator != "" {
+	from := fmt.Sprintf("%s %s @%d", dl.Source, dl.Topic, dl.Offset)
+	switch {
+	case dl.Operator == "":
+		return from
+	case dl.Source == "":
 		return "operator " + dl.Operator
 	}
-	return fmt.Sprintf("%s %s @%d", dl.Source, dl.Topic, dl.Offset)
+	return "operator " + dl.Operator + " from " + from
 }
 
 // payloadText is a dead letter's payload cut to 60 characters, quoted if

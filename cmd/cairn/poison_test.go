@@ -175,16 +175,23 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 	}
 	// cairn deadletters shows the rejected records with their reasons,
 	// from the running agent and from the data directory once it stopped.
+	// Each holds where its reading came from, and none is stored twice
+	// although the second run replayed some the first had rejected.
 	reasons := func(out []byte) map[string]bool {
-		reasons := map[string]bool{}
+		reasons, offsets := map[string]bool{}, map[uint64]bool{}
 		for line := range strings.Lines(string(out)) {
 			var dl api.DeadLetter
 			if err := json.Unmarshal([]byte(line), &dl); err != nil {
 				t.Fatalf("cairn deadletters --json printed %q: %v", line, err)
 			}
-			if dl.Operator != "humid/0" || !strings.Contains(dl.Payload, `"key":"d`) || dl.Time.IsZero() || dl.Seq == 0 {
-				t.Fatalf("dead letter %+v, want one of operator humid/0 with the record and when it was stored", dl)
+			if dl.Operator != "humid/0" || !strings.Contains(dl.Payload, `"key":"d`) || dl.Time.IsZero() || dl.Seq == 0 ||
+				dl.Source != "readings/0" || dl.Offset == 0 || !regexp.MustCompile(`^poison/d\d/t$`).MatchString(dl.Topic) {
+				t.Fatalf("dead letter %+v, want one of operator humid/0 with the record, where it came from and when it was stored", dl)
 			}
+			if offsets[dl.Offset] {
+				t.Fatalf("the reading at offset %d stored twice:\n%s", dl.Offset, out)
+			}
+			offsets[dl.Offset] = true
 			reasons[dl.Reason] = true
 		}
 		return reasons
@@ -202,7 +209,7 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 		t.Fatalf("cairn deadletters of the stopped agent: %v\n%s\nwant what the running one said:\n%s", err, out, running)
 	}
 	out, err = exec.Command(bin, "deadletters", "-c", file).Output()
-	if err != nil || !regexp.MustCompile(`(?m)^TIME +FROM +REASON +PAYLOAD\n\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +operator humid/0 +filter .* \{.*"key":"d`).Match(out) {
+	if err != nil || !regexp.MustCompile(`(?m)^TIME +FROM +REASON +PAYLOAD\n\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +operator humid/0 from readings/0 poison/d\d/t @\d+ +filter .* \{.*"key":"d`).Match(out) {
 		t.Fatalf("cairn deadletters: %v\n%s", err, out)
 	}
 }

@@ -2,11 +2,17 @@ package mqttio
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +78,78 @@ func dial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	}
 	return newBufferedConn(conn), nil
 }
+
+// The broker URL schemes dial speaks, as paho's openConnection does; those
+// of tlsSchemes use the client's TLS settings (CA, certificate).
+var (
+	brokerSchemes = []string{"tcp", "mqtt", "ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "ws", "wss", "unix"}
+	tlsSchemes    = []string{"ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "wss"}
+)
+
+// CheckBrokerURL finds what would keep dial from reaching the broker at
+// raw: no scheme (paho would guess tcp://, also for a broker that speaks
+// only TLS), a scheme dial does not speak, no host, or no port where TCP
+// needs one (paho adds none: tcp://host fails with "missing port in
+// address"; WebSocket URLs default to 80 and 443). It reports whether the
+// URL speaks TLS. Its errors show the URL without a password.
+func CheckBrokerURL(raw string) (usesTLS bool, err error) {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok || scheme == "" {
+		if !strings.ContainsAny(raw, "/@") && raw != "" {
+			hostPort := raw
+			if _, _, err := net.SplitHostPort(raw); err != nil {
+				hostPort = net.JoinHostPort(raw, "1883")
+			}
+			return false, fmt.Errorf("URL %q has no scheme: write tcp://%s (or ssl:// for TLS)", raw, hostPort)
+		}
+		return false, fmt.Errorf("URL %q has no scheme: write one such as tcp://broker.example:1883", redactURL(raw))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
+		return false, fmt.Errorf("URL %q: %v", redactURL(raw), err)
+	}
+	shown := u.Redacted()
+	if !slices.Contains(brokerSchemes, u.Scheme) {
+		return false, fmt.Errorf("URL %q: scheme %q is none of %s", shown, u.Scheme, strings.Join(brokerSchemes, ", "))
+	}
+	usesTLS = slices.Contains(tlsSchemes, u.Scheme)
+	port := "1883"
+	if usesTLS {
+		port = "8883"
+	}
+	switch {
+	case u.Scheme == "unix":
+		if u.Host == "" && u.Path == "" {
+			return false, fmt.Errorf("URL %q names no socket: write unix:///path/to/socket", shown)
+		}
+		return false, nil
+	case u.Hostname() == "":
+		return usesTLS, fmt.Errorf("URL %q names no host: write %s://HOST:%s", shown, u.Scheme, cmp.Or(u.Port(), port))
+	case u.Port() == "" && u.Scheme != "ws" && u.Scheme != "wss":
+		return usesTLS, fmt.Errorf("URL %q has no port: write %s://%s", shown, u.Scheme, net.JoinHostPort(u.Hostname(), port))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return usesTLS, fmt.Errorf("URL %q: port %s is outside 1..65535", shown, p)
+		}
+	}
+	return usesTLS, nil
+}
+
+// redactURL is raw without the password of its user info, if any, also
+// when it does not parse.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		return u.Redacted()
+	}
+	return userInfo.ReplaceAllString(raw, "$1:xxxxx@")
+}
+
+var userInfo = regexp.MustCompile(`^((?:[^:/?#@]*://)?[^:/?#@]*):[^/?#@]*@`)
 
 // maxUnsent bounds the bytes a bufferedConn holds before a Write waits.
 const maxUnsent = 256 << 10

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -567,5 +568,45 @@ func TestCommitOffsetRetainsAsTheStoreDoes(t *testing.T) {
 	}
 	if err := s.CommitOffset(35_000); err != nil || l.First() > 20_000 || l.First() <= 10_000 {
 		t.Fatalf("after a fourth checkpoint the log starts at %d (%v), want past 10000 and at most 20000", l.First(), err)
+	}
+}
+
+func TestCheckBrokerURL(t *testing.T) {
+	for raw, wantTLS := range map[string]bool{
+		"tcp://broker:1883": false, "mqtt://10.0.0.1:1883": false, "ssl://b.example:8883": true, "TLS://b:8883": true,
+		"mqtts://b:8883": true, "tcp://[::1]:1883": false, "ws://b/mqtt": false, "wss://b:443/mqtt": true,
+		"unix:///run/mosquitto.sock": false, "tcp://user:secret@b:1883": false,
+	} {
+		if usesTLS, err := CheckBrokerURL(raw); err != nil || usesTLS != wantTLS {
+			t.Errorf("%s: TLS %v, %v; want %v, nil", raw, usesTLS, err, wantTLS)
+		}
+	}
+	for raw, want := range map[string]string{
+		"broker.example:1883":          `URL "broker.example:1883" has no scheme: write tcp://broker.example:1883 (or ssl:// for TLS)`,
+		"localhost":                    `write tcp://localhost:1883 (or ssl:// for TLS)`,
+		"http://b:80":                  `URL "http://b:80": scheme "http" is none of tcp, mqtt, ssl, tls, mqtts, mqtt+ssl, tcps, ws, wss, unix`,
+		"tcp://b":                      `URL "tcp://b" has no port: write tcp://b:1883`,
+		"ssl://b":                      `write ssl://b:8883`,
+		"tcp://:1883":                  `URL "tcp://:1883" names no host: write tcp://HOST:1883`,
+		"tcp://b:70000":                `port 70000 is outside 1..65535`,
+		"tcp://b:0":                    `port 0 is outside 1..65535`,
+		"tcp://user:secret@b:http":     `URL "tcp://user:xxxxx@b:http": invalid port ":http" after host`,
+		"tcp://user:secret@b":          `URL "tcp://user:xxxxx@b" has no port`,
+		"user:secret@b:1883":           `URL "user:xxxxx@b:1883" has no scheme`,
+		"unix://":                      `names no socket`,
+		"://b:1883":                    `has no scheme`,
+		"tcp://user:secret@b:1883/%zz": `URL "tcp://user:xxxxx@b:1883/%zz": invalid URL escape "%zz"`,
+	} {
+		_, err := CheckBrokerURL(raw)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: %v, want %q (and no password)", raw, err, want)
+		}
+	}
+	// CheckBrokerURL knows the schemes dial knows.
+	for _, scheme := range append(brokerSchemes, "http") {
+		_, err := dial(&url.URL{Scheme: scheme, Host: "127.0.0.1:1"}, *paho.NewClientOptions())
+		if unknown := err != nil && strings.Contains(err.Error(), "unknown scheme"); unknown != (scheme == "http") {
+			t.Errorf("dial with scheme %s: %v", scheme, err)
+		}
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,29 @@ type Config struct {
 	Sinks       []*Sink            `yaml:"sinks"`
 	// Remote is off when absent.
 	Remote *Remote `yaml:"remote"`
+
+	pos positions
+}
+
+// at returns where the file gave the value of the field at address field
+// (such as &b.URL), or of an entry of it (entry), or else def: the
+// position of the field's mapping, say.
+func (c *Config) at(field any, def Pos) Pos {
+	if p, ok := c.pos[field]; ok {
+		return p
+	}
+	return def
+}
+
+// inside returns the position of the character at column col (counted in
+// characters from 1) of the string value of the field at address field,
+// if the file holds the value as it is on one line.
+func (c *Config) inside(field any, col int) (Pos, bool) {
+	p, ok := c.pos[verbatim{field}]
+	if !ok || col < 1 {
+		return Pos{}, false
+	}
+	return Pos{p.Line, p.Col + col - 1}, true
 }
 
 // Agent is the daemon's own settings.
@@ -290,8 +315,8 @@ func parseLeniently(path string) (*Config, Errors, error) {
 
 // Parse decodes and validates a config, with lookup as the environment.
 func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, Errors) {
-	c := &Config{}
-	errs := parse(file, data, c, lookup)
+	c := &Config{pos: make(positions)}
+	errs := parse(file, data, c, lookup, c.pos)
 	if c.Pos == (Pos{}) {
 		return c, errs // not YAML, or not a mapping: nothing to validate
 	}
@@ -321,6 +346,8 @@ func (v *validator) validate() {
 	if c.Agent.API != "" && c.Agent.APITokenFile == "" {
 		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
 	}
+	v.listen(&c.Agent.Metrics, c.Agent.Pos, "agent.metrics", "9100")
+	v.listen(&c.Agent.API, c.Agent.Pos, "agent.api", "8080")
 	switch strings.ToLower(c.Agent.LogLevel) {
 	case "debug":
 		c.Agent.Level = slog.LevelDebug
@@ -378,6 +405,7 @@ func (v *validator) validate() {
 		case b.MaxInflight < 1 || b.MaxInflight > 65535:
 			v.errorf(b.Pos, "broker %q: max_inflight %d is outside 1..65535", name, b.MaxInflight)
 		}
+		v.broker(name, b)
 	}
 	defined := make(map[string]bool) // streams readable so far
 	ids := make(map[string]bool)
@@ -496,6 +524,64 @@ func (v *validator) validate() {
 	}
 	if len(c.Sources) == 0 {
 		v.errorf(c.Pos, "no sources")
+	}
+}
+
+// listen checks an address to listen on, the field at addr (named name):
+// host:port with a numeric port, as net.Listen takes it. An empty one is
+// off, or the default.
+func (v *validator) listen(addr *string, def Pos, name, examplePort string) {
+	if *addr == "" {
+		return
+	}
+	p := v.c.at(addr, def)
+	_, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		if _, err := strconv.ParseUint(*addr, 10, 16); err == nil {
+			examplePort = *addr // a port alone
+		}
+		v.errorf(p, "%s: %q is not host:port: write 127.0.0.1:%s (this device only) or :%s (every interface)", name, *addr, examplePort, examplePort)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.errorf(p, "%s: port %q of %q is not a number 0–65535", name, port, *addr)
+	}
+}
+
+// broker checks a broker's address (its url, or the listen address of an
+// embedded one) and its TLS settings.
+func (v *validator) broker(name string, b *Broker) {
+	if b.Embedded {
+		v.listen(&b.Listen, b.Pos, fmt.Sprintf("broker %q: listen", name), "18830")
+	}
+	usesTLS := false
+	if b.URL != "" {
+		var err error
+		if usesTLS, err = mqttio.CheckBrokerURL(b.URL); err != nil {
+			v.errorf(v.c.at(&b.URL, b.Pos), "broker %q: %v", name, err)
+			return
+		}
+	}
+	tlsFiles := []struct {
+		name string
+		path *string
+	}{{"ca_file", &b.CAFile}, {"cert_file", &b.CertFile}, {"key_file", &b.KeyFile}}
+	for _, f := range tlsFiles {
+		switch {
+		case *f.path == "":
+		case b.Embedded:
+			v.errorf(v.c.at(f.path, b.Pos), "broker %q: %s: the embedded broker speaks no TLS", name, f.name)
+		case b.URL != "" && !usesTLS:
+			scheme, _, _ := strings.Cut(b.URL, "://")
+			v.errorf(v.c.at(f.path, b.Pos), "broker %q: %s needs a url that speaks TLS, such as ssl://HOST:8883, not %s://", name, f.name, strings.ToLower(scheme))
+		}
+	}
+	if (b.CertFile == "") != (b.KeyFile == "") {
+		given := &b.CertFile
+		if b.CertFile == "" {
+			given = &b.KeyFile
+		}
+		v.errorf(v.c.at(given, b.Pos), "broker %q: cert_file and key_file go together: the client certificate and its key", name)
 	}
 }
 

@@ -15,10 +15,28 @@ import (
 )
 
 // Pos is a position in a config file. A struct with a Pos field gets the
-// position of its YAML mapping there.
+// position of its YAML mapping there; the positions of its fields' values
+// are in its Config (Config.at).
 type Pos struct {
 	Line, Col int
 }
+
+// positions are where a file gave the values of fields, by the address of
+// the field (such as &b.URL, a *string), and of the items of lists and
+// mappings (entry). They stay out of the structs, whose Pos is comparable.
+type positions map[any]Pos
+
+// entry names an item of the list or mapping at a field's address: by
+// index in the list, by key in the mapping.
+type entry struct {
+	field any
+	key   any
+}
+
+// verbatim names the first character of a field's value when its line in
+// the file holds the value as it is (no escapes, no ${VAR}): a column
+// inside the value is then a column of the file.
+type verbatim struct{ field any }
 
 // Error is one problem in a config file, at a position.
 type Error struct {
@@ -47,6 +65,36 @@ type decoder struct {
 	file   string
 	errs   Errors
 	lookup func(string) (string, bool) // environment for ${VAR}
+	lines  []string                    // the file, for verbatim
+	at     positions
+}
+
+// note records where n, the value of the field or item at key, is.
+func (d *decoder) note(key any, n *yaml.Node) {
+	d.at[key] = Pos{n.Line, n.Column}
+}
+
+// noteVerbatim records where the string s decoded from n starts, if the
+// file holds it as it is on one line: plain, or quoted without escapes.
+func (d *decoder) noteVerbatim(field any, n *yaml.Node, s string) {
+	if n.Line < 1 || n.Line > len(d.lines) || n.Column < 1 || strings.ContainsAny(s, "\n\r") {
+		return
+	}
+	var quote string
+	switch n.Style {
+	case 0:
+	case yaml.SingleQuotedStyle:
+		quote = "'"
+	case yaml.DoubleQuotedStyle:
+		quote = `"`
+	default:
+		return
+	}
+	line := []rune(d.lines[n.Line-1])
+	if n.Column-1 > len(line) || !strings.HasPrefix(string(line[n.Column-1:]), quote+s+quote) {
+		return // escapes, ${VAR}, a tag, or lines yaml counts otherwise
+	}
+	d.at[verbatim{field}] = Pos{n.Line, n.Column + len(quote)}
 }
 
 func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
@@ -140,6 +188,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			if elem.Kind() == reflect.Pointer && elem.IsNil() {
 				continue
 			}
+			if v.CanAddr() {
+				d.note(entry{v.Addr().Interface(), s.Len()}, item)
+			}
 			s = reflect.Append(s, elem)
 		}
 		v.Set(s)
@@ -160,6 +211,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			if elem.Kind() == reflect.Pointer && elem.IsNil() {
 				continue
 			}
+			if v.CanAddr() {
+				d.note(entry{v.Addr().Interface(), k.Value}, val)
+			}
 			m.SetMapIndex(reflect.ValueOf(k.Value), elem)
 		}
 		v.Set(m)
@@ -169,6 +223,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			return
 		}
 		v.SetString(d.scalar(n))
+		if v.CanAddr() {
+			d.noteVerbatim(v.Addr().Interface(), n, v.String())
+		}
 	case reflect.Bool:
 		b, err := strconv.ParseBool(d.scalar(n))
 		if n.Kind != yaml.ScalarNode || err != nil {
@@ -232,6 +289,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 			d.errorf(k, "field %q given twice", k.Value)
 		}
 		seen[k.Value] = true
+		if f := v.Field(idx); f.CanAddr() {
+			d.note(f.Addr().Interface(), val)
+		}
 		d.decode(val, v.Field(idx))
 	}
 	for _, name := range known {
@@ -241,9 +301,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 	}
 }
 
-// parse decodes the YAML in data into v, reporting every problem.
-func parse(file string, data []byte, v any, lookup func(string) (string, bool)) Errors {
-	d := &decoder{file: file, lookup: lookup}
+// parse decodes the YAML in data into v, reporting every problem, and
+// noting in at where the file gave each field's value.
+func parse(file string, data []byte, v any, lookup func(string) (string, bool), at positions) Errors {
+	d := &decoder{file: file, lookup: lookup, lines: strings.Split(string(data), "\n"), at: at}
 	if bad := invalidUTF8(data); bad < len(data) {
 		// yaml.v3 would read a UTF-16 file, but count its lines and
 		// columns in the decoded text, not in the file as an editor shows

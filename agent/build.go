@@ -165,9 +165,9 @@ func partitioner(o *config.Operator, upstream int) graph.Partitioner {
 func (d *deps) operator(o *config.Operator) (func(int) graph.Operator, error) {
 	switch o.Type {
 	case "filter":
-		return exprop.Filter(o.Expr)
+		return exprop.Filter(o.Expr, o.PayloadFields)
 	case "map":
-		return exprop.Map(o.Expr)
+		return exprop.Map(o.Expr, o.PayloadFields)
 	case "union":
 		return graph.Union(), nil
 	case "count":

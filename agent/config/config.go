@@ -6,8 +6,10 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -18,10 +20,10 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"github.com/expr-lang/expr"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/graph/exprop"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
@@ -170,6 +172,12 @@ type Source struct {
 	OutOfOrderness  time.Duration `yaml:"out_of_orderness"`
 	AtMostOnce      bool          `yaml:"at_most_once"`
 	DeadLetterTopic string        `yaml:"dead_letter_topic"`
+	// Fields, if given, are the payload fields the records carry, by
+	// name, with their types (exprop.ParseType: number, string, bool,
+	// object, list, any): then the expressions of the operators the
+	// source's records reach are checked against them. Topic levels
+	// ({device}) are fields too, strings, declared or not.
+	Fields map[string]string `yaml:"fields"`
 	// Simulator, instead of MQTT: a sensor fleet.
 	Simulator *Simulator `yaml:"simulator"`
 }
@@ -200,6 +208,10 @@ type Operator struct {
 	// below Low.
 	High *float64 `yaml:"high"`
 	Low  *float64 `yaml:"low"`
+	// PayloadFields are the payload fields of the records the operator
+	// reads, as the validation found them (nil: not known); its
+	// expression is compiled with them.
+	PayloadFields exprop.Fields `yaml:"-"`
 	// OnError is what becomes of a record the operator rejects (a filter
 	// or map expression that fails on it or gives the wrong type):
 	// "dead-letter" (the default) stores it with the reason and goes on,
@@ -431,10 +443,13 @@ func (v *validator) validate() {
 			v.errorf(p, "no broker named %q under brokers", name)
 		}
 	}
+	// The payload fields of each stream's records (nil: not known).
+	fields := make(map[string]exprop.Fields)
 	for _, s := range c.Sources {
 		id(s.Pos, s.ID)
 		parallelism(s.Pos, s.Parallelism)
 		defined[s.ID] = true
+		fields[s.ID] = v.sourceFields(s)
 		if s.Simulator != nil {
 			if s.Broker != "" || len(s.Topics) > 0 {
 				v.errorf(s.Pos, "source %q: a simulator has no broker or topics", s.ID)
@@ -468,6 +483,15 @@ func (v *validator) validate() {
 				v.errorf(o.Pos, "operator %q: input %q is not a source or an operator defined above", o.ID, in)
 			}
 		}
+		switch o.Type {
+		case "filter", "map", "union", "dedupe":
+			// Records pass with their payloads.
+			fields[o.ID] = merge(o.Inputs, fields)
+		case "count", "sum", "window", "join", "threshold":
+			// Records of its own, without a payload or with one that
+			// is no JSON object (graph.WindowResult, say).
+			fields[o.ID] = exprop.Fields{}
+		}
 		switch o.OnError {
 		case OnErrorDeadLetter, OnErrorDrop, OnErrorFail:
 		default:
@@ -475,11 +499,11 @@ func (v *validator) validate() {
 		}
 		switch o.Type {
 		case "filter", "map":
+			o.PayloadFields = fields[o.ID]
 			if o.Expr == "" {
 				v.errorf(o.Pos, "operator %q: %s needs expr", o.ID, o.Type)
-			} else if _, err := expr.Compile(o.Expr, expr.AllowUndefinedVariables()); err != nil {
-				msg, _, _ := strings.Cut(err.Error(), "\n")
-				v.errorf(o.Pos, "operator %q: expr %q does not compile: %s", o.ID, o.Expr, msg)
+			} else {
+				v.expr(o)
 			}
 		case "union":
 			if len(o.Inputs) < 2 {
@@ -582,6 +606,123 @@ func (v *validator) broker(name string, b *Broker) {
 			given = &b.KeyFile
 		}
 		v.errorf(v.c.at(given, b.Pos), "broker %q: cert_file and key_file go together: the client certificate and its key", name)
+	}
+}
+
+// sourceFields checks a source's fields and returns its records' payload
+// fields: nil when they are not known.
+func (v *validator) sourceFields(s *Source) exprop.Fields {
+	if s.Format == "raw" {
+		if s.Fields != nil {
+			v.errorf(v.c.at(&s.Fields, s.Pos), "source %q: fields: a raw payload has none (format: raw)", s.ID)
+		}
+		return exprop.Fields{}
+	}
+	if s.Fields == nil {
+		return nil
+	}
+	out := make(exprop.Fields, len(s.Fields))
+	for _, name := range slices.Sorted(maps.Keys(s.Fields)) {
+		p := v.c.at(entry{&s.Fields, name}, s.Pos)
+		t, err := exprop.ParseType(s.Fields[name])
+		switch {
+		case exprop.Own(name):
+			v.errorf(p, "source %q: fields: %s is a record's own, with key and time and value, not a payload field", s.ID, name)
+		case err != nil:
+			v.errorf(p, "source %q: fields: %s: %v", s.ID, name, err)
+		}
+		out[name] = t
+	}
+	// A topic level is a string field, whatever the payload holds there.
+	for _, topic := range s.Topics {
+		_, levels, _ := mqttio.ParseTopicPattern(topic)
+		for _, name := range levels {
+			if t, ok := out[name]; ok && t != exprop.String && t != exprop.Any {
+				v.errorf(v.c.at(entry{&s.Fields, name}, s.Pos), "source %q: fields: %s is a level of topic %q, a string, not %s", s.ID, name, topic, t)
+			}
+			out[name] = exprop.String
+		}
+	}
+	// The fields the source decodes: a record without them, or with
+	// another type there, is a dead letter of the source.
+	for _, f := range []struct {
+		role, name string
+		types      []exprop.Type
+		want       string
+	}{
+		{"key", s.Key, []exprop.Type{exprop.String, exprop.Number}, "a string or a number"},
+		{"value", s.Value, []exprop.Type{exprop.Number}, "a number"},
+		{"time", s.Time, []exprop.Type{exprop.Number, exprop.String}, "milliseconds (a number) or an RFC 3339 string"},
+	} {
+		if t, ok := out[f.name]; ok && t != exprop.Any && !slices.Contains(f.types, t) {
+			v.errorf(v.c.at(entry{&s.Fields, f.name}, s.Pos), "source %q: fields: %s is the %s field, which must be %s, not %s", s.ID, f.name, f.role, f.want, t)
+		}
+	}
+	return out
+}
+
+// merge returns the payload fields of the records of all of inputs: those
+// every input has, with their type if all agree (else any); nil if the
+// fields of an input are not known.
+func merge(inputs []string, fields map[string]exprop.Fields) exprop.Fields {
+	var out exprop.Fields
+	for i, in := range inputs {
+		f := fields[in]
+		if f == nil {
+			return nil
+		}
+		if i == 0 {
+			out = maps.Clone(f)
+			continue
+		}
+		for name, t := range out {
+			switch u, ok := f[name]; {
+			case !ok:
+				delete(out, name)
+			case u != t:
+				out[name] = exprop.Any
+			}
+		}
+	}
+	return out
+}
+
+// expr checks the expression of filter or map o: it compiles with what is
+// known of the records it reads, and gives what o needs.
+func (v *validator) expr(o *Operator) {
+	compile := exprop.CompileFilter
+	if o.Type == "map" {
+		compile = exprop.CompileMap
+	}
+	_, err := compile(o.Expr, o.PayloadFields)
+	if err == nil {
+		return
+	}
+	e := &exprop.Error{Msg: err.Error()}
+	errors.As(err, &e)
+	p := v.c.at(&o.Expr, o.Pos)
+	if q, ok := v.c.inside(&o.Expr, e.Column); ok && e.Line == 1 {
+		p = q // the very character
+	}
+	switch {
+	case e.Gives != "":
+		v.errorf(p, "operator %q: a %s's expr must give %s; %q gives %s", o.ID, o.Type, e.Want, o.Expr, e.Gives)
+	default:
+		msg := e.Msg
+		if e.Line > 0 {
+			msg += fmt.Sprintf(" (%d:%d)", e.Line, e.Column)
+		}
+		if strings.HasPrefix(e.Msg, "unknown name ") {
+			known := slices.Sorted(maps.Keys(o.PayloadFields))
+			known = slices.DeleteFunc(known, exprop.Own)
+			msg += "; its records have key, time, value"
+			if len(known) > 0 {
+				msg += " and the fields " + strings.Join(known, ", ")
+			} else {
+				msg += " and no payload fields"
+			}
+		}
+		v.errorf(p, "operator %q: expr %q does not compile: %s", o.ID, o.Expr, msg)
 	}
 }
 

@@ -157,7 +157,7 @@ sinks:
 		`bad.yaml:9:5: no broker named "nowhere" under brokers`,
 		`level 1 has an empty name`,
 		`operator "f": input "missing" is not a source or an operator defined above`,
-		`bad.yaml:16:5: operator "f": expr "value >" does not compile: unexpected token EOF (1:7)`,
+		`bad.yaml:19:18: operator "f": expr "value >" does not compile: unexpected token EOF (1:7)`,
 		`operator "w": unknown type "spin"`,
 		`bad.yaml:24:5: id "in" is used twice`,
 		`bad.yaml:20:5: operator "w": on_error "ignore" is none of dead-letter, drop, fail`,

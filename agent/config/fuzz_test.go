@@ -7,18 +7,21 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/graph/exprop"
 )
 
 // FuzzParse feeds arbitrary files to the loader. It must never panic; it
 // either accepts a file or names every problem at a position inside it,
 // in file order; and a file it accepts is one the agent can run: a known
 // checkpointing mode, operators reading streams defined above them, window
-// settings that make a window, sinks on known brokers. Seeds (with the
+// settings that make a window, expressions that compile as the operators
+// will compile them, sinks on known brokers. Seeds (with the
 // crash it once found): testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("sources: [{id: a, simulator: {devices: 1}}]\noperators: [{id: b, type: window, inputs: [a], window: {kind: x}}]"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte(exprSources + "  - {id: hot, type: filter, inputs: [readings], expr: temperature > 30 && site == 'x'}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, errs := Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u"}))
 		lines := yamlLines(data)
@@ -58,6 +61,16 @@ func FuzzParse(f *testing.F) {
 			for _, in := range o.Inputs {
 				if !defined[in] {
 					t.Fatalf("operator %q reads %q, which is not defined above it", o.ID, in)
+				}
+			}
+			switch o.Type {
+			case "filter":
+				if _, err := exprop.CompileFilter(o.Expr, o.PayloadFields); err != nil {
+					t.Fatalf("accepted filter %q: %v", o.ID, err)
+				}
+			case "map":
+				if _, err := exprop.CompileMap(o.Expr, o.PayloadFields); err != nil {
+					t.Fatalf("accepted map %q: %v", o.ID, err)
 				}
 			}
 			if o.Type == "window" || o.Type == "join" {

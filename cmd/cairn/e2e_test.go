@@ -494,6 +494,37 @@ func TestValidateReportsPositions(t *testing.T) {
 			t.Errorf("validate output lacks %q:\n%s", want, stderr.String())
 		}
 	}
+	// What cannot run: a typo in an expression over declared fields, a
+	// listen address without a host, a broker URL without a scheme.
+	os.WriteFile(bad, []byte(`agent:
+  metrics: 9100
+brokers:
+  plant:
+    url: mqtt.example:1883
+sources:
+  - id: readings
+    broker: plant
+    topics: ["sensors/{device}/t"]
+    fields: {humidity: number}
+operators:
+  - id: damp
+    type: filter
+    inputs: [readings]
+    expr: humidity > 50 && devce == "d1"
+`), 0o600)
+	out, err := exec.Command(bin, "validate", "-c", bad).CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("validate of a file that cannot run: %v, want exit status 2\n%s", err, out)
+	}
+	for _, want := range []string{
+		bad + `:2:12: agent.metrics: "9100" is not host:port: write 127.0.0.1:9100 (this device only) or :9100 (every interface)`,
+		bad + `:5:10: broker "plant": URL "mqtt.example:1883" has no scheme: write tcp://mqtt.example:1883 (or ssl:// for TLS)`,
+		bad + `:15:28: operator "damp": expr "humidity > 50 && devce == \"d1\"" does not compile: unknown name devce (1:18); its records have key, time, value and the fields device, humidity`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
 	good := filepath.Join("..", "..", "configs", "demo.yaml")
 	if out, err := exec.Command(bin, "validate", "-c", good).CombinedOutput(); err != nil {
 		t.Fatalf("the demo config does not validate: %v\n%s", err, out)

@@ -23,7 +23,8 @@ import (
 
 // poisonConfig counts, per device, the readings whose humidity is over 50:
 // a reading without humidity, or with a humidity that is no number, is one
-// the filter's expression fails on.
+// the filter's expression fails on, although (and because) the source
+// declares humidity a number.
 const poisonConfig = `agent:
   data_dir: %s
 brokers:
@@ -38,6 +39,7 @@ sources:
     topics: ["poison/{device}/t"]
     key: device
     value: seq
+    fields: {seq: number, humidity: number}
 operators:
   - id: humid
     type: filter

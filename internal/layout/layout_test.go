@@ -32,7 +32,7 @@ var rules = map[string]rule{
 	"seglog":          {},
 	"mqttio":          {allowed: []string{"graph", "seglog", "github.com/eclipse/paho.mqtt.golang", "golang.org/x/net/proxy", "go.etcd.io/bbolt", "github.com/mochi-mqtt/server"}},
 	"agent":           {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "seglog", "mqttio", "remote", "internal/procfs", "agent/api", "agent/config", "agent/savepoint", "github.com/", "go.etcd.io/", "gopkg.in/yaml.v3", "golang.org/x/"}},
-	"agent/config":    {allowed: []string{"graph", "checkpoint", "mqttio", "remote", "gopkg.in/yaml.v3", "github.com/expr-lang/expr", "github.com/dustin/go-humanize"}},
+	"agent/config":    {allowed: []string{"graph", "checkpoint", "mqttio", "remote", "gopkg.in/yaml.v3", "github.com/dustin/go-humanize"}},
 	"agent/api":       {},
 	"agent/savepoint": {allowed: []string{"checkpoint"}},
 	"tui":             {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},

@@ -1,7 +1,10 @@
 // Package config reads cairn's pipeline files: YAML parsed through yaml.v3
 // nodes, so that every problem is reported with its file, line and column,
 // all of them at once. Strings may refer to the environment as ${VAR}.
-// Unknown fields and wrong types are errors.
+// Unknown fields and wrong types are errors, and so is what the agent
+// would fail on when it runs, as far as the file tells: an expression
+// over fields its records lack, an address it cannot listen on or dial,
+// and (Load) a named file it cannot read.
 package config
 
 import (
@@ -13,7 +16,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,7 +82,9 @@ type Agent struct {
 	// Metrics is an address for Prometheus metrics; empty: off.
 	Metrics string `yaml:"metrics"`
 	// API is a TCP address for the control API, besides the unix socket;
-	// callers must send the token in APITokenFile as a bearer token.
+	// callers must send the token in APITokenFile as a bearer token. Load
+	// resolves a relative APITokenFile (and every other *_file) as it
+	// does DataDir.
 	API          string `yaml:"api"`
 	APITokenFile string `yaml:"api_token_file"`
 	// LogFormat is "text" (the default: logfmt key=value lines) or "json"
@@ -252,30 +256,25 @@ type Sink struct {
 // OperatorTypes are the operator types a config may name.
 var OperatorTypes = []string{"filter", "map", "union", "count", "sum", "window", "join", "dedupe", "threshold"}
 
-// Load reads and validates the file at path. The error, if any, is Errors.
+// Load reads and validates the file at path, and checks that the files it
+// names can be read. A relative path in it (data_dir, every *_file) is
+// resolved against the directory of the file at path, where the agent then
+// finds it. The error, if any, is Errors.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	c, errs := Parse(path, data, osLookup)
-	if len(errs) > 0 {
+	if c.Pos == (Pos{}) {
+		return nil, errs // not YAML, or not a mapping
+	}
+	if errs = append(errs, c.checkFiles(path, errs)...); len(errs) > 0 {
+		sortErrors(errs)
 		return nil, errs
 	}
 	c.Agent.DataDir = besideFile(path, c.Agent.DataDir)
 	return c, nil
-}
-
-// besideFile resolves dir, if relative, against the directory of the file
-// at path.
-func besideFile(path, dir string) string {
-	if filepath.IsAbs(dir) {
-		return dir
-	}
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	return filepath.Join(filepath.Dir(path), dir)
 }
 
 // DataDir returns the data directory the pipeline file at path names
@@ -334,12 +333,16 @@ func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 	}
 	v := validator{file: file, errs: errs, c: c}
 	v.validate()
-	// The checks run section by section (and brokers in map order): put
-	// what they found in file order, as Errors promises.
-	slices.SortStableFunc(v.errs, func(a, b Error) int {
+	sortErrors(v.errs)
+	return c, v.errs
+}
+
+// sortErrors puts errs in file order, as Errors promises: the checks run
+// section by section (and brokers in map order).
+func sortErrors(errs Errors) {
+	slices.SortStableFunc(errs, func(a, b Error) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
 	})
-	return c, v.errs
 }
 
 type validator struct {

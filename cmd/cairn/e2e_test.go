@@ -495,12 +495,14 @@ func TestValidateReportsPositions(t *testing.T) {
 		}
 	}
 	// What cannot run: a typo in an expression over declared fields, a
-	// listen address without a host, a broker URL without a scheme.
+	// listen address without a host, a broker URL without a scheme, a
+	// password file that is not there (beside the pipeline file).
 	os.WriteFile(bad, []byte(`agent:
   metrics: 9100
 brokers:
   plant:
     url: mqtt.example:1883
+    password_file: mqtt.pass
 sources:
   - id: readings
     broker: plant
@@ -519,7 +521,8 @@ operators:
 	for _, want := range []string{
 		bad + `:2:12: agent.metrics: "9100" is not host:port: write 127.0.0.1:9100 (this device only) or :9100 (every interface)`,
 		bad + `:5:10: broker "plant": URL "mqtt.example:1883" has no scheme: write tcp://mqtt.example:1883 (or ssl:// for TLS)`,
-		bad + `:15:28: operator "damp": expr "humidity > 50 && devce == \"d1\"" does not compile: unknown name devce (1:18); its records have key, time, value and the fields device, humidity`,
+		bad + `:6:20: broker "plant": password_file mqtt.pass (` + filepath.Join(dir, "mqtt.pass") + `, beside the pipeline file): no such file or directory`,
+		bad + `:16:28: operator "damp": expr "humidity > 50 && devce == \"d1\"" does not compile: unknown name devce (1:18); its records have key, time, value and the fields device, humidity`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)

@@ -1,0 +1,114 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// namedFile is a file a config names: the field holding its path, the
+// field's name in errors, and where to report it if the file did not say.
+type namedFile struct {
+	path *string
+	name string
+	def  Pos
+}
+
+// files are the files c names, in a stable order.
+func (c *Config) files() []namedFile {
+	out := []namedFile{{&c.Agent.APITokenFile, "agent.api_token_file", c.Agent.Pos}}
+	for _, name := range slices.Sorted(maps.Keys(c.Brokers)) {
+		b := c.Brokers[name]
+		for _, f := range []struct {
+			path  *string
+			field string
+		}{{&b.PasswordFile, "password_file"}, {&b.CAFile, "ca_file"}, {&b.CertFile, "cert_file"}, {&b.KeyFile, "key_file"}} {
+			out = append(out, namedFile{f.path, fmt.Sprintf("broker %q: %s", name, f.field), b.Pos})
+		}
+	}
+	if r := c.Remote; r != nil {
+		out = append(out, namedFile{&r.AccessKeyFile, "remote: access_key_file", r.Pos},
+			namedFile{&r.SecretKeyFile, "remote: secret_key_file", r.Pos}, namedFile{&r.CAFile, "remote: ca_file", r.Pos})
+	}
+	return out
+}
+
+// checkFiles resolves the files c names, if relative, against the
+// directory of the pipeline file at path, as it does data_dir (the agent
+// opens them where they resolve), and finds those it cannot read. It
+// reads none: what is wrong inside a file (a CA file without a
+// certificate, say) the agent finds when it opens it; and it names no
+// secret. A file whose field already has an error (an unset ${VAR}) is
+// not looked for.
+func (c *Config) checkFiles(path string, errs Errors) Errors {
+	reported := make(map[Pos]bool)
+	for _, e := range errs {
+		reported[e.Pos] = true
+	}
+	var found Errors
+	for _, f := range c.files() {
+		if *f.path == "" {
+			continue
+		}
+		p := c.at(f.path, f.def)
+		given := *f.path
+		*f.path = besideFile(path, given)
+		if reported[p] {
+			continue
+		}
+		if err := readable(*f.path); err != nil {
+			where := *f.path
+			if given != *f.path {
+				where = fmt.Sprintf("%s (%s, beside the pipeline file)", given, *f.path)
+			}
+			found = append(found, Error{File: path, Pos: p, Msg: fmt.Sprintf("%s %s: %v", f.name, where, err)})
+		}
+	}
+	return found
+}
+
+// readable reports why the file at path cannot be read, if it cannot: it
+// is not there, not to be opened by this user, or a directory. A FIFO or
+// a device is not opened, which could wait for a writer.
+func readable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return pathErr(err)
+	}
+	switch {
+	case st.IsDir():
+		return errors.New("is a directory, not a file")
+	case !st.Mode().IsRegular():
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return pathErr(err)
+	}
+	return f.Close()
+}
+
+// pathErr is err without the operation and path it names.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// besideFile resolves dir, if relative, against the directory of the file
+// at path.
+func besideFile(path, dir string) string {
+	if filepath.IsAbs(dir) {
+		return dir
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return filepath.Join(filepath.Dir(path), dir)
+}

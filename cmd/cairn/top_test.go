@@ -101,7 +101,7 @@ func TestTopInTmux(t *testing.T) {
 	p.await(t, completeLine, 60*time.Second)
 	p.drain()
 
-	term := startTerminal(t, bin, "top", "--data-dir", dataDir, "--stall", "300ms")
+	term := startTerminal(t, bin, "top", "--data-dir", dataDir, "--stall", "100ms") // the join aligns for about 300ms
 	term.await(t, regexp.MustCompile(`cairn top .* skew.yaml · exactly-once · running`), 20*time.Second)
 
 	term.keys(t, "Tab", "Tab")

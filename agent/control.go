@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"maps"
 	"net"
@@ -23,6 +25,7 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
+	"golang.org/x/net/netutil"
 )
 
 // SocketPath is the control socket under a data directory.
@@ -241,6 +244,7 @@ func (c *control) serveTCP(ctx context.Context, addr, token string) error {
 	want := []byte("Bearer " + token)
 	return serveHTTP(ctx, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("Connection", "close") // nothing more is served on it
 			reply(w, http.StatusUnauthorized, apiError("a bearer token is required"))
 			return
 		}
@@ -248,8 +252,23 @@ func (c *control) serveTCP(ctx context.Context, addr, token string) error {
 	}))
 }
 
+// What one listener of the agent's (the control socket, the TCP control
+// API, the metrics) holds at most: maxConnections connections at once (more
+// wait in the kernel's accept queue, costing the agent no descriptor),
+// none that sends no request header within 5 s or stays idle for
+// idleTimeout, headers of maxHeaderBytes. A flood of connections, from a
+// scanner or an attacker on the plant network, so cannot take the file
+// descriptors and memory the agent's broker connections and files need.
+const (
+	maxConnections = 32
+	idleTimeout    = 10 * time.Second
+	maxHeaderBytes = 16 << 10
+)
+
 func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	l = netutil.LimitListener(l, maxConnections)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: log.New(io.Discard, "", 0)} // a caller's broken request is its own business, not the agent's log
 	go func() {
 		<-ctx.Done()
 		srv.Close()

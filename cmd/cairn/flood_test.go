@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
+
+// TestConnectionFlood opens 300 connections to each of the agent's TCP
+// listeners, as a scanner or an attacker on the plant network would: to
+// the metrics, each sending a request and keeping the connection; to the
+// control API, each sending a request without the token. The agent must
+// hold a bounded number of them (its file descriptors are what its broker
+// connections and files need), close the unauthenticated ones, answer
+// cairn status on its socket throughout, and serve a scrape once the flood
+// is gone.
+func TestConnectionFlood(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	config, token, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "token"), filepath.Join(dir, "data")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metrics, apiPort := freePort(t), freePort(t)
+	if err := os.WriteFile(config, fmt.Appendf(nil, e2eConfig, data, metrics, apiPort, token, freePort(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, config)
+	p.drain()
+	socket := filepath.Join(data, "cairn.sock")
+	awaitStatus(t, socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	fds := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+
+	const flood = 300
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dial := func(port int, request string) net.Conn {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", len(conns), err)
+		}
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, request); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for range flood {
+		dial(metrics, "GET /metrics HTTP/1.1\r\nHost: gw\r\n\r\n")
+	}
+	var refused []net.Conn
+	for range flood {
+		refused = append(refused, dial(apiPort, "GET /status HTTP/1.1\r\nHost: gw\r\n\r\n"))
+	}
+	// The unauthenticated: answered 401 and closed, those the agent has
+	// taken so far (the others wait in the kernel's queue).
+	for _, c := range refused[:10] {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a request without the token: %v, %v", resp, err)
+		}
+		if rest, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(rest), "bearer token") {
+			t.Fatalf("its body: %q, %v", rest, err)
+		}
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Fatalf("the connection stays open after a 401: %d, %v", n, err)
+		}
+	}
+	// Status answers on the socket while the flood holds, and the agent
+	// holds at most its connection limit per listener.
+	awaitStatus(t, socket, "status during the flood", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+	if held := fds() - before; held > 2*32+8 {
+		t.Fatalf("the agent holds %d more file descriptors with %d connections open, want at most its limits", held, 2*flood)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a scrape after the flood: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+}

@@ -20,6 +20,13 @@ type Broker struct {
 	listener *listeners.TCP
 }
 
+// EmbeddedMaxPacket is the largest MQTT packet the embedded broker takes:
+// it closes the connection of a client that announces a larger one,
+// before reading it, so that one device cannot make the agent hold a
+// packet of hundreds of megabytes. It is four times a source's payload
+// limit (256 KiB), topic included.
+const EmbeddedMaxPacket = 1 << 20
+
 // StartBroker starts a broker on addr ("127.0.0.1:0" picks a free port).
 // It accepts every client: bind it to loopback unless the network is
 // trusted.
@@ -30,6 +37,7 @@ func StartBroker(addr string, log *slog.Logger) (*Broker, error) {
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumInflight = 1 << 15
 	caps.MaximumClientWritesPending = 1 << 16
+	caps.MaximumPacketSize = EmbeddedMaxPacket
 	log = slog.New(brokerLog{log.Handler()}).With("component", "embedded-broker")
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log, InlineClient: false})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {

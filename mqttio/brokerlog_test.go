@@ -8,7 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -45,5 +47,37 @@ func TestBrokerLogKeepsPacketsOut(t *testing.T) {
 	}
 	if logAll(slog.LevelError) != "" {
 		t.Fatal("at error level, warnings were logged")
+	}
+}
+
+// TestEmbeddedBrokerRefusesHugePackets: a client that announces a packet
+// over EmbeddedMaxPacket loses its connection before the broker reads
+// it; one under the limit is delivered.
+func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
+	b, err := StartBroker("127.0.0.1:0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	lost := make(chan error, 1)
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("huge").SetAutoReconnect(false).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { lost <- err }))
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(0)
+	got := make(chan int, 1)
+	if tok := c.Subscribe("big/#", 1, func(_ paho.Client, m paho.Message) { got <- len(m.Payload()) }); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	c.Publish("big/ok", 1, false, make([]byte, EmbeddedMaxPacket-100)).WaitTimeout(10 * time.Second)
+	if n := <-got; n != EmbeddedMaxPacket-100 {
+		t.Fatalf("delivered %d bytes, want %d", n, EmbeddedMaxPacket-100)
+	}
+	c.Publish("big/huge", 1, false, make([]byte, 4*EmbeddedMaxPacket))
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client that sent a packet over the limit is still connected")
 	}
 }

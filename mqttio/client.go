@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"sync/atomic"
@@ -40,6 +41,10 @@ type ClientConfig struct {
 	// (shared by all the clients of one broker).
 	Name  string
 	State *BrokerState
+	// MaxPayload, if above 0, cuts a message from the broker with a longer
+	// payload to MaxPayload+1 bytes as it arrives, before paho holds it
+	// whole (publishLimiter): a source sets its decoder's limit.
+	MaxPayload int
 }
 
 // options builds paho options for a client with id suffix suffix.
@@ -69,7 +74,7 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(5 * time.Second).
 		SetOrderMatters(true).
-		SetCustomOpenConnectionFn(dial).
+		SetCustomOpenConnectionFn(func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) { return dial(uri, o, c.MaxPayload) }).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			log.Warn("MQTT connection lost; reconnecting", "broker", redactedURL(c.Broker), "client", id, "err", err)
 		})

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"regexp"
@@ -24,7 +25,10 @@ import (
 // (openConnection in its netconn.go: TCP, TLS with the options' TLS
 // configuration, WebSocket, a Unix socket; through a proxy the
 // environment names), buffered both ways (bufferedConn).
-func dial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+//
+// With maxPayload above 0, a PUBLISH from the broker whose payload is
+// longer is cut to maxPayload+1 bytes on the way in (publishLimiter).
+func dial(uri *url.URL, o paho.ClientOptions, maxPayload int) (net.Conn, error) {
 	d := o.Dialer
 	if d == nil {
 		d = &net.Dialer{Timeout: o.ConnectTimeout}
@@ -76,7 +80,7 @@ func dial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBufferedConn(conn), nil
+	return newBufferedConn(conn, maxPayload), nil
 }
 
 // The broker URL schemes dial speaks, as paho's openConnection does; those
@@ -165,7 +169,7 @@ const maxUnsent = 256 << 10
 // connection.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader // buffered, and through a publishLimiter if one is set
 
 	mu      sync.Mutex
 	cond    *sync.Cond // the buffer or the state changed
@@ -177,8 +181,12 @@ type bufferedConn struct {
 	flushed chan struct{} // closed when the sender has ended
 }
 
-func newBufferedConn(conn net.Conn) *bufferedConn {
-	c := &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, 16<<10), flushed: make(chan struct{})}
+func newBufferedConn(conn net.Conn, maxPayload int) *bufferedConn {
+	br := bufio.NewReaderSize(conn, 16<<10)
+	c := &bufferedConn{Conn: conn, r: br, flushed: make(chan struct{})}
+	if maxPayload > 0 {
+		c.r = newPublishLimiter(br, maxPayload)
+	}
 	c.cond = sync.NewCond(&c.mu)
 	go c.send()
 	return c

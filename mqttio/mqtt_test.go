@@ -604,7 +604,7 @@ func TestCheckBrokerURL(t *testing.T) {
 	}
 	// CheckBrokerURL knows the schemes dial knows.
 	for _, scheme := range append(brokerSchemes, "http") {
-		_, err := dial(&url.URL{Scheme: scheme, Host: "127.0.0.1:1"}, *paho.NewClientOptions())
+		_, err := dial(&url.URL{Scheme: scheme, Host: "127.0.0.1:1"}, *paho.NewClientOptions(), 0)
 		if unknown := err != nil && strings.Contains(err.Error(), "unknown scheme"); unknown != (scheme == "http") {
 			t.Errorf("dial with scheme %s: %v", scheme, err)
 		}

@@ -188,7 +188,9 @@ func (s *source) connect(qos byte) error {
 		filters[t] = qos
 	}
 	var err error
-	s.client, s.gate, err = s.cfg.Client.connect(suffix, func(c paho.Client) {
+	client := s.cfg.Client
+	client.MaxPayload = s.cfg.Decoding.maxPayload() // more is a dead letter: it need not arrive whole
+	s.client, s.gate, err = client.connect(suffix, func(c paho.Client) {
 		tok := c.SubscribeMultiple(filters, nil) // messages go to onMessage
 		go func() {
 			if tok.Wait(); tok.Error() != nil {

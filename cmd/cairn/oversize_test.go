@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
+)
+
+// TestHugeMessageCostsNoMemory publishes one 100 MB message to a running
+// agent's topic, then a good one: the huge one becomes a dead letter, cut,
+// the good one is counted, and the agent's resident memory never comes
+// near the message's size (paho alone would hold it whole, twice).
+func TestHugeMessageCostsNoMemory(t *testing.T) {
+	broker := mosquittotest.Start(t, t.TempDir(), nil)
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
+	config := fmt.Sprintf("agent:\n  data_dir: %s\nbrokers:\n  local:\n    url: %s\n    client_id: huge\n"+
+		"checkpoints:\n  interval: 200ms\nsources:\n  - id: readings\n    broker: local\n    topics: [\"huge/{device}/t\"]\n    key: device\n    value: v\n"+
+		"operators:\n  - id: counts\n    type: count\n    inputs: [readings]\n    key_by: key\n", data, broker.URL)
+	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, file)
+	p.drain()
+	socket := filepath.Join(data, "cairn.sock")
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("huge-feeder"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("feeder: %v", tok.Error())
+	}
+	defer pub.Disconnect(100)
+	awaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
+		pub.Publish("huge/probe/t", 1, false, `{"v":1}`)
+		return st.RecordsOut("readings") > 0
+	})
+	huge := append([]byte(`{"v":1,"pad":"`), bytes.Repeat([]byte{'x'}, 100<<20)...)
+	huge = append(huge, `"}`...)
+	if tok := pub.Publish("huge/d1/t", 1, false, huge); !tok.WaitTimeout(time.Minute) || tok.Error() != nil {
+		t.Fatalf("publishing 100 MB: %v", tok.Error())
+	}
+	if tok := pub.Publish("huge/d2/t", 1, false, `{"v":2}`); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("publish: %v", tok.Error())
+	}
+	awaitStatus(t, socket, "the huge message dead-lettered and the next one read", time.Minute, func(st api.Status) bool {
+		return st.DeadLetters == 1 && st.RecordsOut("readings") >= 2
+	})
+	out, err := exec.Command(bin, "deadletters", "--json", "-c", file).Output()
+	var dl api.DeadLetter
+	if err != nil || json.Unmarshal(out, &dl) != nil || dl.Topic != "huge/d1/t" || !strings.Contains(dl.Reason, "over the limit") || dl.PayloadBytes != 256<<10+1 {
+		t.Fatalf("cairn deadletters: %v\n%s", err, out)
+	}
+	t.Logf("peak resident %d MB", peakResident(t, p.cmd.Process.Pid)>>20)
+	if peak := peakResident(t, p.cmd.Process.Pid); peak > 80<<20 {
+		t.Fatalf("the agent's resident memory peaked at %d MB for a 100 MB message", peak>>20)
+	}
+}
+
+// peakResident is the peak resident memory of process pid (VmHWM).
+func peakResident(t *testing.T, pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}

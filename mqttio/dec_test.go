@@ -2,6 +2,7 @@ package mqttio
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,20 @@ func BenchmarkDecodeJSON(b *testing.B) {
 	})
 }
 
+// manyFields is a payload with temp, ts and n-2 more fields, each holding
+// value (a number if empty).
+func manyFields(n int, value string) string {
+	if value == "" {
+		value = "0"
+	}
+	var b strings.Builder
+	b.WriteString(`{"temp":1,"ts":1`)
+	for i := range n - 2 {
+		fmt.Fprintf(&b, `,"f%d":%s`, i, value)
+	}
+	return b.String() + "}"
+}
+
 func TestDecodeFields(t *testing.T) {
 	d := Decoding{TopicFields: map[int]string{1: "device"}, KeyField: "device", ValueField: "temp", TimeField: "ts"}
 	var r graph.Record
@@ -49,6 +64,9 @@ func TestDecodeFields(t *testing.T) {
 	if p := r.Payload.(map[string]any); p["device"] != "d7" {
 		t.Fatalf("topic level not in the payload: %v", p)
 	}
+	if err := d.decode(Message{Topic: "sensors/d7/telemetry", Payload: []byte(manyFields(999, ""))}, &r); err != nil {
+		t.Fatalf("a payload of 999 fields (1,000 with the topic's): %v", err)
+	}
 	for payload, want := range map[string]string{
 		`{"temp":true,"ts":1}`:    `value field "temp" is a boolean, want a number`,
 		`{"temp":1,"ts":{}}`:      `time field "ts" is an object`,
@@ -57,6 +75,8 @@ func TestDecodeFields(t *testing.T) {
 		`{"temp":1,"ts":-1e300}`:  `outside the years 0001 to 9999`,
 		`{"temp":1`:               `malformed JSON`,
 		`"str"`:                   `not an object`,
+		manyFields(1001, ""):      `JSON payload has more than 1000 fields`,
+		manyFields(600, "[1,2]"):  `JSON payload has more than 1000 fields`, // 600 fields and 1,200 items
 	} {
 		err := d.decode(Message{Topic: "sensors/d7/telemetry", Payload: []byte(payload)}, &r)
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -64,6 +64,9 @@ func openRemote(c *config.Remote, store checkpoint.Store, log *slog.Logger) (*re
 		return nil, err
 	}
 	log.Info("remote upload on", "remote", cfg, "device", device, "restore_from_device", from.Name(), "retained", c.Retained)
+	if !c.TLS {
+		log.Warn("remote upload without TLS (remote.tls: false): checkpoints travel in the clear", "endpoint", c.Endpoint)
+	}
 	return &remoteSide{uploads: uploads, own: own, restore: from}, nil
 }
 
@@ -151,5 +154,6 @@ func sameRemote(a, b *config.Remote) bool {
 	}
 	x, y := *a, *b
 	x.Pos, y.Pos = config.Pos{}, config.Pos{}
+	x.TLSSetting, y.TLSSetting = nil, nil // TLS holds what it comes to
 	return x == y
 }

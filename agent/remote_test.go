@@ -20,10 +20,12 @@ func TestReloadRefusesRemoteChanges(t *testing.T) {
 	const r = "remote:\n  endpoint: s3:9000\n  bucket: b\n  access_key: a\n  secret_key: s\n"
 	base := parse(r)
 	for next, want := range map[string]string{
-		r:                   "",
-		"# moved\n\n" + r:   "",
-		"":                  "remote",
-		r + "  prefix: x\n": "remote",
+		r:                    "",
+		"# moved\n\n" + r:    "",
+		"":                   "remote",
+		r + "  prefix: x\n":  "remote",
+		r + "  tls: true\n":  "", // the default, said
+		r + "  tls: false\n": "remote",
 	} {
 		if got := unappliable(base, parse(next)); got != want {
 			t.Errorf("from\n%s\nto\n%s\nunappliable = %q, want %q", r, next, got, want)

@@ -27,8 +27,13 @@ type Remote struct {
 	AccessKeyFile     string `yaml:"access_key_file"`
 	SecretKey         string `yaml:"secret_key"`
 	SecretKeyFile     string `yaml:"secret_key_file"`
-	TLS               bool   `yaml:"tls"`
-	CAFile            string `yaml:"ca_file"`
+	// TLSSetting is the file's `tls`; TLS is what it comes to: HTTPS
+	// unless the file says `tls: false`, which sends the credentials'
+	// signatures and every checkpoint in the clear (a store on the same
+	// host or a network you trust only).
+	TLSSetting *bool  `yaml:"tls"`
+	TLS        bool   `yaml:"-"`
+	CAFile     string `yaml:"ca_file"`
 	// Retained is how many uploaded checkpoints are kept; default
 	// checkpoints.retained.
 	Retained int `yaml:"retained"`
@@ -49,6 +54,7 @@ func (v *validator) remote() {
 	if r.Timeout == 0 {
 		r.Timeout = time.Minute
 	}
+	r.TLS = r.TLSSetting == nil || *r.TLSSetting
 	if strings.Contains(r.Endpoint, "://") || strings.Contains(r.Endpoint, "/") {
 		v.errorf(r.Pos, "remote: endpoint %q: want host:port, without a scheme or a path (tls: true for https)", r.Endpoint)
 	}
@@ -68,7 +74,7 @@ func (v *validator) remote() {
 	secret("access_key", r.AccessKey, r.AccessKeyFile)
 	secret("secret_key", r.SecretKey, r.SecretKeyFile)
 	if r.CAFile != "" && !r.TLS {
-		v.errorf(r.Pos, "remote: ca_file needs tls: true")
+		v.errorf(r.Pos, "remote: ca_file needs TLS, which tls: false turns off")
 	}
 	if r.Retained < 1 {
 		v.errorf(r.Pos, "remote: retained must be positive")

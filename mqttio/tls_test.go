@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,5 +142,39 @@ func TestMutualTLS(t *testing.T) {
 				srv.Publish("in/x", []byte("hello"), false, 0)
 			}
 		}
+	}
+}
+
+// TestTLSVerificationFailureIsSeen connects to a TLS broker whose
+// certificate another CA signed: the failure is logged at once, naming the
+// certificate, and the broker's state says it is not connected and why.
+func TestTLSVerificationFailureIsSeen(t *testing.T) {
+	pki, other := newPKI(t), newPKI(t)
+	srv := mqtt.New(&mqtt.Options{InlineClient: true})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	l := listeners.NewTCP(listeners.Config{ID: "tls", Address: "127.0.0.1:0", TLSConfig: &tls.Config{
+		Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12}})
+	if err := srv.AddListener(l); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Close()
+	var log lockedBuffer
+	state := new(BrokerState)
+	cfg := ClientConfig{Broker: "ssl://" + l.Address(), ClientID: "tls-wrong-ca", CAFile: other.caFile, Name: "plant", State: state,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	c, _, err := cfg.connect("", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(0)
+	eventually(t, 20*time.Second, "the failed attempt logged", func() bool { return strings.Contains(log.String(), "MQTT connect failed") })
+	if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "certificate") {
+		t.Fatalf("the log of a connection to a broker the CA does not vouch for:\n%s", got)
+	}
+	if st := state.Status(); st.Connected != 0 || !strings.Contains(st.LastError, "certificate") {
+		t.Fatalf("broker state: %+v", st)
 	}
 }

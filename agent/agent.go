@@ -99,7 +99,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer unlock()
-	d := &deps{clientID: "cairn", brokers: make(map[string]string), dataDir: dataDir, log: log}
+	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
 	}
@@ -107,13 +107,20 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if !b.Embedded {
 			continue
 		}
-		br, err := mqttio.StartBroker(b.Listen, log)
+		bc, err := brokerConfig(b, d.clientID)
+		if err != nil {
+			return fmt.Errorf("broker %q: %w", name, err)
+		}
+		br, err := mqttio.StartBroker(bc, log)
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}
 		defer br.Close()
-		d.brokers[name] = br.URL()
-		log.Info("embedded MQTT broker listening", "broker", name, "url", br.URL())
+		d.brokers[name] = br
+		log.Info("embedded MQTT broker listening", "broker", name, "url", br.URL(), "users", len(bc.Users), "anonymous", bc.AllowAnonymous)
+		if bc.AllowAnonymous && !b.ListensLocally() {
+			log.Warn("the embedded broker lets in anonymous clients from the network (allow_anonymous: true)", "broker", name, "listen", b.Listen)
+		}
 	}
 	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, Logger: log})
 	if err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,8 +18,8 @@ import (
 type deps struct {
 	logs     *mqttio.Logs
 	dataDir  string
-	clientID string            // base of every MQTT client id
-	brokers  map[string]string // name → URL of the embedded brokers started
+	clientID string                    // base of every MQTT client id
+	brokers  map[string]*mqttio.Broker // the embedded brokers started, by name
 	sources  []*mqttio.SourceMetrics
 	late     map[string]*atomic.Int64       // window operator → records dropped as late
 	backlog  *mqttio.Backlog                // shared by the sinks of the graph
@@ -52,8 +53,9 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 	if b.ClientID != "" {
 		cc.ClientID = b.ClientID + "-" + suffix
 	}
-	if b.Embedded {
-		cc.Broker = d.brokers[name]
+	if br := d.brokers[name]; b.Embedded && br != nil {
+		cc.Broker = br.URL()
+		cc.Username, cc.Password = br.Credentials()
 	}
 	if b.PasswordFile != "" {
 		pw, err := os.ReadFile(b.PasswordFile)
@@ -63,6 +65,28 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		cc.Password = strings.TrimRight(string(pw), "\r\n")
 	}
 	return cc, nil
+}
+
+// brokerConfig is what an embedded broker b is started with: its users
+// (passwords read from their files), whether it lets in anonymous clients,
+// and the agent's own client ids (of base clientID), which no one else may
+// take.
+func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error) {
+	bc := mqttio.BrokerConfig{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-"}
+	for _, u := range b.Users {
+		if bc.Users == nil {
+			bc.Users = make(map[string]string)
+		}
+		bc.Users[u.Username] = u.Password
+		if u.PasswordFile != "" {
+			pw, err := os.ReadFile(u.PasswordFile)
+			if err != nil {
+				return bc, fmt.Errorf("user %q: reading password_file: %w", u.Username, err)
+			}
+			bc.Users[u.Username] = strings.TrimRight(string(pw), "\r\n")
+		}
+	}
+	return bc, nil
 }
 
 // build turns a validated config into a topology.

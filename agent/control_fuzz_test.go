@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // fuzzPipeline is the smallest real pipeline: a simulated fleet, keyed
@@ -57,7 +58,7 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := &deps{clientID: "cairn-fuzz", brokers: map[string]string{}, dataDir: dir}
+	d := &deps{clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}, dataDir: dir}
 	ctl := &control{pipeline: "fuzz.yaml", host: "fuzz", log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -137,7 +137,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		}
 	}()
 	if broker == "" {
-		if r.broker, err = mqttio.StartBroker("127.0.0.1:0", quiet); err != nil {
+		if r.broker, err = mqttio.StartBroker(mqttio.BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true}, quiet); err != nil {
 			return nil, err
 		}
 		broker = r.broker.URL()

@@ -54,7 +54,7 @@ func TestBrokerLogKeepsPacketsOut(t *testing.T) {
 // over EmbeddedMaxPacket loses its connection before the broker reads
 // it; one under the limit is delivered.
 func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
-	b, err := StartBroker("127.0.0.1:0", slog.New(slog.DiscardHandler))
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,5 +79,45 @@ func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
 	case <-lost:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a client that sent a packet over the limit is still connected")
+	}
+}
+
+// TestEmbeddedBrokerLetsInWhomItShould: users with their passwords, the
+// agent's own credentials, anonymous clients only when allowed; and no
+// one but the agent under the agent's client ids.
+func TestEmbeddedBrokerLetsInWhomItShould(t *testing.T) {
+	for _, anonymous := range []bool{false, true} {
+		b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"dev1": "pw1"}, AllowAnonymous: anonymous,
+			OwnClientIDs: "cairn-gw-"}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownUser, ownPassword := b.Credentials()
+		for _, c := range []struct {
+			id, user, password string
+			want               bool
+		}{
+			{"device", "dev1", "pw1", true},
+			{"device", "dev1", "wrong", false},
+			{"device", "nobody", "pw1", false},
+			{"device", "", "", anonymous},
+			{"cairn-gw-readings-0", "dev1", "pw1", false}, // a user taking over the agent's session
+			{"cairn-gw-readings-0", "", "", false},
+			{"cairn-gw-readings-0", ownUser, ownPassword, true},
+			{"other", ownUser, "guess", false},
+		} {
+			o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID(c.id).SetUsername(c.user).SetPassword(c.password).
+				SetConnectRetry(false).SetAutoReconnect(false)
+			cl := paho.NewClient(o)
+			tok := cl.Connect()
+			if !tok.WaitTimeout(10 * time.Second) {
+				t.Fatalf("%+v: no answer", c)
+			}
+			if got := tok.Error() == nil; got != c.want {
+				t.Errorf("anonymous allowed %v, client %s as %q/%q: connected %v (%v), want %v", anonymous, c.id, c.user, c.password, got, tok.Error(), c.want)
+			}
+			cl.Disconnect(0)
+		}
+		b.Close()
 	}
 }

@@ -20,8 +20,10 @@ type testBroker struct {
 	restart func()
 }
 
+// embeddedBroker lets in anonymous clients, and the user cairn with the
+// password s3cret.
 func embeddedBroker(t testing.TB) testBroker {
-	b, err := StartBroker("127.0.0.1:0", nil)
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true, Users: map[string]string{"cairn": "s3cret"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

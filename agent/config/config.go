@@ -138,6 +138,50 @@ type Broker struct {
 	// interval. Default 20, mosquitto's default; the embedded broker's
 	// is EmbeddedMaxInflight.
 	MaxInflight int `yaml:"max_inflight"`
+	// Users, for an embedded broker, are the clients it lets in by name
+	// and password. AllowAnonymous lets in clients that give no name;
+	// default: yes on a loopback listen address (this device only), no
+	// on any other, where anyone on the network could read every reading
+	// and inject their own. The agent's own clients connect with
+	// credentials made for the process, and no one else may use their
+	// client ids.
+	Users          []*BrokerUser `yaml:"users"`
+	AllowAnonymous *bool         `yaml:"allow_anonymous"`
+}
+
+// BrokerUser is a client an embedded broker lets in.
+type BrokerUser struct {
+	Pos
+	Username     string `yaml:"username,required"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// AnonymousAllowed reports whether an embedded broker lets in clients
+// that give no user name (Broker.AllowAnonymous).
+func (b *Broker) AnonymousAllowed() bool {
+	if b.AllowAnonymous != nil {
+		return *b.AllowAnonymous
+	}
+	return b.ListensLocally()
+}
+
+// ListensLocally reports whether an embedded broker takes connections
+// from this device only (a loopback listen address).
+func (b *Broker) ListensLocally() bool { return loopback(b.Listen) }
+
+// loopback reports whether a listen address takes connections from this
+// device only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EmbeddedMaxInflight is the in-flight window an embedded broker's clients
@@ -580,6 +624,9 @@ func (v *validator) listen(addr *string, def Pos, name, examplePort string) {
 func (v *validator) broker(name string, b *Broker) {
 	if b.Embedded {
 		v.listen(&b.Listen, b.Pos, fmt.Sprintf("broker %q: listen", name), "18830")
+		v.users(name, b)
+	} else if len(b.Users) > 0 || b.AllowAnonymous != nil {
+		v.errorf(b.Pos, "broker %q: users and allow_anonymous are an embedded broker's: who may connect to it", name)
 	}
 	usesTLS := false
 	if b.URL != "" {
@@ -609,6 +656,27 @@ func (v *validator) broker(name string, b *Broker) {
 			given = &b.KeyFile
 		}
 		v.errorf(v.c.at(given, b.Pos), "broker %q: cert_file and key_file go together: the client certificate and its key", name)
+	}
+}
+
+// users checks who may connect to the embedded broker b: a listen
+// address other than loopback takes anonymous clients only when the file
+// says so.
+func (v *validator) users(name string, b *Broker) {
+	seen := make(map[string]bool)
+	for _, u := range b.Users {
+		switch {
+		case u.Username == "":
+		case seen[u.Username]:
+			v.errorf(u.Pos, "broker %q: user %q is there twice", name, u.Username)
+		case (u.Password == "") == (u.PasswordFile == ""):
+			v.errorf(u.Pos, "broker %q: user %q needs password (such as ${MQTT_PASSWORD}) or password_file, one of them", name, u.Username)
+		}
+		seen[u.Username] = true
+	}
+	if b.AllowAnonymous == nil && !b.ListensLocally() && len(b.Users) == 0 {
+		v.errorf(v.c.at(&b.Listen, b.Pos), "broker %q: listen %s takes clients from the network, which could read every reading and inject their own: "+
+			"list users (users: [{username: NAME, password_file: FILE}]), listen on 127.0.0.1, or say allow_anonymous: true", name, b.Listen)
 	}
 }
 

@@ -29,6 +29,9 @@ func (c *Config) files() []namedFile {
 		}{{&b.PasswordFile, "password_file"}, {&b.CAFile, "ca_file"}, {&b.CertFile, "cert_file"}, {&b.KeyFile, "key_file"}} {
 			out = append(out, namedFile{f.path, fmt.Sprintf("broker %q: %s", name, f.field), b.Pos})
 		}
+		for _, u := range b.Users {
+			out = append(out, namedFile{&u.PasswordFile, fmt.Sprintf("broker %q: user %q: password_file", name, u.Username), u.Pos})
+		}
 	}
 	if r := c.Remote; r != nil {
 		out = append(out, namedFile{&r.AccessKeyFile, "remote: access_key_file", r.Pos},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
 const brokerDownConfig = `agent:
@@ -97,4 +98,57 @@ func TestBrokerAwayAtStartIsSeen(t *testing.T) {
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
+}
+
+// TestEmbeddedBrokerUsers runs an agent whose embedded broker listens on
+// every interface and lets in one user: that user's readings are counted;
+// an anonymous client, a wrong password and a client claiming the agent's
+// own client id are refused, and the agent's clients are not disturbed.
+func TestEmbeddedBrokerUsers(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	data, file, pwFile := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "dev.pw")
+	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	config := fmt.Sprintf("agent:\n  data_dir: %s\nbrokers:\n  local:\n    embedded: true\n    listen: 0.0.0.0:%d\n    client_id: gw\n"+
+		"    users:\n      - {username: dev, password_file: dev.pw}\n"+
+		"sources:\n  - id: readings\n    broker: local\n    topics: [\"u/{device}/t\"]\n    key: device\n    value: v\n"+
+		"operators:\n  - id: counts\n    type: count\n    inputs: [readings]\n    key_by: key\n", data, port)
+	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, file)
+	p.drain()
+	socket := filepath.Join(data, "cairn.sock")
+	awaitStatus(t, socket, "connected to its own broker", 30*time.Second, func(st api.Status) bool {
+		return len(st.Brokers) == 1 && st.Brokers[0].Connected
+	})
+	url := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	connect := func(id, user, password string) (paho.Client, error) {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(id).SetUsername(user).SetPassword(password).SetAutoReconnect(false))
+		tok := c.Connect()
+		if !tok.WaitTimeout(10 * time.Second) {
+			t.Fatalf("%s: no answer", id)
+		}
+		return c, tok.Error()
+	}
+	for _, c := range []struct{ id, user, password string }{
+		{"anonymous", "", ""}, {"guesser", "dev", "guess"}, {"gw-readings-0", "dev", "s3cret"},
+	} {
+		if cl, err := connect(c.id, c.user, c.password); err == nil {
+			cl.Disconnect(0)
+			t.Fatalf("client %s as %q/%q let in", c.id, c.user, c.password)
+		}
+	}
+	dev, err := connect("dev-1", "dev", "s3cret")
+	if err != nil {
+		t.Fatalf("the user: %v", err)
+	}
+	defer dev.Disconnect(0)
+	awaitStatus(t, socket, "the user's readings counted", 30*time.Second, func(st api.Status) bool {
+		dev.Publish("u/d1/t", 1, false, `{"v":1}`).Wait()
+		return st.RecordsOut("readings") > 0 && st.Brokers[0].Connected
+	})
 }

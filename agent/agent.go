@@ -345,7 +345,12 @@ func unappliable(old, next *config.Config) string {
 		bs := make(map[string]config.Broker)
 		for k, b := range c.Brokers {
 			bb := *b
-			bb.Pos = config.Pos{}
+			bb.Pos, bb.Users = config.Pos{}, nil
+			for _, u := range b.Users {
+				uu := *u
+				uu.Pos = config.Pos{}
+				bb.Users = append(bb.Users, &uu)
+			}
 			bs[k] = bb
 		}
 		return a, bs

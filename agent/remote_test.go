@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/cairn-edge/cairn/agent/config"
@@ -33,5 +34,26 @@ func TestReloadRefusesRemoteChanges(t *testing.T) {
 	}
 	if got := unappliable(parse(""), parse("")); got != "" {
 		t.Errorf("no remote section either time: %q", got)
+	}
+}
+
+// Moving an embedded broker's users in the file is no change; changing
+// one is.
+func TestReloadComparesBrokerUsers(t *testing.T) {
+	parse := func(text string) *config.Config {
+		c, errs := config.Parse("p.yaml", []byte(text), func(string) (string, bool) { return "", false })
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return c
+	}
+	const src = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	const b = "brokers:\n  l:\n    embedded: true\n    users:\n      - {username: d, password: p}\n"
+	base := parse(b + src)
+	if got := unappliable(base, parse("# moved\n\n"+b+src)); got != "" {
+		t.Errorf("users moved: %q", got)
+	}
+	if got := unappliable(base, parse(strings.Replace(b, "p}", "q}", 1)+src)); got != "brokers" {
+		t.Errorf("a password changed: %q, want brokers", got)
 	}
 }

@@ -2,7 +2,9 @@
 // for tests (Start), configured as the README asks of a broker for cairn —
 // queue limits raised (a default mosquitto drops QoS 1 messages for a
 // subscriber more than 1000 behind) and sessions kept across restarts —
-// and for the benchmarks (Run), with the settings they measure under.
+// and for the benchmarks (Run), with the settings they measure under; and
+// a Gate in front of one, which holds clients' connections while a test
+// does what must come before they reconnect.
 //
 // Without mosquitto installed, a test that asks for one is skipped, unless
 // CAIRN_REQUIRE_MOSQUITTO is set (as in CI): then its absence fails it.
@@ -13,10 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -203,5 +207,106 @@ func (b *Broker) Restart() error {
 			return err
 		}
 		time.Sleep(200 * time.Millisecond) // a retry's pause
+	}
+}
+
+// Gate is a TCP proxy in front of a broker that a test shuts and opens:
+// while it is shut it takes connections but holds them, unanswered, until
+// it opens, and Shut also cuts the connections it forwards. A test uses it
+// to order its own publishing before a client's reconnection, by an event
+// rather than by the client's backoff.
+type Gate struct {
+	URL  string // tcp://127.0.0.1:port, the gate's
+	to   string // the broker's host:port
+	ln   net.Listener
+	mu   sync.Mutex
+	open chan struct{} // closed while the gate is open
+	cut  chan struct{} // closed by Shut: ends the connections forwarded
+}
+
+// NewGate starts an open gate to the broker at url (tcp://host:port) and
+// closes it when the test ends.
+func NewGate(t testing.TB, url string) *Gate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{URL: "tcp://" + ln.Addr().String(), to: strings.TrimPrefix(url, "tcp://"), ln: ln,
+		open: make(chan struct{}), cut: make(chan struct{})}
+	close(g.open)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go g.forward(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		g.Open() // releases the connections held
+		g.Shut() // and ends them
+	})
+	return g
+}
+
+// Shut cuts the connections through the gate and holds new ones until
+// Open.
+func (g *Gate) Shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		g.open = make(chan struct{})
+	default:
+	}
+	close(g.cut)
+	g.cut = make(chan struct{})
+}
+
+// Open lets the connections held through, and new ones.
+func (g *Gate) Open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+// forward holds c while the gate is shut, then joins it to the broker
+// until either side ends or the gate is shut.
+func (g *Gate) forward(c net.Conn) {
+	defer c.Close()
+	for {
+		g.mu.Lock()
+		open := g.open
+		g.mu.Unlock()
+		<-open
+		g.mu.Lock()
+		if open == g.open { // not shut again meanwhile
+			break
+		}
+		g.mu.Unlock()
+	}
+	cut := g.cut
+	g.mu.Unlock()
+	up, err := net.Dial("tcp", g.to)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	ended := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); ended <- struct{}{} }()
+	go func() { io.Copy(c, up); ended <- struct{}{} }()
+	select {
+	case <-ended:
+	case <-cut:
 	}
 }

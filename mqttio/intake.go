@@ -25,6 +25,7 @@ type intake struct {
 
 	mu      sync.Mutex
 	pending []inbound
+	toLog   int // pending messages that are to be logged: not acknowledge-only
 	// committing is the group taken, until it is committed or put back:
 	// a redelivery of one of its messages must be known as one.
 	committing []inbound
@@ -44,8 +45,10 @@ type inbound struct {
 	m       paho.Message
 	payload []byte    // m's, or as much of it as is kept
 	sum     uint64    // PayloadSum of the topic and payload
-	logged  bool      // a redelivery of a message already logged: acknowledge only
 	at      time.Time // when it arrived
+	// logged marks a message to acknowledge only: a redelivery of one
+	// already logged, or one another subtask logs.
+	logged bool
 }
 
 func newIntake(window, limit, keep int, logged map[uint16]uint64) *intake {
@@ -56,11 +59,15 @@ func newIntake(window, limit, keep int, logged map[uint16]uint64) *intake {
 // add takes m from paho's goroutine, waiting while the intake is full
 // (backpressure: paho reads no more, and the broker's in-flight window
 // fills), until stop closes. It reports whether m is a redelivery of a
-// message logged or pending.
-func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
+// message logged or pending. A message another subtask logs (other) is only
+// acknowledged, in its turn.
+func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redelivered bool) {
 	payload := m.Payload()
 	payload = payload[:min(len(payload), in.keep)]
 	sum := PayloadSum(m.Topic(), payload)
+	if other {
+		payload = nil // not written: it counts for no commit's bytes
+	}
 	for {
 		in.mu.Lock()
 		if len(in.pending) < in.limit {
@@ -74,13 +81,16 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
 		}
 	}
 	now := time.Now()
-	e := inbound{m: m, payload: payload, sum: sum, logged: in.redeliveredLocked(m, sum), at: now}
+	e := inbound{m: m, payload: payload, sum: sum, logged: other || in.redeliveredLocked(m, sum), at: now}
 	if !in.last.IsZero() {
 		in.gap += (min(now.Sub(in.last), time.Second) - in.gap) / 8
 	}
 	in.last = now
 	in.pending = append(in.pending, e)
 	in.bytes += len(payload)
+	if !e.logged {
+		in.toLog++
+	}
 	n, bytes := len(in.pending), in.bytes
 	in.mu.Unlock()
 	if n == 1 || n == in.window || bytes >= maxPendingBytes && bytes-len(payload) < maxPendingBytes {
@@ -89,7 +99,7 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}) (redelivered bool) {
 		default:
 		}
 	}
-	return e.logged
+	return e.logged && !other
 }
 
 // redeliveredLocked reports whether m, if the broker marked it as a
@@ -133,6 +143,15 @@ func (in *intake) size() (int, int) {
 	return len(in.pending), in.bytes
 }
 
+// ackOnly reports whether messages are pending and none of them is to be
+// logged: acknowledging them needs no commit, and they need not wait for
+// one.
+func (in *intake) ackOnly() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.pending) > 0 && in.toLog == 0
+}
+
 // waited is how long the oldest message pending has waited, if any is.
 func (in *intake) waited(now time.Time) (time.Duration, bool) {
 	in.mu.Lock()
@@ -148,7 +167,7 @@ func (in *intake) take() []inbound {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	group := in.pending
-	in.pending, in.spare, in.bytes = in.spare[:0], nil, 0
+	in.pending, in.spare, in.bytes, in.toLog = in.spare[:0], nil, 0, 0
 	in.committing = group
 	return group
 }
@@ -160,6 +179,9 @@ func (in *intake) putBack(group []inbound) {
 	defer in.mu.Unlock()
 	for _, e := range group {
 		in.bytes += len(e.payload)
+		if !e.logged {
+			in.toLog++
+		}
 	}
 	in.pending, in.committing = append(group, in.pending...), nil
 }

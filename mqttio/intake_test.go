@@ -29,17 +29,17 @@ func TestIntakeKnowsRedeliveries(t *testing.T) {
 	first := message{topic: "a/t", payload: "1", id: 7}
 	again := first
 	again.dup = true
-	if in.add(first, stop) {
+	if in.add(first, stop, false) {
 		t.Fatal("a first delivery taken for a redelivery")
 	}
-	if !in.add(again, stop) {
+	if !in.add(again, stop, false) {
 		t.Fatal("a redelivery of a pending message not known")
 	}
 	group := in.take()
 	if len(group) != 2 {
 		t.Fatalf("took %d messages, want 2", len(group))
 	}
-	if !in.add(again, stop) {
+	if !in.add(again, stop, false) {
 		t.Fatal("a redelivery of a message being committed not known")
 	}
 	in.putBack(group)
@@ -48,18 +48,50 @@ func TestIntakeKnowsRedeliveries(t *testing.T) {
 	} else {
 		in.committed(got)
 	}
-	if !in.add(again, stop) {
+	if !in.add(again, stop, false) {
 		t.Fatal("a redelivery of a logged message not known")
 	}
-	if in.add(message{topic: "a/t", payload: "1", id: 7}, stop) {
+	if in.add(message{topic: "a/t", payload: "1", id: 7}, stop, false) {
 		t.Fatal("a message not marked as a duplicate taken for a redelivery")
 	}
-	if in.add(message{topic: "a/t", payload: "other", id: 7, dup: true}, stop) {
+	if in.add(message{topic: "a/t", payload: "other", id: 7, dup: true}, stop, false) {
 		t.Fatal("another message under the same packet id taken for a redelivery")
 	}
 	long := message{topic: "a/t", payload: "0123456789abcdef", id: 8}
-	in.add(long, stop)
+	in.add(long, stop, false)
 	if p := in.take()[3].payload; string(p) != "0123456789" {
 		t.Fatalf("kept %q of a payload over the limit, want its first 10 bytes", p)
+	}
+}
+
+// TestIntakeAcknowledgesOthersInTurn: a message another subtask logs is
+// acknowledged only, in its place among the others; it counts for no
+// commit's bytes, is no redelivery, and a group of nothing else needs no
+// commit.
+func TestIntakeAcknowledgesOthersInTurn(t *testing.T) {
+	in := newIntake(20, 160, 10, map[uint16]uint64{})
+	stop := make(chan struct{})
+	if in.add(message{topic: "b/t", payload: "12345", id: 1, dup: true}, stop, true) {
+		t.Fatal("another subtask's message taken for a redelivery")
+	}
+	if n, bytes := in.size(); n != 1 || bytes != 0 || !in.ackOnly() {
+		t.Fatalf("with another subtask's message pending: %d messages, %d bytes, acknowledge-only %v; want 1, 0, true", n, bytes, in.ackOnly())
+	}
+	in.add(message{topic: "a/t", payload: "1", id: 2}, stop, false)
+	in.add(message{topic: "b/t", payload: "2", id: 3}, stop, true)
+	if in.ackOnly() {
+		t.Fatal("a group holding a message to log taken for acknowledge-only")
+	}
+	group := in.take()
+	if len(group) != 3 || !group[0].logged || group[1].logged || !group[2].logged || group[1].m.MessageID() != 2 {
+		t.Fatalf("took %+v, want the three in order, only the second to log", group)
+	}
+	in.putBack(group)
+	if in.ackOnly() {
+		t.Fatal("a group put back taken for acknowledge-only")
+	}
+	in.committed(in.take())
+	if in.ackOnly() {
+		t.Fatal("an empty intake taken for acknowledge-only")
 	}
 }

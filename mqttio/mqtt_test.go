@@ -393,14 +393,15 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 	})
 }
 
-// TestParallelSourceSharesTheSubscription runs two source subtasks, which
-// share one subscription: the broker spreads the messages, and each is
+// TestParallelSourcePartitionsTopics runs two source subtasks, each on a
+// session of its own that subscribes to every topic: each subtask logs the
+// messages of its topics and skips the others, so each is logged and
 // counted once.
-func TestParallelSourceSharesTheSubscription(t *testing.T) {
+func TestParallelSourcePartitionsTopics(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, b testBroker) {
-		id := "cairn-shared"
+		id := "cairn-parallel"
 		for i := range 2 {
-			presubscribe(t, b.url, fmt.Sprintf("%s-%d", id, i), "$share/"+id+"/sensors/+/telemetry")
+			presubscribe(t, b.url, fmt.Sprintf("%s-%d", id, i), "sensors/+/telemetry")
 		}
 		logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{})
 		if err != nil {
@@ -408,7 +409,7 @@ func TestParallelSourceSharesTheSubscription(t *testing.T) {
 		}
 		defer logs.Close()
 		want := publish(t, b.url, 2000, 10)
-		out := collect(t, b.url, "shared-consumer", want)
+		out := collect(t, b.url, "parallel-consumer", want)
 		metrics := new(SourceMetrics)
 		cfg := checkpoint.DefaultConfig()
 		cfg.Interval = 20 * time.Millisecond
@@ -417,10 +418,39 @@ func TestParallelSourceSharesTheSubscription(t *testing.T) {
 		waitFor(t, out.done, 30*time.Second, "every count at the sink")
 		stop()
 		out.check(t)
-		if got := metrics.Logged.Load(); got != 2000 {
-			t.Fatalf("the two subtasks logged %d messages, want 2000", got)
+		if got, skipped := metrics.Logged.Load(), metrics.Skipped.Load(); got != 2000 || skipped != 2000 {
+			t.Fatalf("the two subtasks logged %d messages and skipped %d, want 2000 and 2000", got, skipped)
 		}
+		checkPartitioned(t, logs, "mqtt", 2)
 	})
+}
+
+// checkPartitioned checks that every subtask's log of source name, of
+// parallelism n, holds only messages of its topics, and that each holds
+// some.
+func checkPartitioned(t *testing.T, logs *Logs, name string, n int) {
+	t.Helper()
+	for i := range n {
+		l, err := logs.Log(fmt.Sprintf("%s/%d", name, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		topics := map[string]bool{}
+		if _, err := l.Read(l.First(), int(l.Next()-l.First()), func(_ uint64, m Message) error {
+			topics[m.Topic] = true
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(topics) == 0 {
+			t.Errorf("subtask %d logged no topic", i)
+		}
+		for topic := range topics {
+			if s := topicSubtask(topic, n); s != i {
+				t.Errorf("subtask %d logged %s, a topic of subtask %d", i, topic, s)
+			}
+		}
+	}
 }
 
 // TestSourceOffsets checks the log positions a source keeps: a checkpoint

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,17 @@ type SourceConfig struct {
 	// Name identifies the source; its subtasks' logs are Name/0, Name/1...
 	Name   string
 	Client ClientConfig
-	// Topics are subscription filters; with a parallelism above 1 they are
-	// shared subscriptions ($share/<client id>/<filter>), so the broker
-	// spreads messages over the subtasks.
+	// Topics are subscription filters. With a parallelism above 1 every
+	// subtask subscribes to them all, on a session of its own, and logs
+	// only the messages whose topic falls to it (the subtask a hash edge
+	// keyed by the topic would send it to); it acknowledges the others
+	// unlogged, in order, and leaves them to the subtask they fall to,
+	// which has them on its own session; no filter may then be a shared
+	// subscription, which would hand each message to one of them. So each
+	// message is logged once, a topic's messages are in one log in the
+	// order the broker sent them, and the broker keeps every subtask's
+	// subscription as it keeps any (mosquitto 2.0 drops shared
+	// subscriptions when it restarts: docs/DESIGN.md, section 1).
 	Topics   []string
 	Decoding Decoding
 	// DeadLetterTopic, if set, also receives every dead letter as JSON
@@ -66,6 +75,10 @@ type SourceMetrics struct {
 	Received    atomic.Int64 // messages from the broker
 	Logged      atomic.Int64 // appended to the ingest log
 	Redelivered atomic.Int64 // redeliveries already logged, acknowledged again
+	// Skipped counts, for a source of parallelism above 1, the messages
+	// whose topic falls to another subtask: received, acknowledged and not
+	// logged here.
+	Skipped     atomic.Int64
 	DeadLetters atomic.Int64 // messages that could not be decoded
 	Lag         atomic.Int64 // logged but not yet read, summed over subtasks' last reads
 	// AppendFailures counts group commits the ingest log refused (a full
@@ -140,6 +153,11 @@ func (s *source) name() string { return s.cfg.Name + "/" + strconv.Itoa(s.subtas
 
 func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	s.parallel = ctx.Info().Parallelism
+	for _, t := range s.cfg.Topics {
+		if s.parallel > 1 && IsShared(t) {
+			return fmt.Errorf("source %s: topic %q is a shared subscription, which a source of parallelism %d cannot take: its subtasks share the topics out among themselves", s.cfg.Name, t, s.parallel)
+		}
+	}
 	s.stop = make(chan struct{})
 	if s.cfg.AtMostOnce {
 		s.fast = make(chan Message, maxGroups*s.cfg.MaxInflight)
@@ -177,35 +195,64 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	return s.connect(1)
 }
 
-// connect subscribes on every (re)connection.
+// connect subscribes on every (re)connection: every subtask to every
+// filter (SourceConfig.Topics). It also drops the shared subscriptions
+// ($share/<client id>/<filter>) through which an earlier cairn spread a
+// parallel source's input, after subscribing, so that no message falls
+// between the two; a session that holds none acknowledges the
+// unsubscription all the same.
 func (s *source) connect(qos byte) error {
 	suffix := "-" + strconv.Itoa(s.subtask)
 	filters := make(map[string]byte)
+	var shared []string
 	for _, t := range s.cfg.Topics {
-		if s.parallel > 1 {
-			t = "$share/" + s.cfg.Client.ClientID + "/" + t
-		}
 		filters[t] = qos
+		shared = append(shared, "$share/"+s.cfg.Client.ClientID+"/"+t)
 	}
 	var err error
 	client := s.cfg.Client
 	client.MaxPayload = s.cfg.Decoding.maxPayload() // more is a dead letter: it need not arrive whole
 	s.client, s.gate, err = client.connect(suffix, func(c paho.Client) {
-		tok := c.SubscribeMultiple(filters, nil) // messages go to onMessage
+		sub := c.SubscribeMultiple(filters, nil) // messages go to onMessage
+		unsub := c.Unsubscribe(shared...)
 		go func() {
-			if tok.Wait(); tok.Error() != nil {
-				s.cfg.Client.Logger.Error("MQTT subscribe failed", "source", s.name(), "err", tok.Error())
+			if sub.Wait(); sub.Error() != nil {
+				s.cfg.Client.Logger.Error("MQTT subscribe failed", "source", s.name(), "err", sub.Error())
+			}
+			if unsub.Wait(); unsub.Error() != nil {
+				s.cfg.Client.Logger.Warn("MQTT unsubscribe from an earlier cairn's shared subscription failed", "source", s.name(), "err", unsub.Error())
 			}
 		}()
 	}, s.onMessage, nil)
 	return err
 }
 
+// IsShared reports whether filter is a shared subscription
+// ($share/<group>/<filter>), which the broker spreads over the sessions of
+// its group.
+func IsShared(filter string) bool { return strings.HasPrefix(filter, "$share/") }
+
+// topicSubtask is the subtask of a source of parallelism n that logs the
+// messages of topic: the subtask a hash edge of n channels sends the key
+// topic to. It rests on graph.KeyGroup, which never changes (snapshots
+// depend on it too), so every version of cairn puts a topic in the same
+// log.
+func topicSubtask(topic string, n int) int {
+	return graph.SubtaskForKeyGroup(graph.KeyGroup(topic, graph.DefaultMaxParallelism), n, graph.DefaultMaxParallelism)
+}
+
 // onMessage runs on paho's goroutine; blocking here is backpressure.
 func (s *source) onMessage(_ paho.Client, m paho.Message) {
 	s.cfg.Metrics.Received.Add(1)
+	other := s.parallel > 1 && topicSubtask(m.Topic(), s.parallel) != s.subtask
+	if other {
+		s.cfg.Metrics.Skipped.Add(1)
+	}
 	if s.fast != nil {
 		m.Ack() // QoS 0 needs none; harmless
+		if other {
+			return
+		}
 		// A payload over the limit is a dead letter, kept in part (intake).
 		payload := m.Payload()
 		payload = payload[:min(len(payload), s.cfg.Decoding.maxPayload()+1)]
@@ -219,7 +266,9 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 		}
 		return
 	}
-	if s.intake.add(m, s.stop) {
+	// Another subtask's message is acknowledged in its turn, with the
+	// group that holds it, for PUBACKs go out in receipt order.
+	if s.intake.add(m, s.stop, other) {
 		s.cfg.Metrics.Redelivered.Add(1) // its PUBACK was lost: acknowledged again, in order
 	}
 }
@@ -331,7 +380,10 @@ func (s *source) ingest() {
 				listening = true
 			}
 		}
-		if failures == 0 && !due && full() {
+		// A group of messages to acknowledge only (another subtask's, or
+		// redeliveries of logged ones) needs no sync: acknowledged at
+		// once, it does not hold the broker's window.
+		if failures == 0 && !due && (full() || s.intake.ackOnly()) {
 			commit()
 			continue
 		}

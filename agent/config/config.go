@@ -514,6 +514,9 @@ func (v *validator) validate() {
 			if _, _, err := mqttio.ParseTopicPattern(t); err != nil {
 				v.errorf(s.Pos, "%v", err)
 			}
+			if s.Parallelism > 1 && mqttio.IsShared(t) {
+				v.errorf(s.Pos, "source %q: topic %q is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", s.ID, t)
+			}
 		}
 		if s.Format != "json" && s.Format != "raw" {
 			v.errorf(s.Pos, "source %q: format %q is neither json nor raw", s.ID, s.Format)

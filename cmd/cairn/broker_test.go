@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
 const brokerDownConfig = `agent:
@@ -150,5 +151,109 @@ func TestEmbeddedBrokerUsers(t *testing.T) {
 	awaitStatus(t, socket, "the user's readings counted", 30*time.Second, func(st api.Status) bool {
 		dev.Publish("u/d1/t", 1, false, `{"v":1}`).Wait()
 		return st.RecordsOut("readings") > 0 && st.Brokers[0].Connected
+	})
+}
+
+const parallelRestartConfig = `agent:
+  data_dir: %s
+brokers:
+  plant:
+    url: %s
+    client_id: restart
+checkpoints:
+  interval: 100ms
+sources:
+  - id: readings
+    broker: plant
+    topics: ["restart/{device}/t"]
+    parallelism: 2
+    key: device
+    value: seq
+sinks:
+  - id: out
+    input: readings
+    broker: plant
+    topic: "restart/out/{key}"
+`
+
+// TestParallelSourceAcrossBrokerRestart runs a source of parallelism 2
+// whose broker, a mosquitto with persistence, restarts; readings are
+// published before, while the agent is cut off from the restarted broker
+// (a gate holds its connections), and after. The sink's output, after
+// dropping repeated ids, is every reading once, each device's in the
+// order published.
+func TestParallelSourceAcrossBrokerRestart(t *testing.T) {
+	broker := mosquittotest.Start(t, t.TempDir(), nil)
+	gate := mosquittotest.NewGate(t, broker.URL)
+	bin := buildCairn(t)
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("restart-watcher").
+		SetCleanSession(false).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(100*time.Millisecond).
+		SetMaxReconnectInterval(200*time.Millisecond), "restart/out/#")
+	// The sessions a run before this one would have left: the agent's
+	// input from the first reading on.
+	for i := range 2 {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID(fmt.Sprintf("restart-readings-%d", i)).SetCleanSession(false))
+		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		if tok := c.Subscribe("restart/+/t", 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		c.Disconnect(100)
+	}
+	dir := t.TempDir()
+	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
+	replaceFile(t, file, fmt.Sprintf(parallelRestartConfig, data, gate.URL))
+	p := startAgent(t, bin, file)
+	p.drain()
+
+	const devices, perPhase = 10, 200
+	seq := map[string]int{}
+	publish := func() {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("restart-publisher"))
+		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		defer c.Disconnect(100)
+		for i := range perPhase {
+			dev := fmt.Sprintf("d%d", i%devices)
+			if tok := c.Publish("restart/"+dev+"/t", 1, false, fmt.Sprintf(`{"seq":%d}`, seq[dev])); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatal(tok.Error())
+			}
+			seq[dev]++
+		}
+	}
+	all := func(values map[string][]float64) bool {
+		for dev, n := range seq {
+			if len(values[dev]) < n {
+				return false
+			}
+		}
+		return true
+	}
+	publish()
+	outputs.await(t, time.Minute, "the readings before the restart", all)
+	publish() // perhaps in flight at the restart
+	gate.Shut()
+	if err := broker.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	publish() // the agent cut off
+	gate.Open()
+	publish()
+	outputs.await(t, time.Minute, "every reading", all)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("agent stopped with %v", err)
+	}
+	outputs.read(func(values map[string][]float64) {
+		for dev, n := range seq {
+			vs := values[dev]
+			for i, v := range vs {
+				if v != float64(i) || len(vs) != n {
+					t.Fatalf("device %s: %d readings out, %v, want 0..%d in order", dev, len(vs), vs, n-1)
+				}
+			}
+		}
 	})
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,16 +19,17 @@ import (
 // the order they arrived, repeated ids dropped (the sink's guarantee is
 // exactly-once after dropping them).
 type outputWatcher struct {
-	mu     sync.Mutex
-	values map[string][]float64
-	ids    map[string]bool
+	mu      sync.Mutex
+	values  map[string][]float64
+	ids     map[string]bool
+	changed chan struct{} // a value arrived
 }
 
 // watchOutputs connects a client made from opts, subscribes it to filter
 // at QoS 1, and keeps what it hears until the test ends.
 func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *outputWatcher {
 	t.Helper()
-	w := &outputWatcher{values: make(map[string][]float64), ids: make(map[string]bool)}
+	w := &outputWatcher{values: make(map[string][]float64), ids: make(map[string]bool), changed: make(chan struct{}, 1)}
 	c := paho.NewClient(opts.SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
 		var out mqttio.Output
 		if err := json.Unmarshal(m.Payload(), &out); err != nil {
@@ -36,6 +41,10 @@ func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *output
 		if !w.ids[out.ID] {
 			w.ids[out.ID] = true
 			w.values[out.Key] = append(w.values[out.Key], out.Value)
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
 		}
 	}))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -54,4 +63,30 @@ func (w *outputWatcher) read(f func(values map[string][]float64)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f(w.values)
+}
+
+// await returns once f holds for the values heard, checking each time one
+// arrives, and fails the test if it does not within d.
+func (w *outputWatcher) await(t *testing.T, d time.Duration, what string, f func(values map[string][]float64) bool) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		w.mu.Lock()
+		ok := f(w.values)
+		w.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-w.changed:
+		case <-deadline:
+			w.mu.Lock()
+			heard := make([]string, 0, len(w.values))
+			for _, k := range slices.Sorted(maps.Keys(w.values)) {
+				heard = append(heard, fmt.Sprintf("%s:%d", k, len(w.values[k])))
+			}
+			w.mu.Unlock()
+			t.Fatalf("waited %v for %s; values heard per key: %s", d, what, strings.Join(heard, " "))
+		}
+	}
 }

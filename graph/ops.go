@@ -1,6 +1,10 @@
 package graph
 
-import "io"
+import (
+	"fmt"
+	"io"
+	"math"
+)
 
 // Map returns an operator that rewrites each record with fn and emits it.
 func Map(fn func(r *Record)) func(int) Operator {
@@ -101,7 +105,11 @@ func (a *aggregateOp) Open(ctx *Context) (err error) {
 
 func (a *aggregateOp) ProcessRecord(_ int, r *Record) error {
 	v, _ := a.acc.Get()
-	v = a.step(v, r)
+	next := a.step(v, r)
+	if math.IsInf(next, 0) || math.IsNaN(next) {
+		return Reject(fmt.Errorf("key %q: the running total %g and the value %g make %v: the record is left out", r.Key, v, r.Value, next))
+	}
+	v = next
 	a.acc.Set(v)
 	a.out = Record{Key: r.Key, Time: r.Time, Value: v}
 	a.ctx.Emit(&a.out)

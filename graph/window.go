@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -239,8 +240,21 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 // (MinWatermark for processing time, whose windows are never late).
 func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error {
 	ws, _ := o.windows.Get()
+	spans := o.assign(t)
+	// A value that would make a window's sum (and so its average) no
+	// finite number is left out of every window, before any changes.
+	for _, span := range spans {
+		i := slices.IndexFunc(ws, func(w windowAcc) bool { return w.side == side && w.start == span[0] && w.end == span[1] })
+		sum := r.Value
+		if i >= 0 {
+			sum += ws[i].sum
+		}
+		if math.IsInf(sum, 0) || math.IsNaN(sum) {
+			return Reject(fmt.Errorf("key %q: the value %g makes the sum of the window [%d, %d) %v: the record is left out", r.Key, r.Value, span[0], span[1], sum))
+		}
+	}
 	changed := false
-	for _, span := range o.assign(t) {
+	for _, span := range spans {
 		if span[1]-1+lateness <= wm && wm != MinWatermark {
 			continue // discarded already: late beyond lateness
 		}

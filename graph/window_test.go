@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -263,5 +264,45 @@ func TestFiredWindowsAreNotReemittedByOtherRecords(t *testing.T) {
 	}
 	if (WindowSpec{Kind: Tumbling, Size: 500 * time.Microsecond}).Validate() == nil {
 		t.Fatal("a window below 1ms was accepted")
+	}
+}
+
+// TestNonFiniteTotalsAreRejected: a value that would make a running sum or
+// a window's sum infinite is rejected (graph.RecordError), and the key's
+// total stays what it was, so its later outputs go on.
+func TestNonFiniteTotalsAreRejected(t *testing.T) {
+	h := newWindowHarness(t, WindowSpec{Kind: Sliding, Size: 20 * time.Millisecond, Slide: 10 * time.Millisecond, Aggregate: AggSum})
+	h.record("a", 11, 1e308)
+	h.state.SetKey("a")
+	err := h.op.ProcessRecord(0, &Record{Key: "a", Time: 12, Value: 1e308})
+	var rejected *RecordError
+	if !errors.As(err, &rejected) || !strings.Contains(err.Error(), `key "a": the value 1e+308 makes the sum of the window`) {
+		t.Fatalf("a window's sum beyond a float64: %v, want it rejected", err)
+	}
+	h.record("a", 13, -1e308)
+	h.watermark(40)
+	if got := h.emitted(); got != "a[0,20)=0 a[10,30)=0" {
+		t.Fatalf("windows after the rejected record: %s", got)
+	}
+
+	out := &recorder{}
+	state := NewTaskState(TaskInfo{Operator: "s", Parallelism: 1}, out)
+	sum := Sum()(0)
+	if err := sum.Open(state.Context()); err != nil {
+		t.Fatal(err)
+	}
+	state.SetKey("k")
+	for i, v := range []float64{1e308, 1e308, -1e308, 5} {
+		err := sum.ProcessRecord(0, &Record{Key: "k", Value: v})
+		if rejects := i == 1; rejects != errors.As(err, &rejected) {
+			t.Fatalf("sum, value %d (%g): %v", i, v, err)
+		}
+	}
+	var got []float64
+	for _, r := range out.got {
+		got = append(got, r.Value)
+	}
+	if fmt.Sprint(got) != "[1e+308 0 5]" {
+		t.Fatalf("running sums %v, want the rejected value left out", got)
 	}
 }

@@ -162,11 +162,11 @@ func Run(ctx context.Context, path string, opts Options) error {
 		go func() { fatal <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
 	}
 	if cfg.Agent.API != "" {
-		token, err := os.ReadFile(cfg.Agent.APITokenFile)
-		if err != nil || len(strings.TrimSpace(string(token))) == 0 {
-			return fmt.Errorf("agent.api_token_file: no token in %s (%v)", cfg.Agent.APITokenFile, err)
+		token, err := readToken(cfg.Agent.APITokenFile)
+		if err != nil {
+			return fmt.Errorf("agent.api_token_file: %w", err)
 		}
-		go func() { fatal <- ctl.serveTCP(ctlCtx, cfg.Agent.API, strings.TrimSpace(string(token))) }()
+		go func() { fatal <- ctl.serveTCP(ctlCtx, cfg.Agent.API, token) }()
 	}
 
 	var from *savepoint.Savepoint

@@ -232,6 +232,32 @@ func (c *control) serve(ctx context.Context, path string) error {
 	return serveHTTP(ctx, l, c.handler())
 }
 
+// minTokenBytes is the shortest token the TCP control API takes: 16
+// random bytes' worth of guessing, written as hex or base64.
+const minTokenBytes = 16
+
+// readToken reads the control API's token from path, which only its owner
+// (and group) may read: a token others can read, or one short enough to
+// guess, lets anyone on the network control the agent.
+func readToken(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.Mode().Perm()&0o004 != 0 {
+		return "", fmt.Errorf("%s may be read by every user (mode %v): chmod o-r it", path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < minTokenBytes {
+		return "", fmt.Errorf("the token in %s has %d characters, fewer than %d: make one with `openssl rand -hex 16`", path, len(token), minTokenBytes)
+	}
+	return token, nil
+}
+
 // serveTCP serves the control API on a TCP address, to callers that send
 // the bearer token.
 func (c *control) serveTCP(ctx context.Context, addr, token string) error {

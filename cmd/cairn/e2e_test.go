@@ -43,6 +43,9 @@ func freePort(t *testing.T) int {
 	return port
 }
 
+// e2eToken is the control API's token in the tests.
+const e2eToken = "c4a1f0e2d3b5a6978877665544332211"
+
 const e2eConfig = `agent:
   data_dir: %s
   memory_limit: 200MiB
@@ -172,7 +175,7 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	config := filepath.Join(dir, "pipeline.yaml")
 	metricsPort, apiPort := freePort(t), freePort(t)
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(e2eToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(e2eConfig, filepath.Join(dir, "data"), metricsPort, apiPort, tokenFile, freePort(t))), 0o600); err != nil {
@@ -275,13 +278,13 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 		t.Fatalf("status over TCP without a token: %v %v, want 401", resp, err)
 	}
 	req, _ := http.NewRequest(http.MethodGet, apiURL, nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("status over TCP with the token: %v %v, want 200", resp, err)
 	}
 	// The event stream sends a status at a time.
 	req, _ = http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/events", apiPort), nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +331,7 @@ func TestSecondAgentOnADataDir(t *testing.T) {
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(e2eToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, "data")

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +29,7 @@ func TestConnectionFlood(t *testing.T) {
 	bin := buildCairn(t)
 	dir := t.TempDir()
 	config, token, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "token"), filepath.Join(dir, "data")
-	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(token, []byte(e2eToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	metrics, apiPort := freePort(t), freePort(t)
@@ -103,4 +105,36 @@ func TestConnectionFlood(t *testing.T) {
 		t.Fatalf("a scrape after the flood: %v, %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestWeakTokenRefused starts agents whose control API token is too short
+// or readable by every user: each refuses to start, saying which and what
+// to do, and never serves the API.
+func TestWeakTokenRefused(t *testing.T) {
+	bin := buildCairn(t)
+	for _, c := range []struct {
+		name, token string
+		mode        os.FileMode
+		want        string
+	}{
+		{"short", "t0ken", 0o600, "has 5 characters, fewer than 16: make one with `openssl rand -hex 16`"},
+		{"world-readable", e2eToken, 0o644, "may be read by every user (mode -rw-r--r--): chmod o-r it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			config, token := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "token")
+			if err := os.WriteFile(token, []byte(c.token+"\n"), c.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(token, c.mode) // whatever the umask
+			if err := os.WriteFile(config, fmt.Appendf(nil, e2eConfig, filepath.Join(dir, "data"), freePort(t), freePort(t), token, freePort(t)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(bin, "run", "-c", config).CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "control API listening") {
+				t.Fatalf("an agent with a %s token: %v\n%s", c.name, err, out)
+			}
+		})
+	}
 }

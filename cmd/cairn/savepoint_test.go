@@ -23,7 +23,7 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 	bin := buildCairn(t)
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
-	os.WriteFile(token, []byte("t"), 0o600)
+	os.WriteFile(token, []byte(e2eToken), 0o600)
 	write := func(name, data string) string {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {

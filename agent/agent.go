@@ -98,6 +98,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	warnIfShared(dataDir, log)
 	defer unlock()
 	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log}
 	if host, err := os.Hostname(); err == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,11 +38,53 @@ func lockDataDir(dataDir string) (func() error, error) {
 		}
 		return nil, fmt.Errorf("data directory %s is in use by another cairn: %w", dataDir, err)
 	}
-	if err := os.WriteFile(filepath.Join(dataDir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	if err := checkEntries(dataDir); err != nil {
+		release()
+		return nil, err
+	}
+	if err := writePID(filepath.Join(dataDir, pidFile)); err != nil {
 		release()
 		return nil, err
 	}
 	return release, nil
+}
+
+// entries are what the agent keeps in its data directory.
+var entries = []string{"checkpoints", "ingest", "savepoints", pidFile, "cairn.sock", "checkpoints.db", "ingest.db"}
+
+// checkEntries refuses a data directory in which one of the entries the
+// agent keeps is a symbolic link: whoever could write the directory could
+// point the agent's stores, and the files it writes as its user (root,
+// perhaps), anywhere. The directory itself may be a link (to another
+// disk, say).
+func checkEntries(dataDir string) error {
+	for _, name := range entries {
+		st, err := os.Lstat(filepath.Join(dataDir, name))
+		if err == nil && st.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("data directory %s: %s is a symbolic link, which cairn does not follow in its data directory: "+
+				"replace it with the directory or file it points to", dataDir, name)
+		}
+	}
+	return nil
+}
+
+// writePID writes this process's pid to path, not following a link there.
+func writePID(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, os.Getpid())
+	return errors.Join(err, f.Close())
+}
+
+// warnIfShared warns of a data directory that other users may write: they
+// could remove or replace the agent's stores.
+func warnIfShared(dataDir string, log *slog.Logger) {
+	if st, err := os.Stat(dataDir); err == nil && st.Mode().Perm()&0o022 != 0 {
+		log.Warn("the data directory may be written by other users, who could remove or replace its stores: chmod go-w it",
+			"data_dir", dataDir, "mode", st.Mode().Perm().String())
+	}
 }
 
 // dataDirIdentity is what the agent keeps in its data directory, as it

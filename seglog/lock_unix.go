@@ -11,9 +11,10 @@ import (
 
 // LockDir takes an exclusive lock on dir (a LOCK file in it) for this
 // process, so that two processes never write the files in it; it returns
-// the release. It fails at once if another process holds the lock.
+// the release. It fails at once if another process holds the lock. A
+// LOCK that is a symbolic link is not followed.
 func LockDir(dir string) (func() error, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}

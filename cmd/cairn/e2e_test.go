@@ -436,6 +436,46 @@ func TestStatusWithoutPermission(t *testing.T) {
 	p.await(t, finalLine, 30*time.Second)
 }
 
+// TestDataDirIsNotShared: a data directory in which the checkpoint store
+// is a symbolic link (to where its writer, maybe root, should never
+// write) is refused, naming the link; one that other users may write is
+// used, with a warning that says what to do.
+func TestDataDirIsNotShared(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
+	text := fmt.Sprintf("agent:\n  data_dir: %s\ncheckpoints:\n  interval: 200ms\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 10}\n", data)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(dir, "elsewhere")
+	if err := os.MkdirAll(elsewhere, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(data, "checkpoints")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "run", "-c", config).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "checkpoints is a symbolic link, which cairn does not follow") {
+		t.Fatalf("a data directory with a linked store: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) > 0 {
+		t.Fatalf("the agent wrote where the link points: %v", ents)
+	}
+
+	os.Remove(filepath.Join(data, "checkpoints"))
+	if err := os.Chmod(data, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, config)
+	p.await(t, regexp.MustCompile(`level=WARN msg="the data directory may be written by other users.*chmod go-w it" data_dir=`+regexp.QuoteMeta(data)+` mode=-rwxrwxrwx`), 30*time.Second)
+	p.await(t, completeLine, 30*time.Second)
+}
+
 // TestLogToAClosedPipe runs the agent with its log into a pipe that is
 // closed while it runs, as `cairn run ... 2>&1 | tee log` and Ctrl-C
 // leave it: SIGTERM must still end in the final checkpoint, exit status

@@ -286,7 +286,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		ran <- err
 	}()
 	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
-		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints")})
+		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints})
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
 		finalCheckpoint(job, done, log)
@@ -342,7 +342,7 @@ func unappliable(old, next *config.Config) string {
 		a.Pos = config.Pos{}
 		a.LogLevel, a.Level = "", 0 // applied by a reload
 		a.MaxOutputBacklog, a.MaxOutputBacklogBytes = "", 0
-		a.LogSummaryInterval = 0
+		a.LogSummaryInterval, a.RetainedSavepoints = 0, 0
 		bs := make(map[string]config.Broker)
 		for k, b := range c.Brokers {
 			bb := *b

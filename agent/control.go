@@ -133,6 +133,8 @@ type incarnation struct {
 	restoredSource string // "local" or "savepoint"
 	store          checkpoint.Store
 	savepoints     string // directory for savepoint files
+	// retainedSavepoints is how many of them are kept (the newest).
+	retainedSavepoints int
 }
 
 // control serves the control API of the agent, across reloads.
@@ -343,12 +345,19 @@ func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusInternalServerError, api.Error{Error: "the completed checkpoint is not known"})
 		return
 	}
-	path := filepath.Join(inc.savepoints, fmt.Sprintf("savepoint-%d.cairn", m.ID))
+	path := filepath.Join(inc.savepoints, savepoint.FileName(m.ID))
 	if err := savepoint.Write(path, m, inc.store); err != nil {
 		reply(w, http.StatusInternalServerError, api.Error{Error: err.Error()})
 		return
 	}
 	c.log.Info("savepoint written", "id", m.ID, "path", path)
+	removed, err := savepoint.Prune(inc.savepoints, inc.retainedSavepoints)
+	if len(removed) > 0 {
+		c.log.Info("older savepoints deleted (agent.retained_savepoints)", "deleted", strings.Join(removed, " "), "kept", inc.retainedSavepoints)
+	}
+	if err != nil {
+		c.log.Warn("older savepoints not deleted", "err", err)
+	}
 	reply(w, http.StatusOK, api.CheckpointResponse{ID: m.ID, Path: path})
 }
 

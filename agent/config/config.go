@@ -94,6 +94,9 @@ type Agent struct {
 	// checkpoints did since it last said (each one is logged at debug);
 	// default 5m.
 	LogSummaryInterval time.Duration `yaml:"log_summary_interval"`
+	// RetainedSavepoints is how many savepoint files `cairn savepoint`
+	// keeps in the data directory, the newest; default 5.
+	RetainedSavepoints int `yaml:"retained_savepoints"`
 	// MemoryLimit is a soft limit on the Go runtime's memory, such as
 	// "48MiB" or "64MB" (debug.SetMemoryLimit): near it the garbage
 	// collector runs more often instead of letting the heap grow to twice
@@ -421,6 +424,9 @@ func (v *validator) validate() {
 	}
 	if c.Agent.LogFormat != "text" && c.Agent.LogFormat != "json" {
 		v.errorf(c.Agent.Pos, "log_format: %q is neither text nor json", c.Agent.LogFormat)
+	}
+	if c.Agent.RetainedSavepoints < 1 {
+		v.errorf(c.Agent.Pos, "retained_savepoints must be at least 1")
 	}
 	if t := c.Agent.LogSummaryInterval; t < time.Second {
 		v.errorf(c.Agent.Pos, "log_summary_interval %v is below 1s", t)
@@ -853,6 +859,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Agent.LogSummaryInterval == 0 {
 		c.Agent.LogSummaryInterval = 5 * time.Minute
+	}
+	if c.Agent.RetainedSavepoints == 0 {
+		c.Agent.RetainedSavepoints = 5
 	}
 	if c.Agent.MaxOutputBacklog == "" {
 		c.Agent.MaxOutputBacklog = "32MiB"

@@ -22,6 +22,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -164,4 +165,35 @@ func (s *Savepoint) Complete(*checkpoint.Manifest) error { return errReadOnly }
 func (s *Savepoint) Discard(uint64) error                { return errReadOnly }
 func (s *Savepoint) Completed() ([]*checkpoint.Manifest, error) {
 	return []*checkpoint.Manifest{s.Manifest}, nil
+}
+
+// FileName is the name of checkpoint id's savepoint file in a savepoints
+// directory.
+func FileName(id uint64) string { return fmt.Sprintf("savepoint-%d.cairn", id) }
+
+// Prune deletes the savepoint files (FileName) in dir but the keep newest,
+// by checkpoint id, and returns the paths it deleted. Other files are left
+// alone.
+func Prune(dir string, keep int) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	for _, e := range ents {
+		var id uint64
+		if n, _ := fmt.Sscanf(e.Name(), "savepoint-%d.cairn", &id); n == 1 && e.Name() == FileName(id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var removed []string
+	for _, id := range ids[:max(0, len(ids)-keep)] {
+		path := filepath.Join(dir, FileName(id))
+		if err := os.Remove(path); err != nil {
+			return removed, err
+		}
+		removed = append(removed, path)
+	}
+	return removed, nil
 }

@@ -46,3 +46,26 @@ func TestRoundTripAndDamage(t *testing.T) {
 		}
 	}
 }
+
+// TestPrune keeps the newest savepoints by id (10 is newer than 9) and
+// leaves other files alone.
+func TestPrune(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{FileName(9), FileName(10), FileName(2), FileName(11), "notes.txt", "savepoint-x.cairn", ".savepoint-123"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := Prune(dir, 2)
+	if err != nil || len(removed) != 2 || filepath.Base(removed[0]) != FileName(2) || filepath.Base(removed[1]) != FileName(9) {
+		t.Fatalf("Prune removed %v, %v; want savepoints 2 and 9", removed, err)
+	}
+	var left []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if want := []string{".savepoint-123", "notes.txt", "savepoint-10.cairn", "savepoint-11.cairn", "savepoint-x.cairn"}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+}

@@ -72,3 +72,33 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 		t.Fatalf("status of the agent started from the savepoint:\n%s", out)
 	}
 }
+
+// TestSavepointsAreRetained takes three savepoints of an agent that keeps
+// two: the oldest file is deleted, the two newest stay.
+func TestSavepointsAreRetained(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
+	text := fmt.Sprintf("agent:\n  data_dir: %s\n  retained_savepoints: 2\ncheckpoints:\n  interval: 1h\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 100}\n"+
+		"operators:\n  - id: counts\n    type: count\n    inputs: [fleet]\n    key_by: key\n", data)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, bin, config)
+	p.drain()
+	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	var paths []string
+	for range 3 {
+		out, err := exec.Command(bin, "savepoint", "-c", config).Output()
+		if err != nil {
+			t.Fatalf("cairn savepoint: %v", err)
+		}
+		paths = append(paths, strings.TrimSpace(string(out)))
+	}
+	for i, path := range paths {
+		_, err := os.Stat(path)
+		if kept := i > 0; kept != (err == nil) {
+			t.Fatalf("savepoint %d of 3 (%s): kept %v (%v), want only the 2 newest", i+1, path, err == nil, err)
+		}
+	}
+}

@@ -88,19 +88,25 @@ func warnIfShared(dataDir string, log *slog.Logger) {
 }
 
 // dataDirIdentity is what the agent keeps in its data directory, as it
-// opened it: each path's device and inode.
-type dataDirIdentity map[string][2]uint64
+// opened it: each path's device and inode, the directory first.
+type dataDirIdentity []identified
+
+// identified is a path's device and inode.
+type identified struct {
+	path string
+	id   [2]uint64
+}
 
 // identify notes the identity of dataDir, its checkpoint store and its
 // ingest logs.
 func identify(dataDir string) (dataDirIdentity, error) {
-	ids := make(dataDirIdentity)
+	var ids dataDirIdentity
 	for _, p := range []string{dataDir, StorePath(dataDir), LogsPath(dataDir)} {
 		id, err := identity(p)
 		if err != nil {
 			return nil, err
 		}
-		ids[p] = id
+		ids = append(ids, identified{p, id})
 	}
 	return ids, nil
 }
@@ -114,18 +120,20 @@ func identity(path string) ([2]uint64, error) {
 }
 
 // changed returns why a path of ids is no longer what was opened (removed,
-// or another file in its place), or nil. The agent would otherwise go on
-// checkpointing into deleted files, and the next start would find nothing.
+// or another file in its place), or nil; the directory is looked at
+// first, so that one swapped for another is said to be replaced, not its
+// entries removed. The agent would otherwise go on checkpointing into
+// deleted files, and the next start would find nothing.
 func (ids dataDirIdentity) changed() error {
-	for p, want := range ids {
-		got, err := identity(p)
+	for _, want := range ids {
+		got, err := identity(want.path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			return fmt.Errorf("%s was removed under the running agent", p)
+			return fmt.Errorf("%s was removed under the running agent", want.path)
 		case err != nil:
-			return fmt.Errorf("%s cannot be checked: %w", p, err)
-		case got != want:
-			return fmt.Errorf("%s was replaced under the running agent", p)
+			return fmt.Errorf("%s cannot be checked: %w", want.path, err)
+		case got != want.id:
+			return fmt.Errorf("%s was replaced under the running agent", want.path)
 		}
 	}
 	return nil

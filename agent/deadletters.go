@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/mqttio"
@@ -78,15 +77,12 @@ var ErrAgentRunning = errors.New("an agent is running on the data directory")
 func deadLetterPage(dls []mqttio.StoredDeadLetter, from uint64) api.DeadLetters {
 	out := api.DeadLetters{DeadLetters: make([]api.DeadLetter, 0, len(dls)), Next: from}
 	for _, dl := range dls {
-		p := dl.Payload
-		if cut := api.MaxDeadLetterPayload; len(p) > cut {
-			for cut > api.MaxDeadLetterPayload-utf8.UTFMax && !utf8.RuneStart(p[cut]) {
-				cut-- // not in the middle of a character
-			}
-			p = p[:cut]
+		size := dl.Size
+		if size == 0 { // stored by an earlier cairn, whole
+			size = len(dl.Payload)
 		}
 		out.DeadLetters = append(out.DeadLetters, api.DeadLetter{Seq: dl.Seq, Time: dl.Time, Source: dl.Source, Operator: dl.Operator,
-			Topic: dl.Topic, Offset: dl.Offset, Reason: dl.Reason, Payload: string(p), PayloadBytes: len(dl.Payload)})
+			Topic: dl.Topic, Offset: dl.Offset, Reason: dl.Reason, Payload: string(dl.Payload), PayloadBytes: size})
 		out.Next = dl.Seq + 1
 	}
 	return out

@@ -23,8 +23,6 @@ import (
 const (
 	rejectPeriod          = time.Minute
 	rejectStoredPerPeriod = 10
-	// rejectedPayloadMax bounds what a dead letter keeps of a record.
-	rejectedPayloadMax = 4 << 10
 )
 
 // rejections handles the records operators reject (runtime.Options.OnRejected)
@@ -113,8 +111,8 @@ func (r *rejections) report(op, policy string, c *rejectCount) {
 	r.log.Warn("operator rejected more records", attrs...)
 }
 
-// deadLetterOf is the dead letter of rec: the record as JSON, cut to
-// rejectedPayloadMax bytes.
+// deadLetterOf is the dead letter of rec: the record as JSON, cut as
+// every dead letter is (mqttio.DeadLetterPayload).
 func deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.DeadLetter {
 	payload, jerr := json.Marshal(struct {
 		Key     string  `json:"key"`
@@ -125,6 +123,7 @@ func deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.Dea
 	if jerr != nil {
 		payload = []byte(fmt.Sprintf("%q", fmt.Sprint(rec.Key, " ", rec.Time, " ", rec.Payload)))
 	}
-	return mqttio.DeadLetter{Operator: id.Operator + "/" + strconv.Itoa(id.Subtask),
-		Payload: payload[:min(len(payload), rejectedPayloadMax)], Reason: err.Error()}
+	dl := mqttio.DeadLetter{Operator: id.Operator + "/" + strconv.Itoa(id.Subtask), Reason: err.Error()}
+	dl.Payload, dl.Size = mqttio.DeadLetterPayload(payload)
+	return dl
 }

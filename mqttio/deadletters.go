@@ -1,6 +1,7 @@
 package mqttio
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,10 +23,24 @@ type DeadLetter struct {
 	Source   string `json:"source,omitempty"`
 	Offset   uint64 `json:"offset"`
 	Topic    string `json:"topic"`
-	Payload  []byte `json:"payload"`
-	Reason   string `json:"reason"`
+	// Payload is the message or record, its first MaxDeadLetterPayload
+	// bytes (DeadLetterPayload); Size is its whole length.
+	Payload []byte `json:"payload"`
+	Size    int    `json:"size,omitempty"`
+	Reason  string `json:"reason"`
 	// Time is when it was stored; zero in those an older cairn stored.
 	Time time.Time `json:"time,omitzero"`
+}
+
+// MaxDeadLetterPayload is how much of a message or record a dead letter
+// keeps: enough to see what was wrong, not so much that a flood of junk
+// fills the memory or the flash.
+const MaxDeadLetterPayload = 4 << 10
+
+// DeadLetterPayload returns what a dead letter keeps of p (a copy of its
+// first MaxDeadLetterPayload bytes) and p's length.
+func DeadLetterPayload(p []byte) ([]byte, int) {
+	return bytes.Clone(p[:min(len(p), MaxDeadLetterPayload)]), len(p)
 }
 
 // StoredDeadLetter is a dead letter and its place in the store: the next

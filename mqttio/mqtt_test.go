@@ -377,11 +377,14 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 				t.Fatalf("dead letter on the topic: %+v", dl)
 			}
 		}
-		// Of a payload over the limit, the log keeps a byte more than the
-		// limit: enough to tell, and never more than a record can hold.
+		// Of a payload over the limit, the ingest log holds a byte more
+		// than the limit (enough to tell, and never more than a record can
+		// hold), and its dead letter keeps what every dead letter keeps, and
+		// that length.
 		for _, dl := range dls {
-			if n := len(dl.Payload); strings.Contains(dl.Reason, "over the limit") && n != 256<<10+1 {
-				t.Errorf("the dead letter of a payload of %d bytes keeps %d of them, want %d", 300<<10+10, n, 256<<10+1)
+			if strings.Contains(dl.Reason, "over the limit") && (len(dl.Payload) != MaxDeadLetterPayload || dl.Size != 256<<10+1) {
+				t.Errorf("the dead letter of a payload of %d bytes keeps %d of them and says it had %d, want %d of %d",
+					300<<10+10, len(dl.Payload), dl.Size, MaxDeadLetterPayload, 256<<10+1)
 			}
 		}
 		reasons := fmt.Sprint(dls[0].Reason, "|", dls[1].Reason, "|", dls[2].Reason, "|", dls[3].Reason)

@@ -1,7 +1,6 @@
 package mqttio
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -421,7 +420,9 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 	var dead []DeadLetter
 	next, err := s.log.Read(s.offset, len(buf), func(off uint64, m Message) error {
 		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
-			dead = append(dead, DeadLetter{Source: s.name(), Offset: off, Topic: m.Topic, Payload: bytes.Clone(m.Payload), Reason: err.Error()})
+			dl := DeadLetter{Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
+			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
+			dead = append(dead, dl)
 			return nil
 		}
 		buf[n].Origin = s.log.origin(off)
@@ -478,7 +479,9 @@ func (s *source) readFast(buf []graph.Record) (int, error) {
 			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 				s.cfg.Metrics.DeadLetters.Add(1)
 				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
-				s.publishDeadLetters([]DeadLetter{{Source: s.name(), Topic: m.Topic, Payload: m.Payload, Reason: err.Error()}})
+				dl := DeadLetter{Source: s.name(), Topic: m.Topic, Reason: err.Error()}
+				dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
+				s.publishDeadLetters([]DeadLetter{dl})
 				continue
 			}
 			n++

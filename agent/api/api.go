@@ -291,15 +291,11 @@ type DeadLetter struct {
 	Topic  string `json:"topic,omitempty"`
 	Offset uint64 `json:"offset,omitempty"`
 	Reason string `json:"reason"`
-	// Payload is the message or record, cut to MaxDeadLetterPayload bytes;
-	// PayloadBytes is its whole length.
+	// Payload is the message or record as stored: its first 4 KiB
+	// (mqttio.MaxDeadLetterPayload); PayloadBytes is its whole length.
 	Payload      string `json:"payload"`
 	PayloadBytes int    `json:"payload_bytes"`
 }
-
-// MaxDeadLetterPayload is how much of a dead letter's payload the API
-// returns.
-const MaxDeadLetterPayload = 1024
 
 // DeadLetters is a page of stored dead letters, oldest first; Next is the
 // seq to read from for those stored after them.

@@ -62,3 +62,46 @@ func TestPublishLimiter(t *testing.T) {
 type oneByOne struct{ r io.Reader }
 
 func (o oneByOne) Read(p []byte) (int, error) { return o.r.Read(p[:min(len(p), 3)]) }
+
+// FuzzPublishLimiter passes any bytes through a publishLimiter: it never
+// panics or hands over more than it read, and whatever packets paho reads
+// from the original it reads from the output too, the same but for
+// payloads cut to the limit and a byte.
+func FuzzPublishLimiter(f *testing.F) {
+	var seed bytes.Buffer
+	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	p.Qos, p.MessageID, p.TopicName, p.Payload = 1, 7, "a/b", bytes.Repeat([]byte{'x'}, 40)
+	p.Write(&seed)
+	packets.NewControlPacket(packets.Pingresp).Write(&seed)
+	f.Add(seed.Bytes(), uint8(10))
+	f.Add([]byte{0x30, 0xff, 0xff, 0xff, 0x7f}, uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, limit uint8) {
+		max := int(limit) + 1
+		out, err := io.ReadAll(newPublishLimiter(bufio.NewReader(bytes.NewReader(in)), max))
+		if len(out) > len(in) { // a cut packet is shorter, its length rewritten in as many bytes or fewer
+			t.Fatalf("%d bytes out of %d in", len(out), len(in))
+		}
+		want, got := bufio.NewReader(bytes.NewReader(in)), bufio.NewReader(bytes.NewReader(out))
+		for {
+			w, werr := packets.ReadPacket(want)
+			if werr != nil {
+				return // the rest is no packet: what the limiter made of it does not matter
+			}
+			g, gerr := packets.ReadPacket(got)
+			if gerr != nil {
+				t.Fatalf("the original holds %v, the output fails: %v (limiter: %v)", w, gerr, err)
+			}
+			wp, ok := w.(*packets.PublishPacket)
+			if !ok {
+				if g.String() != w.String() {
+					t.Fatalf("%v became %v", w, g)
+				}
+				continue
+			}
+			gp := g.(*packets.PublishPacket)
+			if gp.TopicName != wp.TopicName || gp.MessageID != wp.MessageID || !bytes.Equal(gp.Payload, wp.Payload[:min(len(wp.Payload), max+1)]) {
+				t.Fatalf("%v (%d bytes) became %v (%d bytes), limit %d", wp, len(wp.Payload), gp, len(gp.Payload), max)
+			}
+		}
+	})
+}

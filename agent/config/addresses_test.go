@@ -35,7 +35,7 @@ func TestAddresses(t *testing.T) {
 		"brokers:\n  b:\n    url: tcp://b:1883\n    ca_file: /ca\n":                                                 `a.yaml:4:14: broker "b": ca_file needs a url that speaks TLS, such as ssl://HOST:8883, not tcp://`,
 		"brokers:\n  b:\n    embedded: true\n    cert_file: /c\n    key_file: /k\n":                                 `a.yaml:4:16: broker "b": cert_file: the embedded broker speaks no TLS`,
 		"brokers:\n  b:\n    url: ssl://b:8883\n    key_file: /k\n":                                                 `a.yaml:4:15: broker "b": cert_file and key_file go together`,
-		"brokers:\n  l:\n    embedded: true\n    listen: 0.0.0.0:1883\n":                                            `a.yaml:4:13: broker "l": listen 0.0.0.0:1883 takes clients from the network, which could read every reading and inject their own: list users`,
+		"brokers:\n  l:\n    embedded: true\n    listen: 0.0.0.0:1883\n":                                            `a.yaml:4:13: broker "l": listen "0.0.0.0:1883" takes clients from the network, which could read every reading and inject their own: list users`,
 		"brokers:\n  l:\n    embedded: true\n    users:\n      - username: d\n":                                     `a.yaml:5:9: broker "l": user "d" needs password (such as ${MQTT_PASSWORD}) or password_file, one of them`,
 		"brokers:\n  l:\n    embedded: true\n    users: [{username: d, password: a}, {username: d, password: b}]\n": `broker "l": user "d" is there twice`,
 		"brokers:\n  b:\n    url: tcp://b:1883\n    allow_anonymous: false\n":                                       `a.yaml:3:5: broker "b": users and allow_anonymous are an embedded broker's`,

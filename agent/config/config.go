@@ -42,6 +42,7 @@ type Config struct {
 	Remote *Remote `yaml:"remote"`
 
 	pos positions
+	env fromEnv
 }
 
 // at returns where the file gave the value of the field at address field
@@ -373,8 +374,8 @@ func parseLeniently(path string) (*Config, Errors, error) {
 
 // Parse decodes and validates a config, with lookup as the environment.
 func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, Errors) {
-	c := &Config{pos: make(positions)}
-	errs := parse(file, data, c, lookup, c.pos)
+	c := &Config{pos: make(positions), env: make(fromEnv)}
+	errs := parse(file, data, c, lookup, c.pos, c.env)
 	if c.Pos == (Pos{}) {
 		return c, errs // not YAML, or not a mapping: nothing to validate
 	}
@@ -396,6 +397,9 @@ type validator struct {
 	file string
 	errs Errors
 	c    *Config
+	// hidden are the payload fields that only topics from the
+	// environment name: errors do not list them.
+	hidden map[string]bool
 }
 
 func (v *validator) errorf(p Pos, format string, args ...any) {
@@ -420,38 +424,38 @@ func (v *validator) validate() {
 	case "error":
 		c.Agent.Level = slog.LevelError
 	default:
-		v.errorf(c.Agent.Pos, "log_level: %q is not one of debug, info, warn, error", c.Agent.LogLevel)
+		v.errorf(c.Agent.Pos, "log_level: %s is not one of debug, info, warn, error", c.show(&c.Agent.LogLevel))
 	}
 	if c.Agent.LogFormat != "text" && c.Agent.LogFormat != "json" {
-		v.errorf(c.Agent.Pos, "log_format: %q is neither text nor json", c.Agent.LogFormat)
+		v.errorf(c.Agent.Pos, "log_format: %s is neither text nor json", c.show(&c.Agent.LogFormat))
 	}
 	if c.Agent.RetainedSavepoints < 1 {
 		v.errorf(c.Agent.Pos, "retained_savepoints must be at least 1")
 	}
 	if t := c.Agent.LogSummaryInterval; t < time.Second {
-		v.errorf(c.Agent.Pos, "log_summary_interval %v is below 1s", t)
+		v.errorf(c.Agent.Pos, "log_summary_interval %s is below 1s", c.show(&c.Agent.LogSummaryInterval))
 	}
 	if c.Agent.MemoryLimit != "" {
 		n, err := humanize.ParseBytes(c.Agent.MemoryLimit)
 		switch {
 		case err != nil || n > math.MaxInt64:
-			v.errorf(c.Agent.Pos, "memory_limit: %q is not a size such as 48MiB or 64MB", c.Agent.MemoryLimit)
+			v.errorf(c.Agent.Pos, "memory_limit: %s is not a size such as 48MiB or 64MB", c.show(&c.Agent.MemoryLimit))
 		case n < 8<<20:
-			v.errorf(c.Agent.Pos, "memory_limit %s is below 8MiB, where the agent would do little but collect garbage", c.Agent.MemoryLimit)
+			v.errorf(c.Agent.Pos, "memory_limit %s is below 8MiB, where the agent would do little but collect garbage", c.show(&c.Agent.MemoryLimit))
 		default:
 			c.Agent.MemoryLimitBytes = int64(n)
 		}
 	}
 	if n, err := humanize.ParseBytes(c.Agent.MaxOutputBacklog); err != nil || n > math.MaxInt64 || n < 64<<10 {
-		v.errorf(c.Agent.Pos, "max_output_backlog: %q is not a size of at least 64KiB, such as 32MiB", c.Agent.MaxOutputBacklog)
+		v.errorf(c.Agent.Pos, "max_output_backlog: %s is not a size of at least 64KiB, such as 32MiB", c.show(&c.Agent.MaxOutputBacklog))
 	} else {
 		c.Agent.MaxOutputBacklogBytes = int64(n)
 	}
 	if t := c.Agent.SyncInterval; t <= 0 || t > time.Minute {
-		v.errorf(c.Agent.Pos, "sync_interval %v is outside (0, 1m]: it bounds how long a received message waits to be durable", t)
+		v.errorf(c.Agent.Pos, "sync_interval %s is outside (0, 1m]: it bounds how long a received message waits to be durable", c.show(&c.Agent.SyncInterval))
 	}
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
-		v.errorf(c.Checkpoints.Pos, "%v", err)
+		v.errorf(c.Checkpoints.Pos, "%s", c.reason(&c.Checkpoints.Mode, err, "checkpointing mode %s is none of exactly-once, at-least-once, unaligned"))
 	} else if t := c.Checkpoints.AlignmentTimeout; t < 0 || t > 0 && mode != checkpoint.ExactlyOnce {
 		v.errorf(c.Checkpoints.Pos, "alignment_timeout must be positive and needs mode exactly-once (%s checkpoints do not align)", mode)
 	}
@@ -468,75 +472,78 @@ func (v *validator) validate() {
 		case b.Password != "" && b.PasswordFile != "":
 			v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
 		case b.MaxInflight < 1 || b.MaxInflight > 65535:
-			v.errorf(b.Pos, "broker %q: max_inflight %d is outside 1..65535", name, b.MaxInflight)
+			v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, c.show(&b.MaxInflight))
 		}
 		v.broker(name, b)
 	}
 	defined := make(map[string]bool) // streams readable so far
 	ids := make(map[string]bool)
-	id := func(p Pos, s string) {
+	id := func(p Pos, field *string) {
+		s := *field
 		if s == "" {
 			return // reported as a missing field
 		}
 		if err := graph.ValidateID(s); err != nil {
-			v.errorf(p, "%v", err)
+			v.errorf(p, "%s", c.reason(field, err, "id %s must be 1 to 64 letters, digits, '_', '-' and '.'"))
 		}
 		if ids[s] {
-			v.errorf(p, "id %q is used twice", s)
+			v.errorf(p, "id %s is used twice", c.show(field))
 		}
 		ids[s] = true
 	}
-	parallelism := func(p Pos, n int) {
-		if n < 1 || n > graph.DefaultMaxParallelism {
-			v.errorf(p, "parallelism %d is outside 1..%d", n, graph.DefaultMaxParallelism)
+	parallelism := func(p Pos, n *int) {
+		if *n < 1 || *n > graph.DefaultMaxParallelism {
+			v.errorf(p, "parallelism %s is outside 1..%d", c.show(n), graph.DefaultMaxParallelism)
 		}
 	}
-	broker := func(p Pos, name string) {
-		if _, ok := c.Brokers[name]; !ok {
-			v.errorf(p, "no broker named %q under brokers", name)
+	broker := func(p Pos, name *string) {
+		if _, ok := c.Brokers[*name]; !ok {
+			v.errorf(p, "no broker named %s under brokers", c.show(name))
 		}
 	}
 	// The payload fields of each stream's records (nil: not known).
 	fields := make(map[string]exprop.Fields)
 	for _, s := range c.Sources {
-		id(s.Pos, s.ID)
-		parallelism(s.Pos, s.Parallelism)
+		id(s.Pos, &s.ID)
+		parallelism(s.Pos, &s.Parallelism)
 		defined[s.ID] = true
 		fields[s.ID] = v.sourceFields(s)
 		if s.Simulator != nil {
 			if s.Broker != "" || len(s.Topics) > 0 {
-				v.errorf(s.Pos, "source %q: a simulator has no broker or topics", s.ID)
+				v.errorf(s.Pos, "source %s: a simulator has no broker or topics", c.show(&s.ID))
 			}
 			if s.Simulator.Devices < 1 || s.Simulator.Rate < 1 || s.Simulator.Skew < 0 || s.Simulator.Skew >= 1 {
 				v.errorf(s.Simulator.Pos, "simulator needs devices ≥ 1, rate ≥ 1 and 0 ≤ skew < 1")
 			}
 			continue
 		}
-		broker(s.Pos, s.Broker)
+		broker(s.Pos, &s.Broker)
 		if len(s.Topics) == 0 {
-			v.errorf(s.Pos, "source %q: no topics", s.ID)
+			v.errorf(s.Pos, "source %s: no topics", c.show(&s.ID))
 		}
-		for _, t := range s.Topics {
+		for i, t := range s.Topics {
+			topic := entry{&s.Topics, i}
 			if _, _, err := mqttio.ParseTopicPattern(t); err != nil {
-				v.errorf(s.Pos, "%v", err)
+				v.errorf(s.Pos, "%s", c.reason(topic, err, "topic %s is no pattern such as sensors/{device}/telemetry: a level is a {name} or text, and # only the last"))
 			}
 			if s.Parallelism > 1 && mqttio.IsShared(t) {
-				v.errorf(s.Pos, "source %q: topic %q is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", s.ID, t)
+				v.errorf(s.Pos, "source %s: topic %s is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", c.show(&s.ID), c.show(topic))
 			}
 		}
 		if s.Format != "json" && s.Format != "raw" {
-			v.errorf(s.Pos, "source %q: format %q is neither json nor raw", s.ID, s.Format)
+			v.errorf(s.Pos, "source %s: format %s is neither json nor raw", c.show(&s.ID), c.show(&s.Format))
 		}
 	}
 	for _, o := range c.Operators {
-		id(o.Pos, o.ID)
-		parallelism(o.Pos, o.Parallelism)
+		id(o.Pos, &o.ID)
+		parallelism(o.Pos, &o.Parallelism)
+		name := c.show(&o.ID)
 		if len(o.Inputs) == 0 {
-			v.errorf(o.Pos, "operator %q: no inputs", o.ID)
+			v.errorf(o.Pos, "operator %s: no inputs", name)
 		}
-		for _, in := range o.Inputs {
+		for i, in := range o.Inputs {
 			if !defined[in] {
-				v.errorf(o.Pos, "operator %q: input %q is not a source or an operator defined above", o.ID, in)
+				v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
 			}
 		}
 		switch o.Type {
@@ -551,19 +558,19 @@ func (v *validator) validate() {
 		switch o.OnError {
 		case OnErrorDeadLetter, OnErrorDrop, OnErrorFail:
 		default:
-			v.errorf(o.Pos, "operator %q: on_error %q is none of %s, %s, %s", o.ID, o.OnError, OnErrorDeadLetter, OnErrorDrop, OnErrorFail)
+			v.errorf(o.Pos, "operator %s: on_error %s is none of %s, %s, %s", name, c.show(&o.OnError), OnErrorDeadLetter, OnErrorDrop, OnErrorFail)
 		}
 		switch o.Type {
 		case "filter", "map":
 			o.PayloadFields = fields[o.ID]
 			if o.Expr == "" {
-				v.errorf(o.Pos, "operator %q: %s needs expr", o.ID, o.Type)
+				v.errorf(o.Pos, "operator %s: %s needs expr", name, o.Type)
 			} else {
 				v.expr(o)
 			}
 		case "union":
 			if len(o.Inputs) < 2 {
-				v.errorf(o.Pos, "operator %q: a union needs two inputs or more", o.ID)
+				v.errorf(o.Pos, "operator %s: a union needs two inputs or more", name)
 			}
 		case "count", "sum":
 			v.keyed(o)
@@ -571,35 +578,35 @@ func (v *validator) validate() {
 			v.window(o)
 		case "join":
 			if len(o.Inputs) != 2 {
-				v.errorf(o.Pos, "operator %q: a join has exactly two inputs", o.ID)
+				v.errorf(o.Pos, "operator %s: a join has exactly two inputs", name)
 			}
 			if o.Window != nil && o.Window.Kind == "session" {
-				v.errorf(o.Window.Pos, "operator %q: a join needs tumbling or sliding windows", o.ID)
+				v.errorf(o.Window.Pos, "operator %s: a join needs tumbling or sliding windows", name)
 			}
 			v.window(o)
 		case "dedupe":
 			v.keyed(o)
 			if o.TTL < time.Millisecond {
-				v.errorf(o.Pos, "operator %q: dedupe needs a ttl of at least 1ms", o.ID)
+				v.errorf(o.Pos, "operator %s: dedupe needs a ttl of at least 1ms", name)
 			}
 		case "threshold":
 			v.keyed(o)
 			switch {
 			case o.High == nil || o.Low == nil:
-				v.errorf(o.Pos, "operator %q: threshold needs high and low", o.ID)
+				v.errorf(o.Pos, "operator %s: threshold needs high and low", name)
 			case *o.Low > *o.High:
-				v.errorf(o.Pos, "operator %q: threshold's low (%g) is above its high (%g)", o.ID, *o.Low, *o.High)
+				v.errorf(o.Pos, "operator %s: threshold's low (%s) is above its high (%s)", name, c.show(&o.Low), c.show(&o.High))
 			}
 		default:
-			v.errorf(o.Pos, "operator %q: unknown type %q (known: %s)", o.ID, o.Type, strings.Join(OperatorTypes, ", "))
+			v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(OperatorTypes, ", "))
 		}
 		defined[o.ID] = true
 	}
 	for _, s := range c.Sinks {
-		id(s.Pos, s.ID)
-		broker(s.Pos, s.Broker)
+		id(s.Pos, &s.ID)
+		broker(s.Pos, &s.Broker)
 		if !defined[s.Input] {
-			v.errorf(s.Pos, "sink %q: input %q is not a source or an operator", s.ID, s.Input)
+			v.errorf(s.Pos, "sink %s: input %s is not a source or an operator", c.show(&s.ID), c.show(&s.Input))
 		}
 	}
 	if len(c.Sources) == 0 {
@@ -617,14 +624,18 @@ func (v *validator) listen(addr *string, def Pos, name, examplePort string) {
 	p := v.c.at(addr, def)
 	_, port, err := net.SplitHostPort(*addr)
 	if err != nil {
-		if _, err := strconv.ParseUint(*addr, 10, 16); err == nil {
+		if _, err := strconv.ParseUint(*addr, 10, 16); err == nil && !v.c.fromEnv(addr) {
 			examplePort = *addr // a port alone
 		}
-		v.errorf(p, "%s: %q is not host:port: write 127.0.0.1:%s (this device only) or :%s (every interface)", name, *addr, examplePort, examplePort)
+		v.errorf(p, "%s: %s is not host:port: write 127.0.0.1:%s (this device only) or :%s (every interface)", name, v.c.show(addr), examplePort, examplePort)
 		return
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		v.errorf(p, "%s: port %q of %q is not a number 0–65535", name, port, *addr)
+		which := fmt.Sprintf("port %q of", port)
+		if v.c.fromEnv(addr) {
+			which = "the port of"
+		}
+		v.errorf(p, "%s: %s %s is not a number 0–65535", name, which, v.c.show(addr))
 	}
 }
 
@@ -641,7 +652,8 @@ func (v *validator) broker(name string, b *Broker) {
 	if b.URL != "" {
 		var err error
 		if usesTLS, err = mqttio.CheckBrokerURL(b.URL); err != nil {
-			v.errorf(v.c.at(&b.URL, b.Pos), "broker %q: %v", name, err)
+			v.errorf(v.c.at(&b.URL, b.Pos), "broker %q: %s", name, v.c.reason(&b.URL, err,
+				"URL %s is none the agent can dial: it needs a scheme, a host and a port, such as ssl://broker.example:8883"))
 			return
 		}
 	}
@@ -656,7 +668,11 @@ func (v *validator) broker(name string, b *Broker) {
 			v.errorf(v.c.at(f.path, b.Pos), "broker %q: %s: the embedded broker speaks no TLS", name, f.name)
 		case b.URL != "" && !usesTLS:
 			scheme, _, _ := strings.Cut(b.URL, "://")
-			v.errorf(v.c.at(f.path, b.Pos), "broker %q: %s needs a url that speaks TLS, such as ssl://HOST:8883, not %s://", name, f.name, strings.ToLower(scheme))
+			instead := fmt.Sprintf(", not %s://", strings.ToLower(scheme))
+			if v.c.fromEnv(&b.URL) {
+				instead = ""
+			}
+			v.errorf(v.c.at(f.path, b.Pos), "broker %q: %s needs a url that speaks TLS, such as ssl://HOST:8883%s", name, f.name, instead)
 		}
 	}
 	if (b.CertFile == "") != (b.KeyFile == "") {
@@ -677,15 +693,15 @@ func (v *validator) users(name string, b *Broker) {
 		switch {
 		case u.Username == "":
 		case seen[u.Username]:
-			v.errorf(u.Pos, "broker %q: user %q is there twice", name, u.Username)
+			v.errorf(u.Pos, "broker %q: user %s is there twice", name, v.c.show(&u.Username))
 		case (u.Password == "") == (u.PasswordFile == ""):
-			v.errorf(u.Pos, "broker %q: user %q needs password (such as ${MQTT_PASSWORD}) or password_file, one of them", name, u.Username)
+			v.errorf(u.Pos, "broker %q: user %s needs password (such as ${MQTT_PASSWORD}) or password_file, one of them", name, v.c.show(&u.Username))
 		}
 		seen[u.Username] = true
 	}
 	if b.AllowAnonymous == nil && !b.ListensLocally() && len(b.Users) == 0 {
 		v.errorf(v.c.at(&b.Listen, b.Pos), "broker %q: listen %s takes clients from the network, which could read every reading and inject their own: "+
-			"list users (users: [{username: NAME, password_file: FILE}]), listen on 127.0.0.1, or say allow_anonymous: true", name, b.Listen)
+			"list users (users: [{username: NAME, password_file: FILE}]), listen on 127.0.0.1, or say allow_anonymous: true", name, v.c.show(&b.Listen))
 	}
 }
 
@@ -694,7 +710,7 @@ func (v *validator) users(name string, b *Broker) {
 func (v *validator) sourceFields(s *Source) exprop.Fields {
 	if s.Format == "raw" {
 		if s.Fields != nil {
-			v.errorf(v.c.at(&s.Fields, s.Pos), "source %q: fields: a raw payload has none (format: raw)", s.ID)
+			v.errorf(v.c.at(&s.Fields, s.Pos), "source %s: fields: a raw payload has none (format: raw)", v.c.show(&s.ID))
 		}
 		return exprop.Fields{}
 	}
@@ -703,22 +719,29 @@ func (v *validator) sourceFields(s *Source) exprop.Fields {
 	}
 	out := make(exprop.Fields, len(s.Fields))
 	for _, name := range slices.Sorted(maps.Keys(s.Fields)) {
-		p := v.c.at(entry{&s.Fields, name}, s.Pos)
+		field := entry{&s.Fields, name}
+		p := v.c.at(field, s.Pos)
 		t, err := exprop.ParseType(s.Fields[name])
 		switch {
 		case exprop.Own(name):
-			v.errorf(p, "source %q: fields: %s is a record's own, with key and time and value, not a payload field", s.ID, name)
+			v.errorf(p, "source %s: fields: %s is a record's own, with key and time and value, not a payload field", v.c.show(&s.ID), name)
 		case err != nil:
-			v.errorf(p, "source %q: fields: %s: %v", s.ID, name, err)
+			v.errorf(p, "source %s: fields: %s: %s", v.c.show(&s.ID), name, v.c.reason(field, err, "type %s is none of number, string, bool, object, list or any"))
 		}
 		out[name] = t
 	}
 	// A topic level is a string field, whatever the payload holds there.
-	for _, topic := range s.Topics {
+	for i, topic := range s.Topics {
 		_, levels, _ := mqttio.ParseTopicPattern(topic)
 		for _, name := range levels {
 			if t, ok := out[name]; ok && t != exprop.String && t != exprop.Any {
-				v.errorf(v.c.at(entry{&s.Fields, name}, s.Pos), "source %q: fields: %s is a level of topic %q, a string, not %s", s.ID, name, topic, t)
+				v.errorf(v.c.at(entry{&s.Fields, name}, s.Pos), "source %s: fields: %s is a level of topic %s, a string, not %s", v.c.show(&s.ID), name, v.c.show(entry{&s.Topics, i}), t)
+			}
+			if _, ok := out[name]; !ok && v.c.fromEnv(entry{&s.Topics, i}) {
+				if v.hidden == nil {
+					v.hidden = make(map[string]bool)
+				}
+				v.hidden[name] = true
 			}
 			out[name] = exprop.String
 		}
@@ -726,16 +749,21 @@ func (v *validator) sourceFields(s *Source) exprop.Fields {
 	// The fields the source decodes: a record without them, or with
 	// another type there, is a dead letter of the source.
 	for _, f := range []struct {
-		role, name string
-		types      []exprop.Type
-		want       string
+		role  string
+		field *string
+		types []exprop.Type
+		want  string
 	}{
-		{"key", s.Key, []exprop.Type{exprop.String, exprop.Number}, "a string or a number"},
-		{"value", s.Value, []exprop.Type{exprop.Number}, "a number"},
-		{"time", s.Time, []exprop.Type{exprop.Number, exprop.String}, "milliseconds (a number) or an RFC 3339 string"},
+		{"key", &s.Key, []exprop.Type{exprop.String, exprop.Number}, "a string or a number"},
+		{"value", &s.Value, []exprop.Type{exprop.Number}, "a number"},
+		{"time", &s.Time, []exprop.Type{exprop.Number, exprop.String}, "milliseconds (a number) or an RFC 3339 string"},
 	} {
-		if t, ok := out[f.name]; ok && t != exprop.Any && !slices.Contains(f.types, t) {
-			v.errorf(v.c.at(entry{&s.Fields, f.name}, s.Pos), "source %q: fields: %s is the %s field, which must be %s, not %s", s.ID, f.name, f.role, f.want, t)
+		if t, ok := out[*f.field]; ok && t != exprop.Any && !slices.Contains(f.types, t) {
+			name := *f.field
+			if v.c.fromEnv(f.field) {
+				name = v.c.show(f.field)
+			}
+			v.errorf(v.c.at(entry{&s.Fields, *f.field}, s.Pos), "source %s: fields: %s is the %s field, which must be %s, not %s", v.c.show(&s.ID), name, f.role, f.want, t)
 		}
 	}
 	return out
@@ -784,54 +812,74 @@ func (v *validator) expr(o *Operator) {
 	if q, ok := v.c.inside(&o.Expr, e.Column); ok && e.Line == 1 {
 		p = q // the very character
 	}
+	name, expr := v.c.show(&o.ID), v.c.show(&o.Expr)
 	switch {
 	case e.Gives != "":
-		v.errorf(p, "operator %q: a %s's expr must give %s; %q gives %s", o.ID, o.Type, e.Want, o.Expr, e.Gives)
+		v.errorf(p, "operator %s: a %s's expr must give %s; %s gives %s", name, o.Type, e.Want, expr, e.Gives)
+	case v.c.fromEnv(&o.Expr):
+		// The compiler's message quotes the expression's names and
+		// tokens, and so what the environment gave.
+		v.errorf(p, "operator %s: expr %s does not compile; the compiler's message could quote the environment's value, so it is not shown", name, expr)
 	default:
 		msg := e.Msg
 		if e.Line > 0 {
 			msg += fmt.Sprintf(" (%d:%d)", e.Line, e.Column)
 		}
 		if strings.HasPrefix(e.Msg, "unknown name ") {
-			known := slices.Sorted(maps.Keys(o.PayloadFields))
-			known = slices.DeleteFunc(known, exprop.Own)
+			var known []string
+			hidden := false
+			for _, f := range slices.Sorted(maps.Keys(o.PayloadFields)) {
+				switch {
+				case v.hidden[f]:
+					hidden = true
+				case !exprop.Own(f):
+					known = append(known, f)
+				}
+			}
 			msg += "; its records have key, time, value"
-			if len(known) > 0 {
+			switch {
+			case len(known) > 0:
 				msg += " and the fields " + strings.Join(known, ", ")
-			} else {
+			case !hidden:
 				msg += " and no payload fields"
 			}
+			if hidden {
+				msg += ", and fields that levels of topics from the environment name"
+			}
 		}
-		v.errorf(p, "operator %q: expr %q does not compile: %s", o.ID, o.Expr, msg)
+		v.errorf(p, "operator %s: expr %s does not compile: %s", name, expr, msg)
 	}
 }
 
 func (v *validator) keyed(o *Operator) {
 	if o.KeyBy == "" {
-		v.errorf(o.Pos, "operator %q: %s is keyed: set key_by", o.ID, o.Type)
+		v.errorf(o.Pos, "operator %s: %s is keyed: set key_by", v.c.show(&o.ID), o.Type)
 	}
 }
 
 func (v *validator) window(o *Operator) {
 	v.keyed(o)
 	if _, err := graph.ParseAggregate(o.Aggregate); err != nil {
-		v.errorf(o.Pos, "operator %q: %v", o.ID, err)
+		v.errorf(o.Pos, "operator %s: %s", v.c.show(&o.ID), v.c.reason(&o.Aggregate, err, "aggregate %s is none of count, sum, min, max, avg, first, last"))
 	}
 	if o.Window == nil {
-		v.errorf(o.Pos, "operator %q: a window operator needs window", o.ID)
+		v.errorf(o.Pos, "operator %s: a window operator needs window", v.c.show(&o.ID))
 		return
 	}
-	if _, err := o.Window.Spec(graph.AggCount); err != nil {
+	if _, err := o.Window.spec(graph.AggCount, v.c.show); err != nil {
 		v.errorf(o.Window.Pos, "%v", err)
 	}
 }
 
 // Spec turns the window settings into a graph.WindowSpec.
-func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) {
+func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) { return w.spec(agg, format) }
+
+// spec is Spec, its errors showing the value of a field as show does.
+func (w *Window) spec(agg graph.Aggregate, show func(field any) string) (graph.WindowSpec, error) {
 	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg,
 		ProcessingTime: w.Time == "processing"}
 	if w.Time != "" && w.Time != "event" && w.Time != "processing" {
-		return spec, fmt.Errorf("window time %q is neither event nor processing", w.Time)
+		return spec, fmt.Errorf("window time %s is neither event nor processing", show(&w.Time))
 	}
 	switch w.Kind {
 	case "tumbling":
@@ -841,7 +889,7 @@ func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) {
 	case "session":
 		spec.Kind, spec.Size = graph.Session, w.Gap
 	default:
-		return spec, fmt.Errorf("window kind %q is not tumbling, sliding or session", w.Kind)
+		return spec, fmt.Errorf("window kind %s is not tumbling, sliding or session", show(&w.Kind))
 	}
 	return spec, spec.Validate()
 }

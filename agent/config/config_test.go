@@ -300,7 +300,7 @@ func TestMemoryLimit(t *testing.T) {
 	for limit, want := range map[string]string{
 		"lots": `x.yaml:2:3: memory_limit: "lots" is not a size`,
 		"-1MB": `"-1MB" is not a size`,
-		"4MiB": "memory_limit 4MiB is below 8MiB",
+		"4MiB": `memory_limit "4MiB" is below 8MiB`,
 	} {
 		_, errs := Parse("x.yaml", []byte("agent:\n  memory_limit: "+limit+"\n"+pipeline), env(nil))
 		if !strings.Contains(errs.Error(), want) {

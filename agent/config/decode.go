@@ -67,11 +67,19 @@ type decoder struct {
 	lookup func(string) (string, bool) // environment for ${VAR}
 	lines  []string                    // the file, for verbatim
 	at     positions
+	env    fromEnv
 }
 
-// note records where n, the value of the field or item at key, is.
+// note records where n, the value of the field or item at key, is, and
+// its text if it takes something from the environment.
 func (d *decoder) note(key any, n *yaml.Node) {
 	d.at[key] = Pos{n.Line, n.Column}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && envRef.MatchString(n.Value) {
+		d.env[key] = n.Value
+	}
 }
 
 // noteVerbatim records where the string s decoded from n starts, if the
@@ -133,7 +141,7 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		return written(n.Value) // before ${VAR} substitution
 	}
 	return "something else"
 }
@@ -301,10 +309,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 	}
 }
 
-// parse decodes the YAML in data into v, reporting every problem, and
-// noting in at where the file gave each field's value.
-func parse(file string, data []byte, v any, lookup func(string) (string, bool), at positions) Errors {
-	d := &decoder{file: file, lookup: lookup, lines: strings.Split(string(data), "\n"), at: at}
+// parse decodes the YAML in data into v, reporting every problem, noting
+// in at where the file gave each field's value and in env the text of
+// those that took something from the environment.
+func parse(file string, data []byte, v any, lookup func(string) (string, bool), at positions, env fromEnv) Errors {
+	d := &decoder{file: file, lookup: lookup, lines: strings.Split(string(data), "\n"), at: at, env: env}
 	if bad := invalidUTF8(data); bad < len(data) {
 		// yaml.v3 would read a UTF-16 file, but count its lines and
 		// columns in the decoded text, not in the file as an editor shows

@@ -30,7 +30,7 @@ func (c *Config) files() []namedFile {
 			out = append(out, namedFile{f.path, fmt.Sprintf("broker %q: %s", name, f.field), b.Pos})
 		}
 		for _, u := range b.Users {
-			out = append(out, namedFile{&u.PasswordFile, fmt.Sprintf("broker %q: user %q: password_file", name, u.Username), u.Pos})
+			out = append(out, namedFile{&u.PasswordFile, fmt.Sprintf("broker %q: user %s: password_file", name, c.show(&u.Username)), u.Pos})
 		}
 	}
 	if r := c.Remote; r != nil {
@@ -45,8 +45,8 @@ func (c *Config) files() []namedFile {
 // opens them where they resolve), and finds those it cannot read. It
 // reads none: what is wrong inside a file (a CA file without a
 // certificate, say) the agent finds when it opens it; and it names no
-// secret. A file whose field already has an error (an unset ${VAR}) is
-// not looked for.
+// secret, nor a path from the environment. A file whose field already has
+// an error (an unset ${VAR}) is not looked for.
 func (c *Config) checkFiles(path string, errs Errors) Errors {
 	reported := make(map[Pos]bool)
 	for _, e := range errs {
@@ -65,7 +65,10 @@ func (c *Config) checkFiles(path string, errs Errors) Errors {
 		}
 		if err := readable(*f.path); err != nil {
 			where := *f.path
-			if given != *f.path {
+			switch {
+			case c.fromEnv(f.path):
+				where = c.show(f.path) // the text in the file, not the path
+			case given != *f.path:
 				where = fmt.Sprintf("%s (%s, beside the pipeline file)", given, *f.path)
 			}
 			found = append(found, Error{File: path, Pos: p, Msg: fmt.Sprintf("%s %s: %v", f.name, where, err)})

@@ -56,11 +56,14 @@ func (v *validator) remote() {
 	}
 	r.TLS = r.TLSSetting == nil || *r.TLSSetting
 	if strings.Contains(r.Endpoint, "://") || strings.Contains(r.Endpoint, "/") {
-		v.errorf(r.Pos, "remote: endpoint %q: want host:port, without a scheme or a path (tls: true for https)", r.Endpoint)
+		v.errorf(r.Pos, "remote: endpoint %s: want host:port, without a scheme or a path (tls: true for https)", v.c.show(&r.Endpoint))
 	}
-	for i, name := range []string{r.Device, r.RestoreFromDevice} {
-		if err := remote.ValidDevice(name); name != "" && err != nil {
-			v.errorf(r.Pos, "remote: %s: %v", []string{"device", "restore_from_device"}[i], err)
+	for _, f := range []struct {
+		name  string
+		value *string
+	}{{"device", &r.Device}, {"restore_from_device", &r.RestoreFromDevice}} {
+		if err := remote.ValidDevice(*f.value); *f.value != "" && err != nil {
+			v.errorf(r.Pos, "remote: %s: %s", f.name, v.c.reason(f.value, err, "device name %s: want a non-empty name without slashes or surrounding spaces"))
 		}
 	}
 	secret := func(field, value, file string) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,8 @@ import (
 
 // FuzzParse feeds arbitrary files to the loader. It must never panic; it
 // either accepts a file or names every problem at a position inside it,
-// in file order; and a file it accepts is one the agent can run: a known
+// in file order, none showing what the environment gave (${SECRET}); and
+// a file it accepts is one the agent can run: a known
 // checkpointing mode, operators reading streams defined above them, window
 // settings that make a window, expressions that compile as the operators
 // will compile them, sinks on known brokers. Seeds (with the
@@ -22,12 +24,21 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("sources: [{id: a, simulator: {devices: 1}}]\noperators: [{id: b, type: window, inputs: [a], window: {kind: x}}]"))
 	f.Add([]byte("&a [*a]"))
 	f.Add([]byte(exprSources + "  - {id: hot, type: filter, inputs: [readings], expr: temperature > 30 && site == 'x'}\n"))
+	f.Add([]byte("agent: {log_level: '${SECRET}', metrics: '${SECRET}:x'}\nbrokers:\n  b: {url: 'tcp://${SECRET}', keepalive: '${SECRET}', users: [{username: '${SECRET}'}]}\n" +
+		"sources: [{id: '${SECRET}', broker: b, topics: ['a/{${SECRET}}/{}'], fields: {x: '${SECRET}'}}]\n" +
+		"operators: [{id: f, type: filter, inputs: [s], expr: 'value > ${SECRET}'}, {id: w, type: window, inputs: [f], window: {kind: '${SECRET}'}, aggregate: '${SECRET}'}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, errs := Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u"}))
+		c, errs := Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u", "SECRET": fuzzSecret}))
 		lines := yamlLines(data)
+		// Unless the file spells the secret itself (or could, through
+		// an escape), no error holds it.
+		spelt := bytes.Contains(bytes.ToLower(data), []byte(fuzzSecret)) || bytes.ContainsRune(data, '\\')
 		for _, e := range errs {
 			if e.File != "fuzz.yaml" || e.Line < 1 || e.Line > lines || e.Col < 1 || e.Msg == "" {
 				t.Fatalf("error %q is not at a position in the %d-line file", e.Error(), lines)
+			}
+			if !spelt && strings.Contains(strings.ToLower(e.Msg), fuzzSecret) {
+				t.Fatalf("error %q shows the value of ${SECRET}", e.Error())
 			}
 		}
 		if !slices.IsSortedFunc(errs, func(a, b Error) int {
@@ -91,6 +102,9 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// fuzzSecret is FuzzParse's ${SECRET}, in lower case.
+const fuzzSecret = "hunter2"
 
 // yamlLines is how many lines a YAML parser sees in data: it breaks lines at
 // \n, \r\n, a lone \r, and NEL, LS and PS.

@@ -130,6 +130,14 @@ type Output interface {
 	Emit(r *Record)
 }
 
+// Rejecter is an Output that also takes the records an operator rejects
+// outside ProcessRecord (Context.Reject). The runtime implements it.
+type Rejecter interface {
+	// Reject hands r, rejected for err, to the job's handler of rejected
+	// records; an error it returns fails the job.
+	Reject(r *Record, err error) error
+}
+
 // TaskInfo identifies a subtask.
 type TaskInfo struct {
 	Operator       string
@@ -192,6 +200,19 @@ func (c *Context) KeyGroups() KeyGroupRange { return c.groups }
 
 // Emit sends r downstream.
 func (c *Context) Emit(r *Record) { c.out.Emit(r) }
+
+// Reject rejects r for err as a RecordError of ProcessRecord rejects the
+// record it was given, for a record the operator holds rather than one it
+// is given: one a sink restored in its state and cannot publish, say. The
+// runtime counts it and hands it to the job's handler of rejected records
+// (runtime.Options.OnRejected). A non-nil result must fail the job: the
+// handler said so (on_error: fail), or there is none (then it is err).
+func (c *Context) Reject(r *Record, err error) error {
+	if rj, ok := c.out.(Rejecter); ok {
+		return rj.Reject(r, err)
+	}
+	return err
+}
 
 // CurrentKey is the key of the record or timer being processed.
 func (c *Context) CurrentKey() string { return c.key }

@@ -325,6 +325,79 @@ func TestRejectedRecords(t *testing.T) {
 	}
 }
 
+// holdingOp holds every tenth record and rejects those it holds at the
+// end of input, outside ProcessRecord (graph.Context.Reject).
+type holdingOp struct {
+	graph.BaseOperator
+	ctx  *graph.Context
+	held []graph.Record
+}
+
+func (h *holdingOp) Open(ctx *graph.Context) error { h.ctx = ctx; return nil }
+
+func (h *holdingOp) ProcessRecord(_ int, r *graph.Record) error {
+	if r.Time%10 == 0 {
+		h.held = append(h.held, *r)
+	}
+	return nil
+}
+
+func (h *holdingOp) OnWatermark(wm int64) error {
+	if wm != graph.MaxWatermark {
+		return nil
+	}
+	for i := range h.held {
+		if err := h.ctx.Reject(&h.held[i], fmt.Errorf("held record %d", h.held[i].Time)); err != nil {
+			return err
+		}
+	}
+	h.held = nil
+	return nil
+}
+
+// TestContextReject: a record an operator rejects outside ProcessRecord
+// is counted and handed to Options.OnRejected, as one ProcessRecord
+// rejects; without a handler it fails the job.
+func TestContextReject(t *testing.T) {
+	newTopo := func() *graph.Topology {
+		var b graph.Builder
+		s := b.Source("src", 1, graph.SliceSource(keyedRecords(100, 10)))
+		b.Operator("holder", 1, func(int) graph.Operator { return &holdingOp{} }, []graph.Input{graph.In(s, graph.Forward())})
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topo
+	}
+	var rejected []string
+	job, err := New(newTopo(), Options{Checkpoints: checkpoint.DefaultConfig(),
+		OnRejected: func(id checkpoint.TaskID, r *graph.Record, err error) error {
+			rejected = append(rejected, fmt.Sprintf("%s/%d %d: %v", id.Operator, id.Subtask, r.Time, err))
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatalf("Run = %v, want the rejected records handled", err)
+	}
+	if len(rejected) != 10 || rejected[1] != "holder/0 10: held record 10" {
+		t.Fatalf("OnRejected saw %q; want 10 records, the second 10", rejected)
+	}
+	for _, ts := range job.Status().Tasks {
+		if want := map[string]int64{"holder": 10}[ts.ID.Operator]; ts.Rejected != want {
+			t.Fatalf("%v counted %d rejected records, want %d", ts.ID, ts.Rejected, want)
+		}
+	}
+	job, err = New(newTopo(), Options{Checkpoints: checkpoint.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "held record 0") {
+		t.Fatalf("Run = %v, want the rejection to fail the job without a handler", err)
+	}
+}
+
 func TestJobKeyedStateWithoutKeyFails(t *testing.T) {
 	var b graph.Builder
 	s := b.Source("src", 1, graph.SliceSource([]graph.Record{{Value: 1}}))

@@ -402,6 +402,10 @@ func (t *task) reject(r *graph.Record, err error) error {
 	return t.rejected(t.id, r, rejected.Err)
 }
 
+// Reject implements graph.Rejecter: it rejects r as a RecordError of
+// ProcessRecord would (Context.Reject).
+func (t *task) Reject(r *graph.Record, err error) error { return t.reject(r, graph.Reject(err)) }
+
 // barrierArrived handles barrier b on channel ch, in order (mark is the
 // records processed on ch) or ahead of queued records (mark is the
 // records sent on ch before it).

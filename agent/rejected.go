@@ -25,8 +25,9 @@ const (
 	rejectStoredPerPeriod = 10
 )
 
-// rejections handles the records operators reject (runtime.Options.OnRejected)
-// as each operator's on_error says.
+// rejections handles the records operators and sinks reject
+// (runtime.Options.OnRejected) as each operator's on_error says; a sink's
+// are dead letters.
 type rejections struct {
 	policy map[string]string // operator id → config.OnError*
 	store  func(dl mqttio.DeadLetter, origin uint64) error
@@ -49,6 +50,11 @@ func newRejections(cfg *config.Config, store func(dl mqttio.DeadLetter, origin u
 	r := &rejections{policy: make(map[string]string), store: store, log: log, now: time.Now, ops: make(map[string]*rejectCount)}
 	for _, o := range cfg.Operators {
 		r.policy[o.ID] = o.OnError
+	}
+	// A sink rejects a record whose topic no broker takes
+	// (mqttio.CheckTopic): it is kept, as an operator's by default.
+	for _, s := range cfg.Sinks {
+		r.policy[s.ID] = config.OnErrorDeadLetter
 	}
 	return r
 }

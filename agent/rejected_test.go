@@ -69,3 +69,23 @@ func TestRejectionsSpeakOnceAPeriod(t *testing.T) {
 		t.Fatalf("on_error: fail gave %v", err)
 	}
 }
+
+// TestSinkRejectionsAreDeadLetters: a sink has no on_error; what it
+// rejects (a record whose topic no broker takes) is stored.
+func TestSinkRejectionsAreDeadLetters(t *testing.T) {
+	cfg := &config.Config{Sinks: []*config.Sink{{ID: "out"}}}
+	var stored []mqttio.DeadLetter
+	var log bytes.Buffer
+	r := newRejections(cfg, func(dl mqttio.DeadLetter, _ uint64) error { stored = append(stored, dl); return nil },
+		slog.New(slog.NewTextHandler(&log, nil)))
+	reason := errors.New(`sink out: topic "out/a#b/count" is not a valid MQTT topic: contains the wildcard #`)
+	if err := r.handle(checkpoint.TaskID{Operator: "out"}, &graph.Record{Key: "a#b", Value: 3}, reason); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 1 || stored[0].Operator != "out/0" || stored[0].Reason != reason.Error() || string(stored[0].Payload) != `{"key":"a#b","time":0,"value":3}` {
+		t.Fatalf("stored %+v, want the record as a dead letter of out/0", stored)
+	}
+	if !strings.Contains(log.String(), `msg="operator rejected a record" operator=out subtask=0 on_error=dead-letter`) {
+		t.Fatalf("log:\n%s", log.String())
+	}
+}

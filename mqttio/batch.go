@@ -28,6 +28,9 @@ type batch struct {
 	seq        uint64 // sequence number, within the batch, of the first message left
 	blocks     []block
 	size       int // bytes the blocks hold (deflated, for deflated ones)
+	// badTopics says a message may have a topic CheckTopic refuses: one
+	// read back from the state of a cairn that did not check topics.
+	badTopics bool
 }
 
 // block is a run of whole messages.
@@ -369,40 +372,44 @@ func (b *batch) readBlocks(r *stateReader, n uint64) error {
 			return err
 		}
 		k := block{data: data, deflated: f[0] == 1, raw: int(f[1]), count: int(f[2]), skip: int(f[3])}
-		if err := checkBlock(k); err != nil {
+		bad, err := checkBlock(k)
+		if err != nil {
 			return fmt.Errorf("block %d: %w", i, err)
 		}
+		b.badTopics = b.badTopics || bad
 		b.blocks = append(b.blocks, k)
 		b.size += len(k.data)
 	}
 	return nil
 }
 
-// checkBlock reports whether k's messages decode and are k.count.
-func checkBlock(k block) error {
+// checkBlock reports whether k's messages decode and are k.count, and
+// whether one has a topic CheckTopic refuses.
+func checkBlock(k block) (badTopics bool, err error) {
 	msgs, err := k.messages()
 	if err != nil {
-		return err
+		return false, err
 	}
-	n, err := countMessages(msgs)
+	n, bad, err := countMessages(msgs)
 	if err == nil && n != k.count {
 		err = fmt.Errorf("%d messages, not %d", n, k.count)
 	}
-	return err
+	return bad, err
 }
 
 // countMessages returns how many whole messages msgs holds, and an error if
-// it holds anything else.
-func countMessages(msgs []byte) (int, error) {
-	n := 0
+// it holds anything else; badTopics says one has a topic CheckTopic
+// refuses.
+func countMessages(msgs []byte) (n int, badTopics bool, err error) {
 	for ; len(msgs) > 0; n++ {
-		_, _, used, err := nextMessage(msgs)
+		topic, _, used, err := nextMessage(msgs)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
+		badTopics = badTopics || CheckTopic(topic) != nil
 		msgs = msgs[used:]
 	}
-	return n, nil
+	return n, badTopics, nil
 }
 
 // readV1 reads into b the n bytes of messages of a stateMagicV1 batch, as
@@ -415,12 +422,12 @@ func (b *batch) readV1(r *stateReader, n int) error {
 	if err != nil {
 		return err
 	}
-	count, err := countMessages(data)
+	count, bad, err := countMessages(data)
 	if err != nil {
 		return err
 	}
 	k := block{data: data, raw: n, count: count}
-	b.blocks, b.size = []block{k}, n
+	b.blocks, b.size, b.badTopics = []block{k}, n, bad
 	return nil
 }
 
@@ -446,6 +453,7 @@ func decodeJSONBatches(data []byte, own int) ([]*batch, error) {
 		}
 		for _, m := range o.Messages {
 			b.add([]string{m.Topic}, "", m.Body)
+			b.badTopics = b.badTopics || CheckTopic(m.Topic) != nil
 		}
 		b.seal()
 		out = append(out, b)

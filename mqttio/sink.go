@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +21,9 @@ import (
 type SinkConfig struct {
 	Client ClientConfig
 	// Topic is where records go; "{key}" in it is replaced by the record's
-	// key.
+	// key. A record whose topic is not one a broker takes (CheckTopic) is
+	// rejected (graph.RecordError), and a Topic that makes no valid topic
+	// for any key (CheckTopicTemplate) fails Open.
 	Topic  string
 	Retain bool
 	// Metrics, if set, receives the sink's counters.
@@ -58,8 +59,8 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 	if cfg.Client.Logger == nil {
 		cfg.Client.Logger = slog.Default()
 	}
-	topic := strings.Split(cfg.Topic, "{key}")
-	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask, topic: topic} }
+	topic := newTopicTemplate(cfg.Topic)
+	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask, topic: topic, name: "sink"} }
 }
 
 // sink stages records per checkpoint in its state and publishes a
@@ -73,7 +74,9 @@ type sink struct {
 	graph.BaseOperator
 	cfg     SinkConfig
 	subtask int
-	topic   []string // cfg.Topic split at "{key}"
+	topic   topicTemplate
+	name    string         // "sink ID", for messages
+	ctx     *graph.Context // from Open; nil before
 	client  paho.Client
 	gate    *resumeGate // publish only while open
 	// reconnects counts the client's reconnection attempts.
@@ -90,7 +93,13 @@ type sink struct {
 	wg   sync.WaitGroup
 }
 
-func (s *sink) Open(*graph.Context) error {
+func (s *sink) Open(ctx *graph.Context) error {
+	if ctx != nil { // nil in tests that drive a sink by hand
+		s.ctx, s.name = ctx, "sink "+ctx.Info().Operator
+	}
+	if s.topic.err != nil {
+		return s.topic.err
+	}
 	var err error
 	s.client, s.gate, err = s.cfg.Client.connect("-sink-"+strconv.Itoa(s.subtask), nil, nil, func() { s.reconnects.Add(1) })
 	if err != nil {
@@ -104,6 +113,12 @@ func (s *sink) Open(*graph.Context) error {
 }
 
 func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
+	// A topic the broker does not take would cost the connection, again
+	// after every reconnection, and with it all later output: the record
+	// is rejected instead, before it is staged.
+	if err := s.topic.check(r.Key); err != nil {
+		return graph.Reject(fmt.Errorf("%s: %w", s.name, err))
+	}
 	body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: r.Payload})
 	if err != nil {
 		// Failing the job would fail it again on every replay of this
@@ -112,7 +127,7 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 		s.cfg.Client.Logger.Warn("sink dropped a record it cannot encode as JSON", "key", r.Key, "err", err)
 		return nil
 	}
-	s.cfg.Backlog.Add(int64(s.current.add(s.topic, r.Key, body[len(`{"id":""`):])))
+	s.cfg.Backlog.Add(int64(s.current.add(s.topic.parts, r.Key, body[len(`{"id":""`):])))
 	s.cfg.Metrics.Staged.Add(1)
 	return nil
 }
@@ -160,7 +175,17 @@ func (s *sink) RestoreStates(states [][]byte) error {
 		if err != nil {
 			return fmt.Errorf("sink state: %w", err)
 		}
-		batches = append(batches, some...)
+		for _, b := range some {
+			if !b.badTopics {
+				batches = append(batches, b)
+				continue
+			}
+			kept, err := s.dropBadTopics(b)
+			if err != nil {
+				return err
+			}
+			batches = append(batches, kept...)
+		}
 	}
 	slices.SortStableFunc(batches, func(a, b *batch) int { return cmp.Compare(a.checkpoint, b.checkpoint) })
 	var last uint64
@@ -172,6 +197,59 @@ func (s *sink) RestoreStates(states [][]byte) error {
 	s.pending = batches
 	s.mu.Unlock()
 	return s.CheckpointComplete(last)
+}
+
+// dropBadTopics returns the messages of b, which a cairn staged before it
+// checked topics, but for those whose topics are not valid (CheckTopic),
+// which it rejects (graph.Context.Reject): published, they would cost the
+// connection after every reconnection, and with it all later output. The
+// messages left keep their ids: b is cut into batches of the same
+// checkpoint around each rejected one.
+func (s *sink) dropBadTopics(b *batch) ([]*batch, error) {
+	var kept []*batch
+	c := b.cursor()
+	piece := &batch{checkpoint: b.checkpoint, subtask: b.subtask, seq: c.seq}
+	for {
+		seq, topic, body, ok, err := c.message()
+		if err != nil {
+			return nil, fmt.Errorf("sink state: %w", err)
+		}
+		if !ok {
+			break
+		}
+		terr := CheckTopic(topic)
+		if terr == nil {
+			piece.add([]string{topic}, "", body)
+			continue
+		}
+		var out Output
+		if err := json.Unmarshal(append([]byte(`{"id":""`), body...), &out); err != nil {
+			out = Output{Payload: string(body)} // a body the sink wrote is JSON
+		}
+		err = fmt.Errorf("%s: %w (output %d-%d-%d, staged by a cairn before it checked topics; not published)", s.name, terr, b.checkpoint, b.subtask, seq)
+		if err := s.reject(&graph.Record{Key: out.Key, Time: out.Time, Value: out.Value, Payload: out.Payload}, err); err != nil {
+			return nil, err
+		}
+		if piece.size > 0 {
+			piece.seal()
+			kept = append(kept, piece)
+		}
+		piece = &batch{checkpoint: b.checkpoint, subtask: b.subtask, seq: seq + 1}
+	}
+	if piece.size > 0 {
+		piece.seal()
+		kept = append(kept, piece)
+	}
+	return kept, nil
+}
+
+// reject rejects r, which is not a record ProcessRecord was given
+// (graph.Context.Reject); before Open, it returns err.
+func (s *sink) reject(r *graph.Record, err error) error {
+	if s.ctx == nil {
+		return err
+	}
+	return s.ctx.Reject(r, err)
 }
 
 // CheckpointComplete lets the publisher send every batch staged up to id

@@ -175,7 +175,7 @@ func partitioner(o *config.Operator, upstream int) graph.Partitioner {
 		return graph.Hash(func(r *graph.Record) string {
 			if p, ok := r.Payload.(map[string]any); ok {
 				if v, ok := p[field]; ok {
-					return fmt.Sprint(v)
+					return mqttio.FormatKey(v)
 				}
 			}
 			return MissingKey

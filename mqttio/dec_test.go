@@ -84,3 +84,33 @@ func TestDecodeFields(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberKeys: a number key is written in plain decimal, as a device id
+// is, never with fmt's exponent (1.234567e+06), whose + would make a
+// sink's topic of it invalid.
+func TestNumberKeys(t *testing.T) {
+	d := Decoding{KeyField: "device"}
+	for payload, want := range map[string]string{
+		`{"device":7}`:                    "7",
+		`{"device":-3.5}`:                 "-3.5",
+		`{"device":999999}`:               "999999",
+		`{"device":1234567}`:              "1234567",
+		`{"device":1e21}`:                 "1000000000000000000000",
+		`{"device":0.00001}`:              "0.00001",
+		`{"device":123456789012345}`:      "123456789012345",
+		`{"device":"1.234567e+06"}`:       "1.234567e+06", // a string stays as it is
+		`{"device":0.1}`:                  "0.1",
+		`{"device":12345678901234567890}`: "12345678901234567000", // as a float64 holds it
+	} {
+		var r graph.Record
+		if err := d.decode(Message{Topic: "t", Payload: []byte(payload)}, &r); err != nil || r.Key != want {
+			t.Errorf("%s: key %q, %v; want %q", payload, r.Key, err, want)
+		}
+		if err := CheckTopic("out/" + r.Key); err != nil && payload != `{"device":"1.234567e+06"}` {
+			t.Errorf("%s: %v", payload, err)
+		}
+	}
+	if got := FormatKey(true); got != "true" {
+		t.Errorf("FormatKey(true) = %q", got)
+	}
+}

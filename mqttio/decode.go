@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,22 @@ func ParseTopicPattern(p string) (string, map[int]string, error) {
 		}
 	}
 	return strings.Join(levels, "/"), fields, nil
+}
+
+// FormatKey returns a payload field's value as a record key: a string as
+// it is, a number in plain decimal with the digits that give it back
+// exactly (1234567, 0.00001, -3.5), anything else as fmt.Sprint writes it.
+// fmt.Sprint writes a number from 1e6 on, and below 1e-4, with an
+// exponent: 1.234567e+06 is no way to write a device id, and its + is a
+// wildcard, which makes a sink's topic of it invalid.
+func FormatKey(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 // DecodeError says why a message could not become a record; such messages
@@ -162,7 +179,7 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 		case string:
 			r.Key = k
 		case float64:
-			r.Key = fmt.Sprint(k)
+			r.Key = FormatKey(k)
 		case nil:
 			return decodeErr("key field %q is missing", d.KeyField)
 		default:

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 
@@ -475,6 +476,9 @@ func (v *validator) validate() {
 			v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, c.show(&b.MaxInflight))
 		}
 		v.broker(name, b)
+		if b.StatusTopic != "" {
+			v.topic(&b.StatusTopic, b.Pos, fmt.Sprintf("broker %q: status_topic", name), mqttio.CheckTopic)
+		}
 	}
 	defined := make(map[string]bool) // streams readable so far
 	ids := make(map[string]bool)
@@ -529,6 +533,9 @@ func (v *validator) validate() {
 			if s.Parallelism > 1 && mqttio.IsShared(t) {
 				v.errorf(s.Pos, "source %s: topic %s is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", c.show(&s.ID), c.show(topic))
 			}
+		}
+		if s.DeadLetterTopic != "" {
+			v.topic(&s.DeadLetterTopic, s.Pos, fmt.Sprintf("source %s: dead_letter_topic", c.show(&s.ID)), mqttio.CheckTopic)
 		}
 		if s.Format != "json" && s.Format != "raw" {
 			v.errorf(s.Pos, "source %s: format %s is neither json nor raw", c.show(&s.ID), c.show(&s.Format))
@@ -608,10 +615,37 @@ func (v *validator) validate() {
 		if !defined[s.Input] {
 			v.errorf(s.Pos, "sink %s: input %s is not a source or an operator", c.show(&s.ID), c.show(&s.Input))
 		}
+		if s.Topic != "" || v.c.at(&s.Topic, Pos{}) != (Pos{}) { // a missing one is reported as such
+			v.topic(&s.Topic, s.Pos, fmt.Sprintf("sink %s: topic", c.show(&s.ID)), mqttio.CheckTopicTemplate)
+		}
 	}
 	if len(c.Sources) == 0 {
 		v.errorf(c.Pos, "no sources")
 	}
+}
+
+// topic checks a topic the agent publishes to, the field at t (named
+// name), with check: mqttio.CheckTopic, or CheckTopicTemplate for a
+// sink's, whose "{key}" only a record fills in. A broker drops the
+// connection of a client that publishes to a topic it does not take. The
+// error is at the very character where the file holds the value as it
+// is; of a value from the environment it says what is refused, not which
+// character (or length) of it is.
+func (v *validator) topic(t *string, def Pos, name string, check func(string) error) {
+	var te *mqttio.TopicError
+	if !errors.As(check(*t), &te) {
+		return
+	}
+	p, reason := v.c.at(t, def), te.Reason
+	switch {
+	case v.c.fromEnv(t):
+		reason = "it is empty, over 65,535 bytes or 201 levels, or holds a wildcard (+, #), NUL, a control character or a noncharacter"
+	case te.At >= 0:
+		if q, ok := v.c.inside(t, utf8.RuneCountInString((*t)[:te.At])+1); ok {
+			p = q
+		}
+	}
+	v.errorf(p, "%s %s is not a valid MQTT topic: %s", name, v.c.show(t), reason)
 }
 
 // listen checks an address to listen on, the field at addr (named name):

@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // FuzzParse feeds arbitrary files to the loader. It must never panic; it
@@ -17,7 +18,7 @@ import (
 // a file it accepts is one the agent can run: a known
 // checkpointing mode, operators reading streams defined above them, window
 // settings that make a window, expressions that compile as the operators
-// will compile them, sinks on known brokers. Seeds (with the
+// will compile them, sinks on known brokers with topics a broker takes. Seeds (with the
 // crash it once found): testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
@@ -27,6 +28,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("agent: {log_level: '${SECRET}', metrics: '${SECRET}:x'}\nbrokers:\n  b: {url: 'tcp://${SECRET}', keepalive: '${SECRET}', users: [{username: '${SECRET}'}]}\n" +
 		"sources: [{id: '${SECRET}', broker: b, topics: ['a/{${SECRET}}/{}'], fields: {x: '${SECRET}'}}]\n" +
 		"operators: [{id: f, type: filter, inputs: [s], expr: 'value > ${SECRET}'}, {id: w, type: window, inputs: [f], window: {kind: '${SECRET}'}, aggregate: '${SECRET}'}]\n"))
+	f.Add([]byte("brokers:\n  b: {url: 'tcp://b:1883', status_topic: 's/${SECRET}/+'}\nsources: [{id: s, broker: b, topics: [a], dead_letter_topic: '${SECRET}#'}]\n" +
+		"sinks: [{id: o, input: s, broker: b, topic: 'out/${SECRET}+/{key}'}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, errs := Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u", "SECRET": fuzzSecret}))
 		lines := yamlLines(data)
@@ -96,7 +99,7 @@ func FuzzParse(f *testing.F) {
 			defined[o.ID] = true
 		}
 		for _, s := range c.Sinks {
-			if !defined[s.Input] || c.Brokers[s.Broker] == nil {
+			if !defined[s.Input] || c.Brokers[s.Broker] == nil || mqttio.CheckTopicTemplate(s.Topic) != nil {
 				t.Fatalf("accepted sink %+v", s)
 			}
 		}

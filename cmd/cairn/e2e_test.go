@@ -539,7 +539,8 @@ func TestValidateReportsPositions(t *testing.T) {
 	}
 	// What cannot run: a typo in an expression over declared fields, a
 	// listen address without a host, a broker URL without a scheme, a
-	// password file that is not there (beside the pipeline file).
+	// password file that is not there (beside the pipeline file), a sink
+	// topic with a wildcard.
 	os.WriteFile(bad, []byte(`agent:
   metrics: 9100
 brokers:
@@ -556,6 +557,11 @@ operators:
     type: filter
     inputs: [readings]
     expr: humidity > 50 && devce == "d1"
+sinks:
+  - id: out
+    input: damp
+    broker: plant
+    topic: "out/#/{key}"
 `), 0o600)
 	out, err := exec.Command(bin, "validate", "-c", bad).CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
@@ -566,6 +572,7 @@ operators:
 		bad + `:5:10: broker "plant": URL "mqtt.example:1883" has no scheme: write tcp://mqtt.example:1883 (or ssl:// for TLS)`,
 		bad + `:6:20: broker "plant": password_file mqtt.pass (` + filepath.Join(dir, "mqtt.pass") + `, beside the pipeline file): no such file or directory`,
 		bad + `:16:28: operator "damp": expr "humidity > 50 && devce == \"d1\"" does not compile: unknown name devce (1:18); its records have key, time, value and the fields device, humidity`,
+		bad + `:21:17: sink "out": topic "out/#/{key}" is not a valid MQTT topic: contains the wildcard #`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)

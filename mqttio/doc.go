@@ -21,7 +21,9 @@
 // restored (completed) checkpoint is published again and output of
 // incomplete checkpoints was never published. Every message carries a
 // deterministic id, so delivery is at-least-once and exactly-once after the
-// consumer drops repeated ids.
+// consumer drops repeated ids. A record whose topic no broker takes
+// (CheckTopic) is rejected before it is staged: published, it would cost
+// the sink its connection after every reconnection.
 //
 // Broker runs an embedded MQTT broker (mochi-mqtt) on loopback, for demos
 // and tests.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
@@ -89,4 +93,42 @@ func (w *outputWatcher) await(t *testing.T, d time.Duration, what string, f func
 			t.Fatalf("waited %v for %s; values heard per key: %s", d, what, strings.Join(heard, " "))
 		}
 	}
+}
+
+// brokerRun is what the tests of readings through a real mosquitto start
+// from: the broker, the built binary, a pipeline file (its config
+// formatted with the data directory and the broker's URL), and a
+// connected publisher.
+type brokerRun struct {
+	broker                  *mosquittotest.Broker
+	bin, data, file, socket string
+	pub                     paho.Client
+}
+
+// newBrokerRun sets up a brokerRun; name prefixes its clients' ids.
+func newBrokerRun(t *testing.T, name, config string) *brokerRun {
+	t.Helper()
+	r := &brokerRun{broker: mosquittotest.Start(t, t.TempDir(), nil), bin: buildCairn(t)}
+	dir := t.TempDir()
+	r.data, r.file = filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
+	r.socket = filepath.Join(r.data, "cairn.sock")
+	if err := os.WriteFile(r.file, fmt.Appendf(nil, config, r.data, r.broker.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.pub = paho.NewClient(paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID(name + "-feeder"))
+	if tok := r.pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("feeder: %v", tok.Error())
+	}
+	t.Cleanup(func() { r.pub.Disconnect(100) })
+	return r
+}
+
+// awaitSubscribed publishes probe to topic until the source has read a
+// record: its subscription then stands (it subscribes once connected).
+func (r *brokerRun) awaitSubscribed(t *testing.T, source, topic, probe string) {
+	t.Helper()
+	awaitStatus(t, r.socket, "the source's subscription", time.Minute, func(st api.Status) bool {
+		r.pub.Publish(topic, 1, false, probe)
+		return st.RecordsOut(source) > 0
+	})
 }

@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
 // TestHugeMessageCostsNoMemory publishes to an agent with a 48 MiB memory
@@ -27,28 +23,13 @@ import (
 // huge one whole, twice; the keys, decoded and held in flight, took an
 // agent to 2.3 GB); nor after a kill, when the restart replays them.
 func TestHugeMessageCostsNoMemory(t *testing.T) {
-	broker := mosquittotest.Start(t, t.TempDir(), nil)
-	bin := buildCairn(t)
-	dir := t.TempDir()
-	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
-	config := fmt.Sprintf("agent:\n  data_dir: %s\n  memory_limit: 48MiB\nbrokers:\n  local:\n    url: %s\n    client_id: huge\n"+
+	r := newBrokerRun(t, "huge", "agent:\n  data_dir: %s\n  memory_limit: 48MiB\nbrokers:\n  local:\n    url: %s\n    client_id: huge\n"+
 		"checkpoints:\n  interval: 200ms\nsources:\n  - id: readings\n    broker: local\n    topics: [\"huge/{device}/t\"]\n    key: device\n    value: v\n"+
-		"operators:\n  - id: counts\n    type: count\n    inputs: [readings]\n    key_by: key\n", data, broker.URL)
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+		"operators:\n  - id: counts\n    type: count\n    inputs: [readings]\n    key_by: key\n")
+	bin, file, socket, pub := r.bin, r.file, r.socket, r.pub
 	p := startAgent(t, bin, file)
 	p.drain()
-	socket := filepath.Join(data, "cairn.sock")
-	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("huge-feeder"))
-	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("feeder: %v", tok.Error())
-	}
-	defer pub.Disconnect(100)
-	awaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
-		pub.Publish("huge/probe/t", 1, false, `{"v":1}`)
-		return st.RecordsOut("readings") > 0
-	})
+	r.awaitSubscribed(t, "readings", "huge/probe/t", `{"v":1}`)
 	huge := append([]byte(`{"v":1,"pad":"`), bytes.Repeat([]byte{'x'}, 100<<20)...)
 	huge = append(huge, `"}`...)
 	if tok := pub.Publish("huge/d1/t", 1, false, huge); !tok.WaitTimeout(time.Minute) || tok.Error() != nil {

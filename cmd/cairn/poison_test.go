@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,7 +16,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
 // poisonConfig counts, per device, the readings whose humidity is over 50:
@@ -63,20 +60,9 @@ sinks:
 // stored as dead letters with the operator and the reason), and counts
 // every good reading exactly once.
 func TestPoisonReadingsAreDeadLettered(t *testing.T) {
-	broker := mosquittotest.Start(t, t.TempDir(), nil)
-	bin := buildCairn(t)
-	dir := t.TempDir()
-	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, poisonConfig, data, broker.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("poison-watcher"), "poison/count/#")
-	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("poison-feeder"))
-	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("feeder: %v", tok.Error())
-	}
-	defer pub.Disconnect(100)
-	socket := filepath.Join(data, "cairn.sock")
+	r := newBrokerRun(t, "poison", poisonConfig)
+	bin, file, socket, pub := r.bin, r.file, r.socket, r.pub
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("poison-watcher"), "poison/count/#")
 	rejected := func(st api.Status) int64 {
 		for _, op := range st.Operators {
 			if op.ID == "humid" {
@@ -109,12 +95,7 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 		}
 		return poison
 	}
-	subscribed := func() {
-		awaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
-			pub.Publish("poison/probe/t", 1, false, `{"seq":0,"humidity":10}`) // filtered out
-			return st.RecordsOut("readings") > 0
-		})
-	}
+	subscribed := func() { r.awaitSubscribed(t, "readings", "poison/probe/t", `{"seq":0,"humidity":10}`) } // filtered out
 
 	first := startAgent(t, bin, file)
 	subscribed()

@@ -3,9 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
 // sinkTopicConfig counts readings per device, the key a payload field,
@@ -57,26 +54,12 @@ sinks:
 // the poison; the pipeline never holds its input. A device id that is a
 // number of 7 digits is a key as it was written, and a valid topic level.
 func TestSinkTopicPoisonKey(t *testing.T) {
-	broker := mosquittotest.Start(t, t.TempDir(), nil)
-	bin := buildCairn(t)
-	dir := t.TempDir()
-	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, sinkTopicConfig, data, broker.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("sinktopic-watcher"), "sinktopic/out/#")
-	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("sinktopic-feeder"))
-	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("feeder: %v", tok.Error())
-	}
-	defer pub.Disconnect(100)
-	socket := filepath.Join(data, "cairn.sock")
+	r := newBrokerRun(t, "sinktopic", sinkTopicConfig)
+	bin, file, socket, pub := r.bin, r.file, r.socket, r.pub
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("sinktopic-watcher"), "sinktopic/out/#")
 
 	agent := startAgent(t, bin, file)
-	awaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
-		pub.Publish("sinktopic/in", 1, false, `{"device":"probe","seq":0}`)
-		return st.RecordsOut("readings") > 0
-	})
+	r.awaitSubscribed(t, "readings", "sinktopic/in", `{"device":"probe","seq":0}`)
 	var held atomic.Bool
 	stop := make(chan struct{})
 	watched := make(chan struct{})

@@ -98,8 +98,8 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	warnIfShared(dataDir, log)
 	defer unlock()
+	warnIfShared(dataDir, log)
 	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
@@ -279,7 +279,12 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	jobCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go said.summarize(jobCtx, cfg.Agent.LogSummaryInterval)
+	summarized := make(chan struct{})
+	go func() {
+		defer close(summarized)
+		said.summarize(jobCtx, cfg.Agent.LogSummaryInterval)
+	}()
+	defer func() { cancel(); <-summarized }() // the last summary before the agent goes on or stops
 	go func() {
 		err := job.Run(jobCtx)
 		done.stopped(err)

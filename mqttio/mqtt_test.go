@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -495,11 +496,15 @@ func TestSourceOffsets(t *testing.T) {
 	}
 }
 
-func TestSinkDropsWhatItCannotEncode(t *testing.T) {
+// TestSinkRejectsWhatItCannotEncode: a record JSON cannot encode is
+// rejected (graph.RecordError: counted, logged once a minute, a dead
+// letter), counted apart as unencodable, and the sink goes on.
+func TestSinkRejectsWhatItCannotEncode(t *testing.T) {
 	metrics := new(SinkMetrics)
 	s := NewSink(SinkConfig{Topic: "out", Metrics: metrics})(0)
-	if err := s.ProcessRecord(0, &graph.Record{Key: "k", Value: math.NaN()}); err != nil {
-		t.Fatalf("a NaN failed the sink: %v", err)
+	var rejected *graph.RecordError
+	if err := s.ProcessRecord(0, &graph.Record{Key: "k", Value: math.NaN()}); !errors.As(err, &rejected) || !strings.Contains(err.Error(), "cannot be encoded as JSON") {
+		t.Fatalf("a NaN: %v, want it rejected", err)
 	}
 	if err := s.ProcessRecord(0, &graph.Record{Key: "k", Value: 1}); err != nil {
 		t.Fatal(err)

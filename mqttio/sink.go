@@ -122,10 +122,10 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 	body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: r.Payload})
 	if err != nil {
 		// Failing the job would fail it again on every replay of this
-		// record: drop it, and say so.
+		// record: it is rejected (counted, logged once a minute, a dead
+		// letter), and counted apart as one JSON cannot encode.
 		s.cfg.Metrics.Unencodable.Add(1)
-		s.cfg.Client.Logger.Warn("sink dropped a record it cannot encode as JSON", "key", r.Key, "err", err)
-		return nil
+		return graph.Reject(fmt.Errorf("%s: the record cannot be encoded as JSON: %w", s.name, err))
 	}
 	s.cfg.Backlog.Add(int64(s.current.add(s.topic.parts, r.Key, body[len(`{"id":""`):])))
 	s.cfg.Metrics.Staged.Add(1)

@@ -149,9 +149,10 @@ type Operator struct {
 }
 
 // SinkCounts are a sink's records: staged for a checkpoint, published
-// and acknowledged by the broker once it completed, and dropped as not
-// encodable as JSON (NaN, ±Inf). A sink emits no records downstream, so
-// its records out are 0.
+// and acknowledged by the broker once it completed, and rejected as not
+// encodable as JSON (also counted in the sink's rejected records, and
+// dead letters). A sink emits no records downstream, so its records out
+// are 0.
 type SinkCounts struct {
 	Staged      int64 `json:"staged"`
 	Published   int64 `json:"published"`

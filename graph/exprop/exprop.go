@@ -12,6 +12,7 @@ package exprop
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -227,6 +228,10 @@ func Map(src string, fields Fields) (func(int) graph.Operator, error) {
 		v, ok := number(out)
 		if !ok {
 			return graph.Reject(fmt.Errorf("map %q gave %T, want a number", src, out))
+		}
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			// value / 0, say: no total, comparison or JSON output can use it.
+			return graph.Reject(fmt.Errorf("map %q gave %v, want a finite number", src, v))
 		}
 		r.Value = v
 		return nil

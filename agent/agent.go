@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -410,8 +411,9 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 }
 
 // Checkpoints lists the completed checkpoints in the store of a stopped
-// agent's data directory, newest first.
-func Checkpoints(dataDir string) ([]*checkpoint.Manifest, error) {
+// agent's data directory, newest first; with verify, each with the damage
+// its state shows, if any.
+func Checkpoints(dataDir string, verify bool) ([]api.CheckpointInfo, error) {
 	if _, err := os.Stat(StorePath(dataDir)); err != nil {
 		// An earlier cairn's store, which Open moves.
 		if _, errOld := os.Stat(StorePath(dataDir) + ".db"); errOld != nil {
@@ -425,5 +427,17 @@ func Checkpoints(dataDir string) ([]*checkpoint.Manifest, error) {
 		return nil, err
 	}
 	defer store.Close()
-	return store.Completed()
+	ms, err := store.Completed()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]api.CheckpointInfo, 0, len(ms))
+	for _, m := range ms {
+		info := CheckpointInfo(m)
+		if verify {
+			info.Damage = damage(store, m)
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
 }

@@ -483,7 +483,7 @@ func (c *control) status() api.Status {
 
 // CheckpointInfo summarises a completed checkpoint for the control API.
 func CheckpointInfo(m *checkpoint.Manifest) api.CheckpointInfo {
-	info := api.CheckpointInfo{ID: m.ID, Status: "completed", DurationMS: m.Duration.Milliseconds(), SameAs: m.SameAs}
+	info := api.CheckpointInfo{ID: m.ID, Status: "completed", DurationMS: m.Duration.Milliseconds(), SameAs: m.SameAs, Mode: m.Mode.String()}
 	for _, a := range m.Subtasks {
 		info.SizeBytes += a.Stats.StateSize
 		info.AlignmentMS = max(info.AlignmentMS, a.Stats.Alignment.Milliseconds())
@@ -511,8 +511,12 @@ func (c *control) checkpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]api.CheckpointInfo, 0, len(ms))
+	verify := r.URL.Query().Get("verify") != ""
 	for _, m := range ms {
 		info := CheckpointInfo(m)
+		if verify {
+			info.Damage = damage(inc.store, m)
+		}
 		c.uploadState(&info)
 		out = append(out, info)
 	}

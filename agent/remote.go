@@ -125,6 +125,14 @@ func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoi
 	return uploaded, r.restore, "remote", nil
 }
 
+// damage is why m's state fails verification (verifyState), or "".
+func damage(store checkpoint.Store, m *checkpoint.Manifest) string {
+	if err := verifyState(store, m); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 // verifyState reads and verifies every blob of m.
 func verifyState(store checkpoint.Store, m *checkpoint.Manifest) error {
 	for _, a := range m.Subtasks {

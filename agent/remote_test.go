@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/checkpoint"
 )
 
 // A change of the remote section, even of one field, cannot be applied by
@@ -55,5 +57,30 @@ func TestReloadComparesBrokerUsers(t *testing.T) {
 	}
 	if got := unappliable(base, parse(strings.Replace(b, "p}", "q}", 1)+src)); got != "brokers" {
 		t.Errorf("a password changed: %q, want brokers", got)
+	}
+}
+
+// TestDamageNamesTheBlob: a checkpoint whose every blob verifies shows no
+// damage; one that references a blob with another checksum, or one the
+// store lacks, shows why (cairn checkpoints --verify).
+func TestDamageNamesTheBlob(t *testing.T) {
+	store := checkpoint.NewMemStore(0)
+	task := checkpoint.TaskID{Operator: "counts", Subtask: 0}
+	h, err := store.PutState(1, task, slices.Values([][]byte{[]byte("state")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := &checkpoint.Manifest{ID: 1, Subtasks: []checkpoint.Ack{{Task: task, ID: 1, State: h}}}
+	if d := damage(store, whole); d != "" {
+		t.Fatalf("a whole checkpoint: damage %q", d)
+	}
+	flipped := h
+	flipped.CRC32C ^= 1
+	missing := checkpoint.StateHandle{Key: "gone", Size: 3}
+	for _, bad := range []checkpoint.StateHandle{flipped, missing} {
+		m := &checkpoint.Manifest{ID: 2, Subtasks: []checkpoint.Ack{{Task: task, ID: 2, State: bad}}}
+		if d := damage(store, m); d == "" {
+			t.Fatalf("a checkpoint referencing %+v: no damage", bad)
+		}
 	}
 }

@@ -113,6 +113,13 @@ type CheckpointInfo struct {
 	// known. UploadError says why an upload failed or was skipped.
 	Upload      string `json:"upload,omitempty"`
 	UploadError string `json:"upload_error,omitempty"`
+	// Mode is the checkpointing mode it was taken in: "exactly-once",
+	// "at-least-once" or "unaligned".
+	Mode string `json:"mode,omitempty"`
+	// Damage, set only by a listing that verifies (GET
+	// /checkpoints?verify=1, cairn checkpoints --verify), says why the
+	// checkpoint's state fails verification: it cannot be restored.
+	Damage string `json:"damage,omitempty"`
 }
 
 // Restored says which checkpoint the agent started from.

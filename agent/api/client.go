@@ -49,10 +49,15 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, c.call(ctx, http.MethodGet, "/status", &st)
 }
 
-// Checkpoints lists the retained completed checkpoints, newest first.
-func (c *Client) Checkpoints(ctx context.Context) ([]CheckpointInfo, error) {
+// Checkpoints lists the retained completed checkpoints, newest first;
+// with verify, each with the damage its state shows, if any.
+func (c *Client) Checkpoints(ctx context.Context, verify bool) ([]CheckpointInfo, error) {
+	path := "/checkpoints"
+	if verify {
+		path += "?verify=1" // every blob read and checked: Damage set
+	}
 	var out []CheckpointInfo
-	return out, c.call(ctx, http.MethodGet, "/checkpoints", &out)
+	return out, c.call(ctx, http.MethodGet, path, &out)
 }
 
 // Checkpoint triggers a checkpoint and waits until it completes.

@@ -3,12 +3,13 @@
 //
 // Usage:
 //
-//	cairn run -c FILE [--data-dir DIR] [--from-savepoint FILE [--allow-dropped-state]]
+//	cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]]
 //	cairn validate -c FILE
 //	cairn status [--json] (-c FILE | --data-dir DIR)
 //	cairn checkpoint (-c FILE | --data-dir DIR)
 //	cairn savepoint (-c FILE | --data-dir DIR)
-//	cairn checkpoints (-c FILE | --data-dir DIR)
+//	cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
+//	cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
 //	cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
 //	cairn bench [--json] [flags] [scenario...]
 //	cairn version
@@ -46,7 +47,7 @@ func main() {
 const usage = `cairn — an edge stream agent with exactly-once checkpoints
 
 Usage:
-  cairn run -c FILE [--data-dir DIR] [--from-savepoint FILE [--allow-dropped-state]]
+  cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]]
                                          run a pipeline in the foreground
   cairn validate -c FILE                 check a pipeline file
   cairn status [--json] (-c FILE | --data-dir DIR)
@@ -55,8 +56,8 @@ Usage:
                                          take a checkpoint now, print its id
   cairn savepoint (-c FILE | --data-dir DIR)
                                          write a savepoint file, print its path
-  cairn checkpoints (-c FILE | --data-dir DIR)
-                                         list a stopped agent's checkpoints
+  cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
+                                         list the retained checkpoints
   cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
                                          the input set aside, and why
   cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
@@ -212,41 +213,65 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
-	dataDir, code := dataDirOf("checkpoints", "checkpoints (-c FILE | --data-dir DIR)", args, stderr)
+	var verify bool
+	dataDir, code := dataDirOf("checkpoints", "checkpoints [--verify] (-c FILE | --data-dir DIR)", args, stderr,
+		func(fs *flag.FlagSet) {
+			fs.BoolVar(&verify, "verify", false, "read every checkpoint's state and mark those that fail verification")
+		})
 	if code != 0 {
 		return code
 	}
 	// A running agent holds the store: ask it; else read the store.
-	infos, err := client(dataDir).Checkpoints(context.Background())
+	infos, err := client(dataDir).Checkpoints(context.Background(), verify)
 	if err != nil {
-		ms, err := agent.Checkpoints(dataDir)
-		if err != nil {
+		if infos, err = agent.Checkpoints(dataDir, verify); err != nil {
 			fmt.Fprintln(stderr, "cairn checkpoints:", err)
 			return 1
 		}
-		infos = infos[:0]
-		for _, m := range ms {
-			infos = append(infos, agent.CheckpointInfo(m))
-		}
 	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL\tKIND\tIN FLIGHT\tUPLOAD")
+	header := "ID\tSIZE\tDURATION\tALIGNMENT\tINCREMENTAL\tKIND\tIN FLIGHT\tUPLOAD"
+	if verify {
+		header += "\tSTATE"
+	}
+	fmt.Fprintln(w, header)
+	damaged := 0
 	for _, c := range infos {
-		kind := "aligned"
-		switch {
-		case c.TimedOut:
-			kind = "timed out"
-		case c.Unaligned:
-			kind = "unaligned"
-		}
 		upload := c.Upload
 		if upload == "" {
 			upload = "-"
 		}
-		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\t%s\t%d B\t%s\n", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental, kind, c.InFlightBytes, upload)
+		fmt.Fprintf(w, "%d\t%d B\t%d ms\t%d ms\t%v\t%s\t%d B\t%s", c.ID, c.SizeBytes, c.DurationMS, c.AlignmentMS, c.Incremental, checkpointKind(c), c.InFlightBytes, upload)
+		if verify {
+			state := "ok"
+			if c.Damage != "" {
+				state, damaged = "DAMAGED: "+c.Damage, damaged+1
+			}
+			fmt.Fprintf(w, "\t%s", state)
+		}
+		fmt.Fprintln(w)
 	}
 	w.Flush()
+	if damaged > 0 {
+		fmt.Fprintf(stderr, "cairn checkpoints: %d of %d checkpoints fail verification: a restore skips them\n", damaged, len(infos))
+		return 1
+	}
 	return 0
+}
+
+// checkpointKind is what a checkpoint is: taken at least once (no
+// alignment), aligned, unaligned, or aligned until its alignment timed
+// out.
+func checkpointKind(c api.CheckpointInfo) string {
+	switch {
+	case c.Mode == "at-least-once":
+		return "at-least-once"
+	case c.TimedOut:
+		return "timed out"
+	case c.Unaligned:
+		return "unaligned"
+	}
+	return "aligned"
 }
 
 // dataDirOf parses the flags of a subcommand that works on an agent's data

@@ -102,3 +102,43 @@ func TestSavepointsAreRetained(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointsSaysWhatTheyAre lists the checkpoints of an at-least-once
+// agent, running and stopped: their kind is at-least-once, not aligned,
+// and --verify reads their state and finds it whole.
+func TestCheckpointsSaysWhatTheyAre(t *testing.T) {
+	bin := buildCairn(t)
+	dir := t.TempDir()
+	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
+	text := fmt.Sprintf("agent:\n  data_dir: %s\ncheckpoints:\n  interval: 100ms\n  mode: at-least-once\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 100}\n"+
+		"operators:\n  - id: counts\n    type: count\n    inputs: [fleet]\n    key_by: key\n", data)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^\d+ +\d+ B +\d+ ms +\d+ ms +(true|false) +(\S+(?: \S+)?) +\d+ B +- +(ok|DAMAGED.*)$`)
+	check := func(when string) {
+		t.Helper()
+		out, err := exec.Command(bin, "checkpoints", "--verify", "-c", config).CombinedOutput()
+		rows := row.FindAllStringSubmatch(string(out), -1)
+		if err != nil || len(rows) == 0 || !strings.Contains(string(out), "STATE") {
+			t.Fatalf("cairn checkpoints --verify of the %s agent: %v\n%s", when, err, out)
+		}
+		for _, r := range rows {
+			if r[2] != "at-least-once" || r[3] != "ok" {
+				t.Fatalf("the %s agent's checkpoint %q: kind %q, state %q; want at-least-once and ok\n%s", when, r[0], r[2], r[3], out)
+			}
+		}
+	}
+	p := startAgent(t, bin, config)
+	for range 3 {
+		p.await(t, completeLine, 30*time.Second)
+	}
+	check("running")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+	p.drain()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	check("stopped")
+}

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"sync/atomic"
 
 	"github.com/cairn-edge/cairn/agent/config"
@@ -57,13 +55,11 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		cc.Broker = br.URL()
 		cc.Username, cc.Password = br.Credentials()
 	}
-	if b.PasswordFile != "" {
-		pw, err := os.ReadFile(b.PasswordFile)
-		if err != nil {
-			return cc, fmt.Errorf("broker %q: reading password_file: %w", name, err)
-		}
-		cc.Password = strings.TrimRight(string(pw), "\r\n")
+	pw, err := secret(cc.Password, b.PasswordFile, "password_file")
+	if err != nil {
+		return cc, fmt.Errorf("broker %q: %w", name, err)
 	}
+	cc.Password = pw
 	return cc, nil
 }
 
@@ -77,14 +73,11 @@ func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error
 		if bc.Users == nil {
 			bc.Users = make(map[string]string)
 		}
-		bc.Users[u.Username] = u.Password
-		if u.PasswordFile != "" {
-			pw, err := os.ReadFile(u.PasswordFile)
-			if err != nil {
-				return bc, fmt.Errorf("user %q: reading password_file: %w", u.Username, err)
-			}
-			bc.Users[u.Username] = strings.TrimRight(string(pw), "\r\n")
+		pw, err := secret(u.Password, u.PasswordFile, "password_file")
+		if err != nil {
+			return bc, fmt.Errorf("user %q: %w", u.Username, err)
 		}
+		bc.Users[u.Username] = pw
 	}
 	return bc, nil
 }

@@ -31,11 +31,11 @@ func openRemote(c *config.Remote, store checkpoint.Store, log *slog.Logger) (*re
 	}
 	access, err := secret(c.AccessKey, c.AccessKeyFile, "access_key_file")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("remote: %w", err)
 	}
 	key, err := secret(c.SecretKey, c.SecretKeyFile, "secret_key_file")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("remote: %w", err)
 	}
 	cfg := remote.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, AccessKey: access, SecretKey: key,
 		TLS: c.TLS, CAFile: c.CAFile, Timeout: c.Timeout}
@@ -70,14 +70,15 @@ func openRemote(c *config.Remote, store checkpoint.Store, log *slog.Logger) (*re
 	return &remoteSide{uploads: uploads, own: own, restore: from}, nil
 }
 
-// secret is value, or the content of file without its trailing newline.
+// secret is value, or the content of file without its trailing newline:
+// a password, key or token a config names by field.
 func secret(value, file, field string) (string, error) {
 	if file == "" {
 		return value, nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("remote: reading %s: %w", field, err)
+		return "", fmt.Errorf("reading %s: %w", field, err)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }

@@ -285,19 +285,8 @@ func TestRejectedRecords(t *testing.T) {
 		}
 		return topo
 	}
-	var rejected []string
 	sink := &latestSink{last: map[string]float64{}}
-	job, err := New(newTopo(sink), Options{Checkpoints: checkpoint.DefaultConfig(),
-		OnRejected: func(id checkpoint.TaskID, r *graph.Record, err error) error {
-			rejected = append(rejected, fmt.Sprintf("%s/%d %d: %v", id.Operator, id.Subtask, r.Time, err))
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Run(context.Background()); err != nil {
-		t.Fatalf("Run = %v, want the rejected records handled", err)
-	}
+	job, rejected := runRejecting(t, newTopo(sink))
 	if len(rejected) != 100 || rejected[0] != "picky/0 3: record 3 is poison" {
 		t.Fatalf("OnRejected saw %d records, the first %q; want 100, the first of record 3", len(rejected), rejected[0])
 	}
@@ -369,18 +358,7 @@ func TestContextReject(t *testing.T) {
 		}
 		return topo
 	}
-	var rejected []string
-	job, err := New(newTopo(), Options{Checkpoints: checkpoint.DefaultConfig(),
-		OnRejected: func(id checkpoint.TaskID, r *graph.Record, err error) error {
-			rejected = append(rejected, fmt.Sprintf("%s/%d %d: %v", id.Operator, id.Subtask, r.Time, err))
-			return nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Run(context.Background()); err != nil {
-		t.Fatalf("Run = %v, want the rejected records handled", err)
-	}
+	job, rejected := runRejecting(t, newTopo())
 	if len(rejected) != 10 || rejected[1] != "holder/0 10: held record 10" {
 		t.Fatalf("OnRejected saw %q; want 10 records, the second 10", rejected)
 	}
@@ -389,7 +367,7 @@ func TestContextReject(t *testing.T) {
 			t.Fatalf("%v counted %d rejected records, want %d", ts.ID, ts.Rejected, want)
 		}
 	}
-	job, err = New(newTopo(), Options{Checkpoints: checkpoint.DefaultConfig()})
+	job, err := New(newTopo(), Options{Checkpoints: checkpoint.DefaultConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,4 +565,24 @@ func TestRestoreRedistributesRescalableState(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("3 → 2 subtasks handed %q, want %q", got, want)
 	}
+}
+
+// runRejecting runs topo to its end with a handler of rejected records
+// that notes each ("operator/subtask time: error") and lets the job go
+// on; the job must end without an error.
+func runRejecting(t *testing.T, topo *graph.Topology) (*Job, []string) {
+	t.Helper()
+	var rejected []string
+	job, err := New(topo, Options{Checkpoints: checkpoint.DefaultConfig(),
+		OnRejected: func(id checkpoint.TaskID, r *graph.Record, err error) error {
+			rejected = append(rejected, fmt.Sprintf("%s/%d %d: %v", id.Operator, id.Subtask, r.Time, err))
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatalf("Run = %v, want the rejected records handled", err)
+	}
+	return job, rejected
 }

@@ -441,7 +441,9 @@ func (j *Job) Run(ctx context.Context) error {
 	return j.err
 }
 
-// load reads the first usable checkpoint of Options.Restore.
+// load reads the first usable checkpoint of Options.Restore: it falls back
+// to an older one only past damage (checkpoint.ErrCorrupt,
+// graph.ErrCorruptSnapshot); any other failure is the restore's.
 func (j *Job) load() ([]taskRestore, error) {
 	var errs []error
 	for _, m := range j.opts.Restore {
@@ -462,8 +464,14 @@ func (j *Job) load() ([]taskRestore, error) {
 			j.opts.Logger.Info("restoring checkpoint", "id", m.ID, "mode", m.Mode.String(), "in_flight_records", inflight)
 			return rs, nil
 		}
-		j.opts.Logger.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
 		errs = append(errs, fmt.Errorf("checkpoint %d: %w", m.ID, err))
+		if !errors.Is(err, checkpoint.ErrCorrupt) && !errors.Is(err, graph.ErrCorruptSnapshot) {
+			// Not damage (remote storage unreachable, a changed graph): an
+			// older checkpoint would restore older state for no good
+			// reason, so the start fails and a retry tries this one again.
+			return nil, fmt.Errorf("checkpoint %d cannot be restored: %w", m.ID, err)
+		}
+		j.opts.Logger.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("no checkpoint could be restored: %w", errors.Join(errs...))

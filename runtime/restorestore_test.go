@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -64,4 +65,38 @@ func TestIncrementalAfterRestoreFromAnotherStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalCounts(t, sink.snapshot(), expectedCounts(recs))
+}
+
+// unreachableStore fails every read as a network would, not as damage.
+type unreachableStore struct {
+	checkpoint.Store
+	reads int
+}
+
+var errUnreachable = errors.New("dial tcp 10.0.0.9:443: i/o timeout")
+
+func (s *unreachableStore) ReadState(checkpoint.StateHandle) ([]byte, error) {
+	s.reads++
+	return nil, errUnreachable
+}
+
+// TestRestoreFallsBackOnlyPastDamage: a checkpoint that cannot be read
+// for a reason other than damage fails the restore, rather than restore
+// an older checkpoint's older state.
+func TestRestoreFallsBackOnlyPastDamage(t *testing.T) {
+	recs := keyedRecords(2_000, 20)
+	m, elsewhere := checkpointAtGate(t, func(src func(int) graph.Source) *graph.Topology {
+		return countTopology(t, src, &latestSink{last: map[string]float64{}})
+	})
+	from := &unreachableStore{Store: elsewhere}
+	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 1_000} }
+	job, err := New(countTopology(t, src, &latestSink{last: map[string]float64{}}), Options{Checkpoints: checkpoint.DefaultConfig(),
+		Store: checkpoint.NewMemStore(3), Restore: []*checkpoint.Manifest{m, m}, RestoreStore: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = job.Run(t.Context())
+	if !errors.Is(err, errUnreachable) || from.reads != 1 {
+		t.Fatalf("Run: %v after %d reads; want the read's error, and no older checkpoint tried", err, from.reads)
+	}
 }

@@ -43,6 +43,10 @@ type Options struct {
 	// is refused unless AllowDroppedState.
 	FromSavepoint     string
 	AllowDroppedState bool
+	// AcceptStateLoss starts the pipeline with what state can be
+	// restored, empty if none, where the data directory shows that state
+	// was lost (checkRestore); without it such a start is refused.
+	AcceptStateLoss bool
 }
 
 // LogsPath is the ingest logs' directory under a data directory.
@@ -65,6 +69,10 @@ func openLogs(dataDir string, log *slog.Logger) (*mqttio.Logs, error) {
 
 // StorePath is the checkpoint store under a data directory.
 func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints") }
+
+// HighWaterPath is the file beside the store that keeps the highest
+// checkpoint id taken (localrecovery.Options.HighWater).
+func HighWaterPath(dataDir string) string { return filepath.Join(dataDir, "checkpoint-id") }
 
 // Run runs the pipeline of the config file at path until ctx is done, then
 // takes a final checkpoint and stops. It restores the newest intact
@@ -101,7 +109,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	}
 	defer unlock()
 	warnIfShared(dataDir, log)
-	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log}
+	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log, acceptStateLoss: opts.AcceptStateLoss}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
 	}
@@ -124,7 +132,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			log.Warn("the embedded broker lets in anonymous clients from the network (allow_anonymous: true)", "broker", name, "listen", b.Listen)
 		}
 	}
-	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, Logger: log})
+	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, HighWater: HighWaterPath(dataDir), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -197,6 +205,42 @@ func Run(ctx context.Context, path string, opts Options) error {
 	}
 }
 
+// checkRestore refuses a start that would silently lose state: no
+// checkpoint to restore (restore, in from, nil for the store) while the
+// store has taken checkpoint ids (its own records or its high-water mark:
+// the checkpoints were deleted, truncated or damaged away). With accept,
+// it starts anyway, from the newest candidate whose state verifies, or
+// empty. A damaged ingest log is the sources' to refuse
+// (mqttio.SourceConfig.AcceptStateLoss).
+func checkRestore(store *localrecovery.Store, restore []*checkpoint.Manifest, from checkpoint.Store, accept bool, log *slog.Logger) ([]*checkpoint.Manifest, error) {
+	if from == nil {
+		from = store
+	}
+	if accept {
+		for i, m := range restore {
+			err := verifyState(from, m)
+			if err == nil {
+				return restore[i:], nil
+			}
+			log.Warn("accepting lost state: checkpoint skipped", "id", m.ID, "err", err)
+		}
+		if taken, _ := store.LastID(); taken > 0 || len(restore) > 0 {
+			log.Warn("accepting lost state: starting with empty state", "ids_continue_above", taken)
+		}
+		return nil, nil
+	}
+	if len(restore) > 0 {
+		return restore, nil
+	}
+	taken, err := store.LastID()
+	if err != nil || taken == 0 {
+		return nil, err
+	}
+	return nil, fmt.Errorf("no checkpoint to restore, but checkpoints up to id %d were taken on this data directory: "+
+		"their state is lost (the checkpoint store was deleted, truncated or damaged). Put the store back from a copy, "+
+		"or start with empty state anyway: cairn run --accept-state-loss", taken)
+}
+
 // missing returns the operators of ids that cfg does not have.
 func missing(ids []string, cfg *config.Config) []string {
 	have := make(map[string]bool)
@@ -246,6 +290,11 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		restore, restoreStore, source = []*checkpoint.Manifest{from.Manifest}, from, "savepoint"
 	} else if rem := ctl.remote; rem != nil {
 		if restore, restoreStore, source, err = rem.chooseRestore(store, restore, log); err != nil {
+			return nil, false, err
+		}
+	}
+	if from == nil {
+		if restore, err = checkRestore(store, restore, restoreStore, d.acceptStateLoss, log); err != nil {
 			return nil, false, err
 		}
 	}

@@ -25,6 +25,8 @@ type deps struct {
 	sinks    map[string]*mqttio.SinkMetrics // by sink id
 	// brokerStates gather the connection states of each broker's clients.
 	brokerStates map[string]*mqttio.BrokerState
+	// acceptStateLoss is Options.AcceptStateLoss.
+	acceptStateLoss bool
 }
 
 // brokerState returns broker name's state, shared by its clients.
@@ -120,7 +122,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		d.sources = append(d.sources, metrics)
 		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
 			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
-			Logs: d.logs, SyncInterval: c.Agent.SyncInterval, MaxInflight: c.Brokers[s.Broker].MaxInflight,
+			Logs: d.logs, AcceptStateLoss: d.acceptStateLoss, SyncInterval: c.Agent.SyncInterval, MaxInflight: c.Brokers[s.Broker].MaxInflight,
 			DeadLetterTopic: s.DeadLetterTopic, RetainCheckpoints: c.Checkpoints.Retained,
 			Metrics: metrics,
 		}), opts...)

@@ -33,8 +33,12 @@ type Options struct {
 	// "after-completion" (synced), "retention" (before segments are
 	// deleted). Crash tests kill the process there.
 	Failpoint func(name string)
+	// HighWater, if set, is a file outside dir that keeps the highest
+	// checkpoint id too (highwater.go): LastID is at least what it holds,
+	// even after the store's directory is lost.
+	HighWater string
 	// WriteFault, if set, is asked before every write and sync of the
-	// log's files; an error fails it as a full or broken disk would, and
+	// log's files and of HighWater; an error fails it as a full or broken disk would, and
 	// the log rolls back to its last sync. Tests inject ENOSPC with it.
 	WriteFault func() error
 }
@@ -59,6 +63,8 @@ type Store struct {
 	// completed are the retained completion records, newest first.
 	completed []completion
 	lastID    uint64
+	// highWater is what Options.HighWater holds.
+	highWater uint64
 	// lastIDOff is where the newest last-id record is: retention keeps it
 	// while its id is above every completed checkpoint's.
 	lastIDOff uint64
@@ -121,7 +127,45 @@ func open(dir string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.readHighWater()
 	return s, nil
+}
+
+// readHighWater reads Options.HighWater and raises lastID to it: the store
+// lost the checkpoints above its own ids.
+func (s *Store) readHighWater() {
+	if s.opts.HighWater == "" {
+		return
+	}
+	hw, err := readHighWater(s.opts.HighWater)
+	if err != nil {
+		s.opts.Logger.Error("checkpoint id mark unreadable; ids continue from the store's", "err", err)
+		return
+	}
+	s.highWater = hw
+	if hw > s.lastID {
+		s.opts.Logger.Warn("the checkpoint store lost checkpoints: it holds ids up to a lower one than were taken; ids continue above the highest taken",
+			"dir", s.dir, "store_last_id", s.lastID, "taken", hw)
+		s.lastID = hw
+	}
+}
+
+// raiseHighWater records id in Options.HighWater if it is higher than
+// what that holds. Called with s.mu held.
+func (s *Store) raiseHighWater(id uint64) error {
+	if s.opts.HighWater == "" || id <= s.highWater {
+		return nil
+	}
+	if s.opts.WriteFault != nil {
+		if err := s.opts.WriteFault(); err != nil {
+			return err
+		}
+	}
+	if err := writeHighWater(s.opts.HighWater, id); err != nil {
+		return err
+	}
+	s.highWater = id
+	return nil
 }
 
 // load reads the log into the index: every chunk, completion record and
@@ -237,6 +281,9 @@ func (s *Store) SaveLastID(id uint64) error {
 	defer s.mu.Unlock()
 	if id <= s.lastID {
 		return nil
+	}
+	if err := s.raiseHighWater(id); err != nil {
+		return err
 	}
 	off, err := s.log.Append(1, encodeLastID(id))
 	if err != nil {
@@ -430,6 +477,9 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 		}
 	}
 	s.failpoint("before-completion")
+	if err := s.raiseHighWater(m.ID); err != nil {
+		return fmt.Errorf("checkpoint %d: %w", m.ID, err)
+	}
 	fail := func(err error) error {
 		return fmt.Errorf("writing the completion record of checkpoint %d: %w", m.ID, s.failed(err))
 	}

@@ -42,6 +42,11 @@ type SourceConfig struct {
 	AtMostOnce bool
 	// Logs holds the durable ingest logs; required unless AtMostOnce.
 	Logs *Logs
+	// AcceptStateLoss lets a source start afresh on a log whose front a
+	// checkpoint that is gone once covered (its first offset is above 1),
+	// and restore a checkpoint whose offset is below the log's first: the
+	// state of the messages between is lost. Without it, both refuse.
+	AcceptStateLoss bool
 	// SyncInterval and MaxInflight bound a group commit, one fsync that
 	// makes every message waiting durable and acknowledges them: it is
 	// written once its first message waited SyncInterval, or earlier once
@@ -170,14 +175,12 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	if s.log, err = s.cfg.Logs.Log(s.name()); err != nil {
 		return err
 	}
-	if offset == 0 {
-		// A fresh start still owes the messages already acknowledged to
-		// the broker: everything in the log.
-		offset = s.log.First()
+	if err := s.checkOffset(offset); err != nil {
+		return err
 	}
-	if offset < s.log.First() {
-		return fmt.Errorf("checkpoint offset %d of %s is below the log's first retained offset %d: the log was truncated or replaced", offset, s.name(), s.log.First())
-	}
+	// A fresh start still owes the messages already acknowledged to the
+	// broker: everything in the log.
+	offset = max(offset, s.log.First())
 	if err := s.log.SkipTo(offset); err != nil {
 		return err
 	}
@@ -192,6 +195,27 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	s.wg.Add(1)
 	go s.ingest()
 	return s.connect(1)
+}
+
+// checkOffset refuses to start reading the log at a checkpoint's offset
+// (0: none) that would lose state: the log's front was truncated past it
+// (a fresh start: by a checkpoint that is gone), unless AcceptStateLoss.
+func (s *source) checkOffset(offset uint64) error {
+	first := s.log.First()
+	var err error
+	switch {
+	case offset == 0 && first > 1:
+		err = fmt.Errorf("ingest log %s starts at offset %d, but no checkpoint restores %s: the checkpoint that covered the messages below it is gone, and their state with it", s.name(), first, s.cfg.Name)
+	case offset != 0 && offset < first:
+		err = fmt.Errorf("checkpoint offset %d of %s is below its ingest log's first offset %d: the log was truncated or replaced, and the messages between are gone", offset, s.name(), first)
+	default:
+		return nil
+	}
+	if !s.cfg.AcceptStateLoss {
+		return fmt.Errorf("%w (cairn run --accept-state-loss starts at offset %d anyway)", err, first)
+	}
+	s.cfg.Client.Logger.Warn("accepting lost state", "err", err, "offset", first)
+	return nil
 }
 
 // connect subscribes on every (re)connection: every subtask to every

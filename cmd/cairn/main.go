@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]]
+//	cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]
 //	cairn validate -c FILE
 //	cairn status [--json] (-c FILE | --data-dir DIR)
 //	cairn checkpoint (-c FILE | --data-dir DIR)
@@ -47,7 +47,7 @@ func main() {
 const usage = `cairn — an edge stream agent with exactly-once checkpoints
 
 Usage:
-  cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]]
+  cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]
                                          run a pipeline in the foreground
   cairn validate -c FILE                 check a pipeline file
   cairn status [--json] (-c FILE | --data-dir DIR)
@@ -130,11 +130,12 @@ func flags(name string, args []string, stderr io.Writer, more ...func(*flag.Flag
 
 func cmdRun(args []string, stderr io.Writer) int {
 	var fromSavepoint, logLevel string
-	var allowDropped bool
+	var allowDropped, acceptLoss bool
 	file, dataDir, ok := flags("run", args, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint file")
 		fs.BoolVar(&allowDropped, "allow-dropped-state", false, "drop savepoint state of operators the pipeline no longer has")
 		fs.StringVar(&logLevel, "log-level", "", "log at this level (debug, info, warn, error) whatever agent.log_level says")
+		fs.BoolVar(&acceptLoss, "accept-state-loss", false, "start even where checkpointed state or ingested messages were lost (a deleted or damaged store or log)")
 	})
 	if !ok || file == "" {
 		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR] [--log-level LEVEL]")
@@ -178,7 +179,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 	}()
 	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
-		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped})
+		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):

@@ -1,0 +1,64 @@
+package localrecovery
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-edge/cairn/seglog"
+)
+
+// The high-water mark is the highest checkpoint id the store completed or
+// took, kept also in a small file outside the store's directory
+// (Options.HighWater), so that ids only go up (invariant I6) after the
+// store itself is deleted, truncated or replaced by an older copy. The
+// file is 12 bytes: the id (little-endian uint64) and the CRC-32C of those
+// 8 bytes. It is written in place, before the completion record of a
+// checkpoint with a higher id: one page and one sync per checkpoint that
+// wrote anything (one that changed nothing completes without the store).
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+const highWaterSize = 12
+
+// readHighWater reads the mark at path: 0 if there is no file. A file
+// that fails its checksum is an error wrapping seglog.ErrCorrupt.
+func readHighWater(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != highWaterSize || crc32.Checksum(b[:8], crc32c) != binary.LittleEndian.Uint32(b[8:]) {
+		return 0, fmt.Errorf("%w: %s is not a checkpoint id mark", seglog.ErrCorrupt, path)
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// writeHighWater durably records id as the mark at path.
+func writeHighWater(path string, id uint64) error {
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, highWaterSize), id)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32c))
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("checkpoint id mark: %w", err)
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err == nil && statErr != nil {
+		err = seglog.OS.SyncDir(filepath.Dir(path)) // a new file's name
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint id mark %s: %w", path, err)
+	}
+	return nil
+}

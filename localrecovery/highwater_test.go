@@ -1,0 +1,91 @@
+package localrecovery
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHighWaterOutlivesTheStore: ids taken by a store that is then
+// deleted, or replaced by an older copy, are not taken again (I6).
+func TestHighWaterOutlivesTheStore(t *testing.T) {
+	root := t.TempDir()
+	dir, mark := filepath.Join(root, "checkpoints"), filepath.Join(root, "checkpoint-id")
+	opts := Options{HighWater: mark}
+	s := mustOpen(t, dir, opts)
+	complete(t, s, 1, 100)
+	s.Close()
+	older := filepath.Join(root, "older")
+	if err := os.CopyFS(older, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, opts)
+	complete(t, s, 2, 100)
+	complete(t, s, 3, 100)
+	if err := s.SaveLastID(5); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// An older copy of the store: checkpoint 1 is restored, ids go on at 6.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(older, dir); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	opts.Logger = logs.logger()
+	s = mustOpen(t, dir, opts)
+	if got := ids(t, s); got != "1" {
+		t.Fatalf("completed in the older copy: %q", got)
+	}
+	if id, _ := s.LastID(); id != 5 {
+		t.Fatalf("last id %d, want 5", id)
+	}
+	if !strings.Contains(logs.String(), "the checkpoint store lost checkpoints") {
+		t.Fatalf("no warning:\n%s", logs.String())
+	}
+	s.Close()
+
+	// The store deleted: nothing completed, the ids still taken.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, opts)
+	if id, _ := s.LastID(); id != 5 || ids(t, s) != "" {
+		t.Fatalf("last id %d, completed %q; want 5 and none", id, ids(t, s))
+	}
+	complete(t, s, 6, 100)
+	s.Close()
+	if hw, err := readHighWater(mark); err != nil || hw != 6 {
+		t.Fatalf("mark %d (%v), want 6", hw, err)
+	}
+}
+
+// TestDamagedHighWaterIsNotTrusted: a mark that fails its checksum is
+// reported and ignored; the store's own ids count.
+func TestDamagedHighWaterIsNotTrusted(t *testing.T) {
+	root := t.TempDir()
+	dir, mark := filepath.Join(root, "checkpoints"), filepath.Join(root, "checkpoint-id")
+	s := mustOpen(t, dir, Options{HighWater: mark})
+	complete(t, s, 4, 100)
+	s.Close()
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40 // would read as id 68
+	if err := os.WriteFile(mark, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	s = mustOpen(t, dir, Options{HighWater: mark, Logger: logs.logger()})
+	if id, _ := s.LastID(); id != 4 {
+		t.Fatalf("last id %d, want the store's 4", id)
+	}
+	if !strings.Contains(logs.String(), "checkpoint id mark unreadable") {
+		t.Fatalf("damage not reported:\n%s", logs.String())
+	}
+}

@@ -93,9 +93,9 @@ func (r *remoteSide) close() {
 
 // chooseRestore picks what an incarnation restores: local, the local
 // store's completed checkpoints from the newest whose state verifies; if
-// none does, the restore device's uploaded checkpoints, newest first, read
-// from remote storage (the runtime verifies them in turn and falls back to
-// older ones). Before a remote restore, the local id counter is raised
+// none does, this device's uploaded checkpoints, newest first, read from
+// remote storage, or where it has none, those of restore_from_device (the
+// runtime verifies them in turn and falls back to older ones). Before a remote restore, the local id counter is raised
 // above every id this device uploaded (invariant I6).
 func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoint.Manifest, log *slog.Logger) ([]*checkpoint.Manifest, checkpoint.Store, string, error) {
 	for i, m := range local {
@@ -109,8 +109,16 @@ func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoi
 	if err == nil {
 		err = store.SaveLastID(last)
 	}
+	// A device's own past first: after it took over from another
+	// (restore_from_device) and uploaded checkpoints of its own, those are
+	// newer than anything the other device left.
 	var uploaded []*checkpoint.Manifest
+	from := r.own
 	if err == nil {
+		uploaded, err = r.own.Completed()
+	}
+	if err == nil && len(uploaded) == 0 && r.restore != r.own {
+		from = r.restore
 		uploaded, err = r.restore.Completed()
 	}
 	if err != nil {
@@ -118,12 +126,12 @@ func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoi
 	}
 	if len(uploaded) == 0 {
 		if len(local) == 0 {
-			log.Info("no checkpoint to restore, locally or in remote storage: starting afresh", "device", r.restore.Name())
+			log.Info("no checkpoint to restore, locally or in remote storage", "device", r.restore.Name())
 		}
 		return local, nil, "local", nil // damaged local ones fail the start (I9)
 	}
-	log.Info("no local checkpoint to restore; restoring from remote storage", "device", r.restore.Name(), "newest", uploaded[0].ID)
-	return uploaded, r.restore, "remote", nil
+	log.Info("no local checkpoint to restore; restoring from remote storage", "device", from.Name(), "newest", uploaded[0].ID)
+	return uploaded, from, "remote", nil
 }
 
 // damage is why m's state fails verification (verifyState), or "".

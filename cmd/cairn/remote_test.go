@@ -318,7 +318,8 @@ var (
 // is deleted and it restarts from the newest uploaded checkpoint, with
 // exactly the uploaded state; a flipped bit in the newest one makes it fall
 // back to the one before; a replacement device restores the first one's
-// checkpoint by naming it. No log line holds the credentials.
+// checkpoint by naming it, and after losing its own disk restores its own
+// newer uploads. No log line holds the credentials.
 func TestRemoteRestore(t *testing.T) {
 	bin := buildCairn(t)
 	env := newS3Env(t)
@@ -436,7 +437,8 @@ func TestRemoteRestore(t *testing.T) {
 	aLast := newest(t, devA)
 	dataB := filepath.Join(dir, "b")
 	configB := filepath.Join(dir, "b.yaml")
-	os.WriteFile(configB, []byte(fmt.Sprintf(remoteConfig, dataB, freePort(t), env.srv.Endpoint, "gw-b", "gw-a", env.secretFile, env.caFile)), 0o600)
+	portB := freePort(t)
+	os.WriteFile(configB, []byte(fmt.Sprintf(remoteConfig, dataB, portB, env.srv.Endpoint, "gw-b", "gw-a", env.secretFile, env.caFile)), 0o600)
 	b := startRemoteAgent(t, bin, configB)
 	if m := b.await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-a" || m[2] != fmt.Sprint(aLast.ID) {
 		t.Fatalf("replacement: %q, want gw-a's %d", m[0], aLast.ID)
@@ -453,6 +455,33 @@ func TestRemoteRestore(t *testing.T) {
 	}
 	if m := newest(t, devA); m.ID != aLast.ID {
 		t.Fatalf("the replacement touched gw-a's checkpoints: newest %d, was %d", m.ID, aLast.ID)
+	}
+	// 5. The replacement goes on with input of its own, then loses its
+	// disk too: it restores its own newest upload, not gw-a's older one,
+	// and keeps it.
+	more := feed(t, bin, dataB, portB, 100)
+	for k, v := range want {
+		more[k] += v
+	}
+	pollUntil(t, 60*time.Second, "no checkpoint of gw-b holds its own input", func() bool {
+		m := newest(t, devB)
+		got, ok := sums(t, devB, m)
+		return ok && maps.Equal(got, more)
+	})
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	var bFinal uint64
+	fmt.Sscan(b.await(t, finalLine, 30*time.Second)[1], &bFinal)
+	b.wait(t)
+	logs = append(logs, b.log())
+	if err := os.RemoveAll(dataB); err != nil {
+		t.Fatal(err)
+	}
+	b = startRemoteAgent(t, bin, configB)
+	if m := b.await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-b" || m[2] != fmt.Sprint(bFinal) {
+		t.Fatalf("replacement after losing its disk: %q, want its own newest, %d", m[0], bFinal)
+	}
+	if m, got := newestSums(t, devB, bFinal); !maps.Equal(got, more) {
+		t.Fatalf("gw-b's checkpoint %d after restoring its own %d holds %v, want %v", m.ID, bFinal, got, more)
 	}
 	b.stop(t, syscall.SIGTERM)
 	logs = append(logs, b.log())

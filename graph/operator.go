@@ -144,6 +144,15 @@ type TaskInfo struct {
 	Subtask        int
 	Parallelism    int
 	MaxParallelism int
+	// OrderedInput says a replay from a checkpoint brings the subtask the
+	// same records in the same order as the first time: the job is not
+	// at-least-once (which replays what a checkpoint covered), and the
+	// subtask and every one upstream of it, to the sources, has one input
+	// channel, so no interleaving of channels can differ. It holds as far
+	// as the sources replay their input in order from an offset and the
+	// operators on the way are functions of their input (processing-time
+	// timers are not).
+	OrderedInput bool
 }
 
 // RecordError is an error of ProcessRecord that rejects the record it was

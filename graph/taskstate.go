@@ -65,6 +65,10 @@ func (s *TaskState) AdvanceWatermark(wm int64, op Operator) (bool, error) {
 	return true, op.OnWatermark(wm)
 }
 
+// SetOrderedInput sets TaskInfo.OrderedInput, before the operator opens:
+// the runtime clears it for a restore that is no replay of the same run.
+func (s *TaskState) SetOrderedInput(ordered bool) { s.ctx.info.OrderedInput = ordered }
+
 // SetProcessingTime tells the operator's Context the wall-clock time, in
 // milliseconds since the epoch.
 func (s *TaskState) SetProcessingTime(now int64) { s.ctx.procTime = now }

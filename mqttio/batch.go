@@ -26,8 +26,13 @@ type batch struct {
 	checkpoint uint64
 	subtask    int    // the subtask whose ids the messages carry
 	seq        uint64 // sequence number, within the batch, of the first message left
-	blocks     []block
-	size       int // bytes the blocks hold (deflated, for deflated ones)
+	// epoch and base place the batch in its subtask's numbering: message
+	// seq is output base+seq of the numbering begun at checkpoint epoch
+	// (outputID). Epoch 0 marks a batch of a cairn before numberings,
+	// whose ids were "<checkpoint>-<subtask>-<seq>".
+	epoch, base uint64
+	blocks      []block
+	size        int // bytes the blocks hold (deflated, for deflated ones)
 	// badTopics says a message may have a topic CheckTopic refuses: one
 	// read back from the state of a cairn that did not check topics.
 	badTopics bool
@@ -233,12 +238,35 @@ func nextMessage(buf []byte) (topic string, body []byte, n int, err error) {
 	return string(t), body, n, nil
 }
 
-// The sink's state: stateMagic, then the number of batches and, for each,
-// its checkpoint, subtask, sequence number of the first message left and
-// number of blocks; for each block, 1 if deflated else 0, its length
-// inflated, its messages, how many of them are acknowledged already, its
-// length and its bytes.
-var stateMagic = []byte("CRSK\x02")
+// The sink's state: stateMagic; the subtask's numbering (epoch, next,
+// subtask, parallelism); the number of batches and, for each, its
+// checkpoint, subtask, sequence number of the first message left, epoch,
+// base and number of blocks; for each block, 1 if deflated else 0, its
+// length inflated, its messages, how many of them are acknowledged
+// already, its length and its bytes.
+var stateMagic = []byte("CRSK\x03")
+
+// stateMagicV2 began the state of cairn before numberings: no numbering,
+// and batches without epoch and base.
+var stateMagicV2 = []byte("CRSK\x02")
+
+// numbering is how a sink subtask numbers what it stages: from epoch, the
+// id of the checkpoint it began at, on; next is the position of the next
+// message. Subtask and parallelism are the subtask's when it was stored.
+type numbering struct {
+	epoch, next          uint64
+	subtask, parallelism int
+}
+
+// outputID is the id of message seq of b (Output.ID): unique per pipeline
+// (sink names the sink) and, where the sink's input is ordered
+// (graph.TaskInfo.OrderedInput), the same for the same output of a replay.
+func outputID(dst []byte, sink string, b *batch, seq uint64) []byte {
+	if b.epoch == 0 {
+		return fmt.Appendf(dst, "%d-%d-%d", b.checkpoint, b.subtask, seq)
+	}
+	return fmt.Appendf(dst, "%s-%d-%d-%d", sink, b.epoch, b.subtask, b.base+seq)
+}
 
 // stateMagicV1 began the state of cairn before deflated blocks: after the
 // checkpoint, subtask and first sequence number, the length of the
@@ -250,16 +278,19 @@ var stateMagicV1 = []byte("CRSK\x01")
 // messages are smaller than 256 MiB.
 const maxBlock = 256 << 20
 
-// encodeBatches returns the state holding bs, in parts: the blocks of bs
-// as they are, between the headers. The blocks must not change after.
-func encodeBatches(bs []*batch) [][]byte {
-	head := append(slices.Clip(stateMagic), binary.AppendUvarint(nil, uint64(len(bs)))...)
+// encodeBatches returns the state holding n and bs, in parts: the blocks
+// of bs as they are, between the headers. The blocks must not change
+// after.
+func encodeBatches(n numbering, bs []*batch) [][]byte {
+	head := slices.Clip(stateMagic)
+	for _, v := range []uint64{n.epoch, n.next, uint64(n.subtask), uint64(n.parallelism), uint64(len(bs))} {
+		head = binary.AppendUvarint(head, v)
+	}
 	parts := make([][]byte, 0, 1+len(bs)*4)
 	for _, b := range bs {
-		head = binary.AppendUvarint(head, b.checkpoint)
-		head = binary.AppendUvarint(head, uint64(b.subtask))
-		head = binary.AppendUvarint(head, b.seq)
-		head = binary.AppendUvarint(head, uint64(len(b.blocks)))
+		for _, v := range []uint64{b.checkpoint, uint64(b.subtask), b.seq, b.epoch, b.base, uint64(len(b.blocks))} {
+			head = binary.AppendUvarint(head, v)
+		}
 		for _, k := range b.blocks {
 			flag := uint64(0)
 			if k.deflated {
@@ -279,53 +310,78 @@ func encodeBatches(bs []*batch) [][]byte {
 }
 
 // decodeBatches reads a state written by encodeBatches, or by cairn
-// before it (stateMagicV1, or JSON before that); own is the restoring
-// subtask, whose ids the batches of JSON states carry unless they name
-// their own. Every block is checked whole: its messages, once inflated,
-// are as many as it says.
-func decodeBatches(data []byte, own int) ([]*batch, error) {
+// before it (stateMagicV2, stateMagicV1, or JSON before that: no
+// numbering, which is then zero); own is the restoring subtask, whose ids
+// the batches of JSON states carry unless they name their own. Every block
+// is checked whole: its messages, once inflated, are as many as it says.
+func decodeBatches(data []byte, own int) (numbering, []*batch, error) {
 	var r stateReader
-	v1 := bytes.HasPrefix(data, stateMagicV1)
+	var n numbering
+	version := 3
 	switch {
 	case len(data) == 0:
-		return nil, nil
-	case v1:
-		r.buf = data[len(stateMagicV1):]
+		return n, nil, nil
+	case bytes.HasPrefix(data, stateMagicV1):
+		r.buf, version = data[len(stateMagicV1):], 1
+	case bytes.HasPrefix(data, stateMagicV2):
+		r.buf, version = data[len(stateMagicV2):], 2
 	case !bytes.HasPrefix(data, stateMagic):
-		return decodeJSONBatches(data, own)
+		bs, err := decodeJSONBatches(data, own)
+		return n, bs, err
 	default:
 		r.buf = data[len(stateMagic):]
+		var f [4]uint64
+		for i := range f {
+			v, err := r.uvarint()
+			if err != nil {
+				return n, nil, err
+			}
+			f[i] = v
+		}
+		if f[2] > 1<<20 || f[3] > 1<<20 {
+			return n, nil, fmt.Errorf("numbering: bad subtask %d or parallelism %d", f[2], f[3])
+		}
+		n = numbering{epoch: f[0], next: f[1], subtask: int(f[2]), parallelism: int(f[3])}
 	}
 	count, err := r.uvarint()
 	if err != nil {
-		return nil, err
+		return n, nil, err
 	}
 	var out []*batch
 	for range count {
-		var head [4]uint64 // checkpoint, subtask, seq, blocks (v1: length of the messages)
+		// checkpoint, subtask, seq, [epoch, base,] blocks (v1: length of
+		// the messages)
+		head := make([]uint64, 4, 6)
+		if version == 3 {
+			head = head[:6]
+		}
 		for i := range head {
 			if head[i], err = r.uvarint(); err != nil {
-				return nil, err
+				return n, nil, err
 			}
 		}
-		if head[1] > 1<<20 || head[3] > uint64(len(r.buf)) {
-			return nil, fmt.Errorf("batch of checkpoint %d: bad subtask %d or length %d", head[0], head[1], head[3])
-		}
 		b := &batch{checkpoint: head[0], subtask: int(head[1]), seq: head[2]}
-		if v1 {
-			err = b.readV1(&r, int(head[3]))
+		if version == 3 {
+			b.epoch, b.base = head[3], head[4]
+		}
+		blocks := head[len(head)-1]
+		if head[1] > 1<<20 || blocks > uint64(len(r.buf)) {
+			return n, nil, fmt.Errorf("batch of checkpoint %d: bad subtask %d or length %d", head[0], head[1], blocks)
+		}
+		if version == 1 {
+			err = b.readV1(&r, int(blocks))
 		} else {
-			err = b.readBlocks(&r, head[3])
+			err = b.readBlocks(&r, blocks)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("batch of checkpoint %d: %w", head[0], err)
+			return n, nil, fmt.Errorf("batch of checkpoint %d: %w", head[0], err)
 		}
 		out = append(out, b)
 	}
 	if len(r.buf) > 0 {
-		return nil, errors.New("trailing bytes")
+		return n, nil, errors.New("trailing bytes")
 	}
-	return out, nil
+	return n, out, nil
 }
 
 // stateReader reads the fields of a sink state.

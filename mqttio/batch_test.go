@@ -89,14 +89,15 @@ func TestBatchAcrossBlocks(t *testing.T) {
 	if left := messages(t, &b); len(left) != n-1500 {
 		t.Fatalf("a cursor read to the end left %d messages in the batch, want %d", len(left), n-1500)
 	}
-	b.checkpoint, b.subtask = 9, 2
-	state := bytes.Join(encodeBatches([]*batch{&b}), nil)
-	got, err := decodeBatches(state, 0)
+	b.checkpoint, b.subtask, b.epoch, b.base = 9, 2, 4, 70
+	num := numbering{epoch: 4, next: 70 + uint64(n), subtask: 2, parallelism: 3}
+	state := bytes.Join(encodeBatches(num, []*batch{&b}), nil)
+	gotN, got, err := decodeBatches(state, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].checkpoint != 9 || got[0].subtask != 2 || got[0].seq != 1500 {
-		t.Fatalf("decoded %+v", got)
+	if gotN != num || len(got) != 1 || got[0].checkpoint != 9 || got[0].subtask != 2 || got[0].seq != 1500 || got[0].epoch != 4 || got[0].base != 70 {
+		t.Fatalf("decoded %+v, %+v", gotN, got)
 	}
 	left := messages(t, got[0])
 	if len(left) != n-1500 || left[0] != `out/k1500/avg ,"value":1500}` || left[len(left)-1] != `out/k1999/avg ,"value":1999}` {
@@ -150,7 +151,7 @@ func TestBatchDeflatesSealedBlocks(t *testing.T) {
 		}
 	}
 	b.checkpoint = 3
-	got, err := decodeBatches(bytes.Join(encodeBatches([]*batch{&b}), nil), 0)
+	_, got, err := decodeBatches(bytes.Join(encodeBatches(numbering{}, []*batch{&b}), nil), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +170,36 @@ func TestBatchDeflatesSealedBlocks(t *testing.T) {
 	}
 }
 
+// TestSinkStateOfCairnV2 restores the state of cairn before numberings:
+// no numbering, and its batches keep the ids they had,
+// "<checkpoint>-<subtask>-<sequence>".
+func TestSinkStateOfCairnV2(t *testing.T) {
+	msg := func(topic, body string) []byte {
+		m := binary.AppendUvarint(nil, uint64(len(topic)))
+		m = append(m, topic...)
+		m = binary.AppendUvarint(m, uint64(len(body)))
+		return append(m, body...)
+	}
+	msgs := append(msg("out/a", `,"value":1}`), msg("out/b", `,"value":2}`)...)
+	// One batch: checkpoint 8, subtask 1, first message left 5, one block
+	// not deflated of two messages, none acknowledged.
+	state := append(slices.Clone(stateMagicV2), 1, 8, 1, 5, 1, 0, byte(len(msgs)), 2, 0, byte(len(msgs)))
+	state = append(state, msgs...)
+	n, got, err := decodeBatches(state, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != (numbering{}) || len(got) != 1 || got[0].checkpoint != 8 || got[0].subtask != 1 || got[0].seq != 5 || got[0].epoch != 0 {
+		t.Fatalf("decoded %+v %+v", n, got)
+	}
+	if id := string(outputID(nil, "out", got[0], 6)); id != "8-1-6" {
+		t.Fatalf("id %q, want the one it had, 8-1-6", id)
+	}
+	if m := messages(t, got[0]); len(m) != 2 || m[1] != `out/b ,"value":2}` {
+		t.Fatalf("messages %q", m)
+	}
+}
+
 // TestSinkStateOfCairnV1 restores the state of cairn before deflated
 // blocks: each batch's messages left, in one run.
 func TestSinkStateOfCairnV1(t *testing.T) {
@@ -181,7 +212,7 @@ func TestSinkStateOfCairnV1(t *testing.T) {
 	msgs := append(msg("out/a", `,"value":1}`), msg("out/b", `,"value":2}`)...)
 	state := append(slices.Clone(stateMagicV1), 1, 8, 1, 5, byte(len(msgs)))
 	state = append(state, msgs...)
-	got, err := decodeBatches(state, 0)
+	_, got, err := decodeBatches(state, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +226,7 @@ func TestSinkStateOfCairnV1(t *testing.T) {
 	if seq, _, _, _, _ := c.message(); seq != 5 {
 		t.Fatalf("the first message left is %d, want 5", seq)
 	}
-	if _, err := decodeBatches(state[:len(state)-1], 0); err == nil {
+	if _, _, err := decodeBatches(state[:len(state)-1], 0); err == nil {
 		t.Fatal("a truncated old state decoded")
 	}
 }
@@ -212,7 +243,7 @@ func TestSinkStateOfEarlierCairn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeBatches(old, 3)
+	_, got, err := decodeBatches(old, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,13 +274,13 @@ func TestSinkStateDamage(t *testing.T) {
 	if k := small.blocks[0]; cap(k.data) > 2*len(k.data) {
 		t.Fatalf("a small block sealed as it is keeps %d bytes of room for %d", cap(k.data), len(k.data))
 	}
-	state := bytes.Join(encodeBatches([]*batch{&small, &large}), nil)
+	state := bytes.Join(encodeBatches(numbering{}, []*batch{&small, &large}), nil)
 	for n := len(stateMagic); n < len(state); n++ {
-		if _, err := decodeBatches(state[:n], 0); err == nil {
+		if _, _, err := decodeBatches(state[:n], 0); err == nil {
 			t.Fatalf("a state cut at %d of %d bytes decoded", n, len(state))
 		}
 	}
-	if _, err := decodeBatches(append(state, 0), 0); err == nil {
+	if _, _, err := decodeBatches(append(state, 0), 0); err == nil {
 		t.Fatal("trailing bytes decoded")
 	}
 	// Acknowledged messages can only be at the start of a batch.
@@ -259,7 +290,7 @@ func TestSinkStateDamage(t *testing.T) {
 	}
 	two.seal()
 	two.blocks[1].skip = 1
-	if _, err := decodeBatches(bytes.Join(encodeBatches([]*batch{&two}), nil), 0); err == nil {
+	if _, _, err := decodeBatches(bytes.Join(encodeBatches(numbering{}, []*batch{&two}), nil), 0); err == nil {
 		t.Fatal("a state with acknowledged messages in its second block decoded")
 	}
 }
@@ -269,25 +300,25 @@ func TestSinkStateDamage(t *testing.T) {
 func FuzzSinkState(f *testing.F) {
 	var b batch
 	b.add([]string{"out/", ""}, "k", []byte(`,"value":1}`))
-	f.Add(bytes.Join(encodeBatches([]*batch{&b}), nil))
+	f.Add(bytes.Join(encodeBatches(numbering{}, []*batch{&b}), nil))
 	for i := range 100 {
 		b.add([]string{"out/", ""}, fmt.Sprint(i), []byte(`,"value":1}`))
 	}
 	b.seal()
-	f.Add(bytes.Join(encodeBatches([]*batch{&b}), nil))
+	f.Add(bytes.Join(encodeBatches(numbering{}, []*batch{&b}), nil))
 	f.Add([]byte(`[{"c":1,"m":[{"t":"x","b":"LA=="}]}]`))
 	f.Add([]byte(`[{"c":1,"m":[{"t":"x","b":"LA=="},{"t":"a#","b":"LA=="},{"t":"y","b":"LA=="}]}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodeBatches(data, 0)
+		gotN, got, err := decodeBatches(data, 0)
 		if err != nil {
 			return
 		}
-		once := bytes.Join(encodeBatches(got), nil)
-		again, err := decodeBatches(once, 0)
+		once := bytes.Join(encodeBatches(gotN, got), nil)
+		againN, again, err := decodeBatches(once, 0)
 		if err != nil {
 			t.Fatalf("state %x: its own encoding %x does not decode: %v", data, once, err)
 		}
-		if twice := bytes.Join(encodeBatches(again), nil); string(twice) != string(once) {
+		if twice := bytes.Join(encodeBatches(againN, again), nil); string(twice) != string(once) {
 			t.Fatalf("state %x encodes as %x, then as %x", data, once, twice)
 		}
 		// What a restoring sink keeps of batches with topics no broker

@@ -38,11 +38,27 @@ type SinkMetrics struct {
 	Staged      atomic.Int64 // records staged for a checkpoint
 	Published   atomic.Int64 // messages acknowledged by the broker
 	Unencodable atomic.Int64 // records dropped: not encodable as JSON (NaN, ±Inf)
+	// Renumbered counts the restores after which a subtask began a new
+	// numbering (Output) rather than continue the restored one: outputs
+	// its replay publishes again carry new ids.
+	Renumbered atomic.Int64
+	// Unordered counts the subtasks whose input is not ordered
+	// (graph.TaskInfo.OrderedInput), whose every restore renumbers.
+	Unordered atomic.Int64
 }
 
 // Output is the JSON of every message the sink publishes. ID is
-// "<checkpoint>-<subtask>-<sequence>": the same output always has the same
-// id, so a consumer that drops repeated ids sees each record exactly once.
+// "<sink>-<epoch>-<subtask>-<position>": the position of the message in
+// what the sink subtask staged since the checkpoint epoch began its
+// numbering. The same staged output always has the same id, so a
+// consumer that drops repeated ids sees each message exactly once; the
+// sink names itself, so ids are unique across the sinks of a pipeline.
+// Where the sink's input is ordered (graph.TaskInfo.OrderedInput), a
+// restore continues the restored numbering, so that after a fallback to
+// an older checkpoint the outputs published again carry the ids they had;
+// elsewhere a restore begins a new numbering (SinkMetrics.Renumbered).
+// Output staged by a cairn before numberings keeps its id,
+// "<checkpoint>-<subtask>-<sequence>".
 type Output struct {
 	ID      string  `json:"id"`
 	Key     string  `json:"key,omitempty"`
@@ -60,7 +76,9 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 		cfg.Client.Logger = slog.Default()
 	}
 	topic := newTopicTemplate(cfg.Topic)
-	return func(subtask int) graph.Operator { return &sink{cfg: cfg, subtask: subtask, topic: topic, name: "sink"} }
+	return func(subtask int) graph.Operator {
+		return &sink{cfg: cfg, subtask: subtask, topic: topic, name: "sink", id: "sink", numbering: numbering{subtask: subtask, parallelism: 1}}
+	}
 }
 
 // sink stages records per checkpoint in its state and publishes a
@@ -76,6 +94,7 @@ type sink struct {
 	subtask int
 	topic   topicTemplate
 	name    string         // "sink ID", for messages
+	id      string         // the sink's id, in output ids
 	ctx     *graph.Context // from Open; nil before
 	client  paho.Client
 	gate    *resumeGate // publish only while open
@@ -83,6 +102,10 @@ type sink struct {
 	reconnects atomic.Uint64
 
 	current batch // since the last barrier
+	// numbering numbers what is staged (Output); its epoch is 0 until the
+	// first barrier of a new numbering sets it.
+	numbering numbering
+	ordered   bool // graph.TaskInfo.OrderedInput
 
 	mu        sync.Mutex
 	pending   []*batch // snapshotted, oldest first, not yet all acknowledged by the broker
@@ -95,7 +118,11 @@ type sink struct {
 
 func (s *sink) Open(ctx *graph.Context) error {
 	if ctx != nil { // nil in tests that drive a sink by hand
-		s.ctx, s.name = ctx, "sink "+ctx.Info().Operator
+		s.ctx, s.name, s.id = ctx, "sink "+ctx.Info().Operator, ctx.Info().Operator
+		s.ordered, s.numbering.parallelism = ctx.Info().OrderedInput, ctx.Info().Parallelism
+		if !s.ordered {
+			s.cfg.Metrics.Unordered.Add(1)
+		}
 	}
 	if s.topic.err != nil {
 		return s.topic.err
@@ -139,19 +166,23 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 func (s *sink) SnapshotStateParts(id uint64) ([][]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.numbering.epoch == 0 {
+		s.numbering.epoch = id
+	}
 	if s.current.size > 0 {
 		b := s.current
 		before := b.size
 		b.seal()
 		s.cfg.Backlog.Add(int64(b.size - before))
 		b.checkpoint, b.subtask = id, s.subtask
+		b.epoch, b.base = s.numbering.epoch, s.numbering.next
+		for _, k := range b.blocks {
+			s.numbering.next += uint64(k.count)
+		}
 		s.pending = append(s.pending, &b)
 		s.current = batch{}
 	}
-	if len(s.pending) == 0 {
-		return nil, nil
-	}
-	return encodeBatches(s.pending), nil
+	return encodeBatches(s.numbering, s.pending), nil
 }
 
 // SnapshotState is SnapshotStateParts joined, for callers other than the
@@ -162,19 +193,41 @@ func (s *sink) SnapshotState(id uint64) ([]byte, error) {
 }
 
 // RestoreState takes back batches of the restored checkpoint, which is
-// complete: they are published (again).
-func (s *sink) RestoreState(data []byte) error { return s.RestoreStates([][]byte{data}) }
+// complete: they are published (again). Where the input is ordered, the
+// subtask goes on with the restored numbering (Output).
+func (s *sink) RestoreState(data []byte) error {
+	n, err := s.restore([][]byte{data})
+	if err != nil {
+		return err
+	}
+	if s.ordered && n[0].epoch != 0 && n[0].subtask == s.subtask && n[0].parallelism == s.numbering.parallelism {
+		s.numbering = n[0]
+	} else {
+		s.cfg.Metrics.Renumbered.Add(1)
+	}
+	return nil
+}
 
 // RestoreStates implements graph.RescalableState: after a restore under
 // another parallelism, a subtask publishes the batches of the old subtasks
-// that fall to it, each with its own ids, in checkpoint order.
+// that fall to it, each with its own ids, in checkpoint order, and begins
+// a new numbering.
 func (s *sink) RestoreStates(states [][]byte) error {
+	_, err := s.restore(states)
+	s.cfg.Metrics.Renumbered.Add(1)
+	return err
+}
+
+// restore takes back the batches of states and returns their numberings.
+func (s *sink) restore(states [][]byte) ([]numbering, error) {
 	var batches []*batch
+	var ns []numbering
 	for _, data := range states {
-		some, err := decodeBatches(data, s.subtask)
+		n, some, err := decodeBatches(data, s.subtask)
 		if err != nil {
-			return fmt.Errorf("sink state: %w", err)
+			return nil, fmt.Errorf("sink state: %w", err)
 		}
+		ns = append(ns, n)
 		for _, b := range some {
 			if !b.badTopics {
 				batches = append(batches, b)
@@ -182,7 +235,7 @@ func (s *sink) RestoreStates(states [][]byte) error {
 			}
 			kept, err := s.dropBadTopics(b)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			batches = append(batches, kept...)
 		}
@@ -196,7 +249,7 @@ func (s *sink) RestoreStates(states [][]byte) error {
 	s.mu.Lock()
 	s.pending = batches
 	s.mu.Unlock()
-	return s.CheckpointComplete(last)
+	return ns, s.CheckpointComplete(last)
 }
 
 // dropBadTopics returns the messages of b, which a cairn staged before it
@@ -208,7 +261,7 @@ func (s *sink) RestoreStates(states [][]byte) error {
 func (s *sink) dropBadTopics(b *batch) ([]*batch, error) {
 	var kept []*batch
 	c := b.cursor()
-	piece := &batch{checkpoint: b.checkpoint, subtask: b.subtask, seq: c.seq}
+	piece := &batch{checkpoint: b.checkpoint, subtask: b.subtask, seq: c.seq, epoch: b.epoch, base: b.base}
 	for {
 		seq, topic, body, ok, err := c.message()
 		if err != nil {
@@ -226,7 +279,7 @@ func (s *sink) dropBadTopics(b *batch) ([]*batch, error) {
 		if err := json.Unmarshal(append([]byte(`{"id":""`), body...), &out); err != nil {
 			out = Output{Payload: string(body)} // a body the sink wrote is JSON
 		}
-		err = fmt.Errorf("%s: %w (output %d-%d-%d, staged by a cairn before it checked topics; not published)", s.name, terr, b.checkpoint, b.subtask, seq)
+		err = fmt.Errorf("%s: %w (output %s, staged by a cairn before it checked topics; not published)", s.name, terr, outputID(nil, s.id, b, seq))
 		if err := s.reject(&graph.Record{Key: out.Key, Time: out.Time, Value: out.Value, Payload: out.Payload}, err); err != nil {
 			return nil, err
 		}
@@ -234,7 +287,7 @@ func (s *sink) dropBadTopics(b *batch) ([]*batch, error) {
 			piece.seal()
 			kept = append(kept, piece)
 		}
-		piece = &batch{checkpoint: b.checkpoint, subtask: b.subtask, seq: seq + 1}
+		piece = &batch{checkpoint: b.checkpoint, subtask: b.subtask, seq: seq + 1, epoch: b.epoch, base: b.base}
 	}
 	if piece.size > 0 {
 		piece.seal()
@@ -318,7 +371,7 @@ func (s *sink) publish() {
 				break
 			}
 			// A payload of its own: paho keeps it until the broker acknowledges.
-			payload := fmt.Appendf(make([]byte, 0, len(body)+32), `{"id":"%d-%d-%d"`, b.checkpoint, b.subtask, seq)
+			payload := append(outputID(append(make([]byte, 0, len(body)+len(s.id)+40), `{"id":"`...), s.id, b, seq), '"')
 			payload = append(payload, body...)
 			window = append(window, sent{b: b, seq: seq, tok: s.client.Publish(topic, 1, s.cfg.Retain, payload), reconnects: reconnects})
 		}

@@ -48,7 +48,7 @@ func TestSinkRestoresStatesOfOtherSubtasks(t *testing.T) {
 				t.Fatalf("published %v, want 3 messages", ids())
 			}
 		}
-		if want := []string{"5-1-0", "7-0-0", "7-0-1"}; !slices.Equal(ids(), want) {
+		if want := []string{"sink-5-1-0", "sink-7-0-0", "sink-7-0-1"}; !slices.Equal(ids(), want) {
 			t.Fatalf("ids %v, want %v: each with its old subtask, oldest checkpoint first", ids(), want)
 		}
 	})

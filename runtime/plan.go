@@ -79,9 +79,6 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 				metrics:   new(TaskMetrics),
 				chains:    chains{incremental: cfg.incremental, maxLen: cfg.maxChain},
 			}
-			t.state = graph.NewTaskState(graph.TaskInfo{
-				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism,
-			}, t)
 			var ins []*task
 			for k, edge := range n.Inputs {
 				for _, up := range byNode[edge.From] {
@@ -92,6 +89,10 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 					t.inputOf = append(t.inputOf, k)
 				}
 			}
+			t.ordered = cfg.mode != checkpoint.AtLeastOnce && (n.IsSource() || len(ins) == 1 && ins[0].ordered)
+			t.state = graph.NewTaskState(graph.TaskInfo{
+				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism, OrderedInput: t.ordered,
+			}, t)
 			t.wm = make([]int64, len(ins))
 			for c := range t.wm {
 				t.wm[c] = graph.MinWatermark
@@ -152,6 +153,10 @@ type taskRestore struct {
 	// inflight is the channel state of an unaligned checkpoint, per input
 	// channel.
 	inflight [][]graph.Record
+	// foreign says the checkpoint is from another store than the job's (a
+	// savepoint, remote storage): what follows is no replay of this run,
+	// whose input may have been another (graph.TaskInfo.OrderedInput).
+	foreign bool
 }
 
 // load reads, verifies and decodes everything the subtasks need to restore
@@ -183,12 +188,14 @@ func (p *plan) load(m *checkpoint.Manifest, store checkpoint.Store) ([]taskResto
 // breakChains is for a restore from another store than the job's (a
 // savepoint, remote storage): new increments cannot build on the restored
 // chains, whose blobs are not in the job's store, so each subtask's first
-// new snapshot is whole.
+// new snapshot is whole; and the restore is no replay of this run
+// (taskRestore.foreign).
 func breakChains(rs []taskRestore) {
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.own != nil {
 			r.own.continueChain = false
 		}
+		rs[i].foreign = true
 	}
 }
 
@@ -211,6 +218,9 @@ func (t *task) openFrom(r taskRestore) error {
 	var offset uint64
 	var opState []byte
 	t.state.Restore(r.snaps)
+	if r.foreign {
+		t.state.SetOrderedInput(false)
+	}
 	t.recovered = r.inflight
 	if own := r.own; own != nil {
 		if own.continueChain {

@@ -47,6 +47,15 @@ type Options struct {
 	// restored, empty if none, where the data directory shows that state
 	// was lost (checkRestore); without it such a start is refused.
 	AcceptStateLoss bool
+	// Build says which cairn runs, for the metric cairn_build_info.
+	Build BuildInfo
+}
+
+// BuildInfo says which cairn runs.
+type BuildInfo struct {
+	// Version is what `cairn version` prints; Commit is the VCS revision
+	// the binary was built from, "" when unknown.
+	Version, Commit string
 }
 
 // LogsPath is the ingest logs' directory under a data directory.
@@ -155,7 +164,8 @@ func Run(ctx context.Context, path string, opts Options) error {
 	}
 	defer stopWatch()
 	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs,
-		wear: newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear})}
+		wear:  newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear}),
+		build: opts.Build, checkpointMetrics: newCheckpointMetrics()}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
 	go ctl.wear.run(ctlCtx)
@@ -310,6 +320,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnComplete: func(m *checkpoint.Manifest) {
 			said.onComplete(m)
+			ctl.checkpointMetrics.completed(m)
 			if ctl.remote != nil && m.SameAs == 0 { // one that changed nothing was uploaded as SameAs
 				ctl.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
 			}
@@ -317,6 +328,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		},
 		OnAbort: func(a checkpoint.Abort) {
 			said.onAbort(a)
+			ctl.checkpointMetrics.aborted(a)
 			done.abort(a.ID, a.Reason.String()+": "+a.Cause)
 		},
 	})
@@ -341,7 +353,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		ran <- err
 	}()
 	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
-		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints})
+		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
+		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
 		finalCheckpoint(job, done, log)

@@ -135,6 +135,9 @@ type incarnation struct {
 	savepoints     string // directory for savepoint files
 	// retainedSavepoints is how many of them are kept (the newest).
 	retainedSavepoints int
+	// carried are the final counts of the incarnations before this one,
+	// which the metrics add this one's to.
+	carried counts
 }
 
 // control serves the control API of the agent, across reloads.
@@ -150,6 +153,11 @@ type control struct {
 	wear *wear
 	// logs holds the ingest logs and the dead letters.
 	logs *mqttio.Logs
+	// build says which cairn this is, and checkpointMetrics (required:
+	// every incarnation reports to it) what their checkpoints did, for the
+	// metrics.
+	build             BuildInfo
+	checkpointMetrics *checkpointMetrics
 
 	mu          sync.Mutex
 	configError string // why the last change of the file was not applied

@@ -59,7 +59,7 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 		tb.Fatal(err)
 	}
 	d := &deps{clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}, dataDir: dir}
-	ctl := &control{pipeline: "fuzz.yaml", host: "fuzz", log: log}
+	ctl := &control{pipeline: "fuzz.yaml", host: "fuzz", log: log, checkpointMetrics: newCheckpointMetrics()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

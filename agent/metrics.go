@@ -4,11 +4,20 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
 
-	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/checkpoint"
 )
+
+// The README's Metrics section lists every metric written here, with its
+// type, meaning and buckets: a change here changes that list.
 
 // serveMetrics serves Prometheus text-format metrics on addr (a loopback
 // address unless the file says otherwise) until ctx is done.
@@ -26,115 +35,289 @@ func (c *control) serveMetrics(ctx context.Context, addr string) error {
 	return serveHTTP(ctx, l, mux)
 }
 
-// writeMetrics writes the agent's metrics in the Prometheus text format.
+// writeMetrics writes the agent's metrics in the Prometheus text format
+// (version 0.0.4): every family's HELP and TYPE once, then its series.
+// Counters count since the agent started, across reloads.
 func (c *control) writeMetrics(w io.Writer) {
+	e := exposition{w}
 	st := c.status()
-	metric := func(name, kind, help string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+	counted := c.counts()
+	ckpt := c.checkpointMetrics.snapshot()
+	counter := func(name, help string) {
+		e.family(name, "counter", help)
+		series := counted[name]
+		for _, l := range slices.Sorted(maps.Keys(series)) {
+			e.sample(name, l, series[l])
+		}
 	}
-	metric("cairn_checkpoints_completed_total", "counter", "Checkpoints completed since the pipeline started.")
-	fmt.Fprintf(w, "cairn_checkpoints_completed_total %d\n", st.Checkpoints.Completed)
-	metric("cairn_checkpoints_failed_total", "counter", "Checkpoints that failed (declined, expired, not written).")
-	fmt.Fprintf(w, "cairn_checkpoints_failed_total %d\n", st.Checkpoints.Failed)
-	metric("cairn_checkpoints_in_progress", "gauge", "Checkpoints in flight.")
-	fmt.Fprintf(w, "cairn_checkpoints_in_progress %d\n", st.Checkpoints.InProgress)
+	gauge := func(name, help string, v float64) {
+		e.family(name, "gauge", help)
+		e.sample(name, "", v)
+	}
+	e.family("cairn_build_info", "gauge", "Always 1: the labels say which cairn this is.")
+	e.sample("cairn_build_info", labels("version", c.build.Version, "commit", c.build.Commit, "goversion", goVersion()), 1)
+
+	e.family("cairn_checkpoints_completed_total", "counter", "Checkpoints completed since the agent started.")
+	e.sample("cairn_checkpoints_completed_total", "", float64(ckpt.duration.count))
+	e.family("cairn_checkpoints_failed_total", "counter", "Checkpoints that failed (declined, expired, not written) since the agent started.")
+	e.sample("cairn_checkpoints_failed_total", "", float64(ckpt.failed))
+	gauge("cairn_checkpoints_in_progress", "Checkpoints in flight.", float64(st.Checkpoints.InProgress))
+	e.family("cairn_checkpoint_duration_seconds", "histogram", "Completed checkpoints by their duration, trigger to completion.")
+	ckpt.duration.write(e, "cairn_checkpoint_duration_seconds")
+	e.family("cairn_checkpoint_alignment_seconds", "histogram", "Completed checkpoints by their longest barrier alignment.")
+	ckpt.alignment.write(e, "cairn_checkpoint_alignment_seconds")
+	e.family("cairn_checkpoint_size_bytes", "histogram", "Completed checkpoints by the bytes they stored.")
+	ckpt.size.write(e, "cairn_checkpoint_size_bytes")
 	if l := st.Checkpoints.LastCompleted; l != nil {
-		metric("cairn_checkpoint_last_duration_seconds", "gauge", "Duration of the last completed checkpoint, trigger to completion.")
-		fmt.Fprintf(w, "cairn_checkpoint_last_duration_seconds %g\n", float64(l.DurationMS)/1000)
-		metric("cairn_checkpoint_last_size_bytes", "gauge", "Bytes stored by the last completed checkpoint.")
-		fmt.Fprintf(w, "cairn_checkpoint_last_size_bytes %d\n", l.SizeBytes)
-		metric("cairn_checkpoint_last_alignment_seconds", "gauge", "Longest barrier alignment of the last completed checkpoint.")
-		fmt.Fprintf(w, "cairn_checkpoint_last_alignment_seconds %g\n", float64(l.AlignmentMS)/1000)
-		metric("cairn_checkpoint_last_id", "gauge", "Id of the last completed checkpoint.")
-		fmt.Fprintf(w, "cairn_checkpoint_last_id %d\n", l.ID)
+		gauge("cairn_checkpoint_last_duration_seconds", "Duration of the last completed checkpoint, trigger to completion.", float64(l.DurationMS)/1000)
+		gauge("cairn_checkpoint_last_size_bytes", "Bytes stored by the last completed checkpoint.", float64(l.SizeBytes))
+		gauge("cairn_checkpoint_last_alignment_seconds", "Longest barrier alignment of the last completed checkpoint.", float64(l.AlignmentMS)/1000)
+		gauge("cairn_checkpoint_last_id", "Id of the last completed checkpoint.", float64(l.ID))
 	}
-	metric("cairn_records_in_total", "counter", "Records a subtask received.")
-	for _, op := range st.Operators {
-		for _, s := range op.Subtasks {
-			fmt.Fprintf(w, "cairn_records_in_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.RecordsIn)
-		}
-	}
-	metric("cairn_records_rejected_total", "counter", "Records a subtask's operator rejected (dead-lettered or dropped, as its on_error says).")
-	for _, op := range st.Operators {
-		for _, s := range op.Subtasks {
-			fmt.Fprintf(w, "cairn_records_rejected_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.Rejected)
-		}
-	}
-	metric("cairn_records_out_total", "counter", "Records a subtask emitted.")
-	for _, op := range st.Operators {
-		for _, s := range op.Subtasks {
-			fmt.Fprintf(w, "cairn_records_out_total{operator=%q,subtask=\"%d\"} %d\n", op.ID, s.Index, s.RecordsOut)
-		}
-	}
-	metric("cairn_backpressure_seconds_total", "counter", "Time a subtask waited for room downstream.")
-	for _, op := range st.Operators {
-		for _, s := range op.Subtasks {
-			fmt.Fprintf(w, "cairn_backpressure_seconds_total{operator=%q,subtask=\"%d\"} %g\n", op.ID, s.Index, float64(s.BackpressureMS)/1000)
-		}
-	}
-	metric("cairn_late_records_total", "counter", "Records a window dropped for arriving after its allowed lateness.")
-	for _, op := range st.Operators {
-		fmt.Fprintf(w, "cairn_late_records_total{operator=%q} %d\n", op.ID, op.LateRecords)
-	}
-	metric("cairn_dead_letters_total", "counter", "MQTT messages that could not be decoded.")
-	fmt.Fprintf(w, "cairn_dead_letters_total %d\n", st.DeadLetters)
-	for _, c := range []struct {
-		name, help string
-		count      func(*api.SinkCounts) int64
-	}{
-		{"cairn_sink_records_staged_total", "Records a sink staged for a checkpoint.", func(k *api.SinkCounts) int64 { return k.Staged }},
-		{"cairn_sink_messages_published_total", "Messages a sink published that its broker acknowledged.", func(k *api.SinkCounts) int64 { return k.Published }},
-		{"cairn_sink_records_unencodable_total", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).", func(k *api.SinkCounts) int64 { return k.Unencodable }},
-	} {
-		metric(c.name, "counter", c.help)
-		for _, op := range st.Operators {
-			if op.Sink != nil {
-				fmt.Fprintf(w, "%s{sink=%q} %d\n", c.name, op.ID, c.count(op.Sink))
-			}
-		}
-	}
-	metric("cairn_mqtt_connected", "gauge", "1 while every client of the broker is connected, else 0.")
+	counter("cairn_records_in_total", "Records a subtask received.")
+	counter("cairn_records_rejected_total", "Records a subtask's operator rejected (dead-lettered or dropped, as its on_error says).")
+	counter("cairn_records_out_total", "Records a subtask emitted.")
+	counter("cairn_backpressure_seconds_total", "Time a subtask waited for room downstream.")
+	counter("cairn_late_records_total", "Records a window dropped for arriving after its allowed lateness.")
+	counter("cairn_dead_letters_total", "MQTT messages that could not be decoded.")
+	counter("cairn_sink_records_staged_total", "Records a sink staged for a checkpoint.")
+	counter("cairn_sink_messages_published_total", "Messages a sink published that its broker acknowledged.")
+	counter("cairn_sink_records_unencodable_total", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).")
+	e.family("cairn_mqtt_connected", "gauge", "1 while every client of the broker is connected, else 0.")
 	for _, b := range st.Brokers {
-		connected := 0
-		if b.Connected {
-			connected = 1
-		}
-		fmt.Fprintf(w, "cairn_mqtt_connected{broker=%q} %d\n", b.ID, connected)
+		e.sample("cairn_mqtt_connected", labels("broker", b.ID), bit(b.Connected))
 	}
-	metric("cairn_ingest_lag_messages", "gauge", "Logged MQTT messages waiting to be processed.")
-	fmt.Fprintf(w, "cairn_ingest_lag_messages %d\n", st.IngestLag)
-	metric("cairn_ingest_append_failures_total", "counter", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
-	fmt.Fprintf(w, "cairn_ingest_append_failures_total %d\n", st.IngestFailures)
-	metric("cairn_output_backlog_bytes", "gauge", "Output the sinks hold until their brokers acknowledge it.")
-	fmt.Fprintf(w, "cairn_output_backlog_bytes %d\n", st.OutputBacklogBytes)
-	metric("cairn_input_held", "gauge", "1 while the output backlog is over agent.max_output_backlog and sources read nothing new.")
-	held := 0
-	if st.InputHeld {
-		held = 1
-	}
-	fmt.Fprintf(w, "cairn_input_held %d\n", held)
-	metric("cairn_disk_written_bytes_total", "counter", "Bytes the agent made the kernel write to a file of its data directory (whole pages), since it started.")
+	gauge("cairn_ingest_lag_messages", "Logged MQTT messages waiting to be processed.", float64(st.IngestLag))
+	counter("cairn_ingest_append_failures_total", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
+	gauge("cairn_output_backlog_bytes", "Output the sinks hold until their brokers acknowledge it.", float64(st.OutputBacklogBytes))
+	gauge("cairn_input_held", "1 while the output backlog is over agent.max_output_backlog and sources read nothing new.", bit(st.InputHeld))
+	e.family("cairn_disk_written_bytes_total", "counter", "Bytes the agent made the kernel write to a file of its data directory (whole pages), since it started.")
 	for _, f := range st.Disk.Files {
-		fmt.Fprintf(w, "cairn_disk_written_bytes_total{file=%q} %d\n", f.Name, f.WrittenBytes)
+		e.sample("cairn_disk_written_bytes_total", labels("file", f.Name), float64(f.WrittenBytes))
 	}
-	metric("cairn_disk_syncs_total", "counter", "fsyncs and fdatasyncs of a file of the data directory, since the agent started.")
+	e.family("cairn_disk_syncs_total", "counter", "fsyncs and fdatasyncs of a file of the data directory, since the agent started.")
 	for _, f := range st.Disk.Files {
-		fmt.Fprintf(w, "cairn_disk_syncs_total{file=%q} %d\n", f.Name, f.Syncs)
+		e.sample("cairn_disk_syncs_total", labels("file", f.Name), float64(f.Syncs))
 	}
-	metric("cairn_disk_written_bytes_per_day", "gauge", "The last hour's rate of the bytes the kernel wrote for the agent (its files' pages and the file system's for them), extrapolated to a day.")
-	fmt.Fprintf(w, "cairn_disk_written_bytes_per_day %d\n", st.Disk.PerDayBytes)
-	metric("cairn_uptime_seconds", "gauge", "Time since the pipeline (re)started.")
-	fmt.Fprintf(w, "cairn_uptime_seconds %g\n", st.UptimeSeconds)
-	if m := st.Memory; m.Resident > 0 {
-		metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
-		fmt.Fprintf(w, "process_resident_memory_bytes %d\n", m.Resident)
-	}
-	metric("cairn_heap_live_bytes", "gauge", "The Go heap's live data at the last garbage collection (before the first, what it holds).")
-	fmt.Fprintf(w, "cairn_heap_live_bytes %d\n", st.Memory.HeapLive)
-	metric("cairn_heap_goal_bytes", "gauge", "The size the Go heap may reach before the next garbage collection.")
-	fmt.Fprintf(w, "cairn_heap_goal_bytes %d\n", st.Memory.HeapGoal)
+	gauge("cairn_disk_written_bytes_per_day", "The last hour's rate of the bytes the kernel wrote for the agent (its files' pages and the file system's for them), extrapolated to a day.", float64(st.Disk.PerDayBytes))
+	gauge("cairn_uptime_seconds", "Time since the pipeline (re)started.", st.UptimeSeconds)
+	gauge("cairn_heap_live_bytes", "The Go heap's live data at the last garbage collection (before the first, what it holds).", float64(st.Memory.HeapLive))
+	gauge("cairn_heap_goal_bytes", "The size the Go heap may reach before the next garbage collection.", float64(st.Memory.HeapGoal))
 	if st.Memory.Limit > 0 {
-		metric("cairn_memory_limit_bytes", "gauge", "The soft memory limit (agent.memory_limit or GOMEMLIMIT).")
-		fmt.Fprintf(w, "cairn_memory_limit_bytes %d\n", st.Memory.Limit)
+		gauge("cairn_memory_limit_bytes", "The soft memory limit (agent.memory_limit or GOMEMLIMIT).", float64(st.Memory.Limit))
 	}
+	writeProcessMetrics(e)
+}
+
+func bit(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// exposition writes the Prometheus text format to w.
+type exposition struct{ w io.Writer }
+
+// family starts a metric family; help holds no backslash or newline.
+func (e exposition) family(name, kind, help string) {
+	fmt.Fprintf(e.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+}
+
+// sample writes one series of the family begun last; ls is what labels
+// returns, "" for none.
+func (e exposition) sample(name, ls string, v float64) {
+	if ls != "" {
+		ls = "{" + ls + "}"
+	}
+	fmt.Fprintf(e.w, "%s%s %s\n", name, ls, formatValue(v))
+}
+
+// formatValue writes integers without an exponent (209715200, not
+// 2.097152e+08) and infinities as +Inf and -Inf.
+func formatValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// labels writes name-value pairs as the inside of a series' braces, the
+// values escaped as the format wants.
+func labels(pairs ...string) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(pairs[i])
+		b.WriteString(`="`)
+		labelEscaper.WriteString(&b, pairs[i+1])
+		b.WriteByte('"')
+	}
+	return b.String()
+}
+
+// counts are the values of the counters that a job, a source or a sink
+// keeps itself, and so starts again at 0 when a reload starts a new
+// incarnation: by family, then by the series' labels ("" for none).
+type counts map[string]map[string]float64
+
+func (c counts) add(family, ls string, v float64) {
+	if c[family] == nil {
+		c[family] = make(map[string]float64)
+	}
+	c[family][ls] += v
+}
+
+// counts returns the counters of the current incarnation added to those it
+// carried from the ones before it, so that none goes down across a reload.
+// A series of an operator or a sink that a reload removed keeps its last
+// value. Only counts of a stopped incarnation are final: a new incarnation
+// takes them as it starts.
+func (c *control) counts() counts {
+	out := make(counts)
+	out.add("cairn_dead_letters_total", "", 0)
+	out.add("cairn_ingest_append_failures_total", "", 0)
+	inc := c.current.Load()
+	if inc == nil {
+		return out
+	}
+	for family, series := range inc.carried {
+		for ls, v := range series {
+			out.add(family, ls, v)
+		}
+	}
+	for _, t := range inc.job.Status().Tasks {
+		op := labels("operator", t.ID.Operator)
+		sub := labels("operator", t.ID.Operator, "subtask", strconv.Itoa(t.ID.Subtask))
+		out.add("cairn_records_in_total", sub, float64(t.RecordsIn))
+		out.add("cairn_records_rejected_total", sub, float64(t.Rejected))
+		out.add("cairn_records_out_total", sub, float64(t.RecordsOut))
+		out.add("cairn_backpressure_seconds_total", sub, t.Backpressure.Seconds())
+		out.add("cairn_late_records_total", op, 0) // every operator has the series
+	}
+	for id, n := range inc.late {
+		out.add("cairn_late_records_total", labels("operator", id), float64(n.Load()))
+	}
+	for id, m := range inc.sinks {
+		sink := labels("sink", id)
+		out.add("cairn_sink_records_staged_total", sink, float64(m.Staged.Load()))
+		out.add("cairn_sink_messages_published_total", sink, float64(m.Published.Load()))
+		out.add("cairn_sink_records_unencodable_total", sink, float64(m.Unencodable.Load()))
+	}
+	for _, m := range inc.sources {
+		out.add("cairn_dead_letters_total", "", float64(m.DeadLetters.Load()))
+		out.add("cairn_ingest_append_failures_total", "", float64(m.AppendFailures.Load()))
+	}
+	return out
+}
+
+// Bucket bounds of the checkpoint histograms, chosen for a gateway. A
+// checkpoint takes from a few milliseconds (small state, nothing changed)
+// to seconds (a slow SD card, a large window state); past a minute it is
+// in trouble, whatever the bucket. An aligned checkpoint's alignment is
+// about a channel's backlog, below a millisecond when the graph keeps up
+// and up to checkpoints.alignment_timeout when it does not. State on a
+// 256 MB device is kilobytes to tens of megabytes. Every bucket is 2 to 4
+// times the one below, so a quantile read from them is within that factor.
+var (
+	checkpointDurationBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	checkpointAlignmentBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	checkpointSizeBuckets      = []float64{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20}
+)
+
+// checkpointMetrics observes every checkpoint that completes or fails, in
+// every incarnation (the runtime's OnComplete and OnAbort), so that what
+// happens between two scrapes is in the histograms, not only the last.
+type checkpointMetrics struct {
+	mu       sync.Mutex
+	observed checkpointCounts
+}
+
+// checkpointCounts are the checkpoints observed: the histograms' counts are
+// the completed ones.
+type checkpointCounts struct {
+	failed                    int64
+	duration, alignment, size histogram
+}
+
+func newCheckpointMetrics() *checkpointMetrics {
+	return &checkpointMetrics{observed: checkpointCounts{
+		duration:  newHistogram(checkpointDurationBuckets),
+		alignment: newHistogram(checkpointAlignmentBuckets),
+		size:      newHistogram(checkpointSizeBuckets),
+	}}
+}
+
+// completed observes a completed checkpoint: its duration, its longest
+// alignment and the bytes its subtasks stored (as CheckpointInfo sums them).
+func (c *checkpointMetrics) completed(m *checkpoint.Manifest) {
+	var size int64
+	var alignment float64
+	for _, a := range m.Subtasks {
+		size += a.Stats.StateSize
+		alignment = max(alignment, a.Stats.Alignment.Seconds())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observed.duration.observe(m.Duration.Seconds())
+	c.observed.alignment.observe(alignment)
+	c.observed.size.observe(float64(size))
+}
+
+// aborted counts a failed checkpoint (AbortReason.Failure, as the runtime
+// counts them): one a newer checkpoint subsumed or overtook, or that could
+// not complete because the job is stopping, is no failure.
+func (c *checkpointMetrics) aborted(a checkpoint.Abort) {
+	if !a.Reason.Failure() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observed.failed++
+}
+
+// snapshot copies the observations, so that they are written without
+// holding up the runtime's coordinator, which observes.
+func (c *checkpointMetrics) snapshot() checkpointCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.observed
+	return checkpointCounts{failed: o.failed, duration: o.duration.clone(), alignment: o.alignment.clone(), size: o.size.clone()}
+}
+
+// histogram counts observations in buckets of fixed upper bounds, as a
+// Prometheus histogram does. Not safe for concurrent use.
+type histogram struct {
+	bounds  []float64 // ascending; +Inf is implied
+	buckets []uint64  // per bound, not cumulative; the last holds those above every bound
+	sum     float64
+	count   uint64
+}
+
+func newHistogram(bounds []float64) histogram {
+	return histogram{bounds: bounds, buckets: make([]uint64, len(bounds)+1)}
+}
+
+// observe counts v in the first bucket whose bound is v or above.
+func (h *histogram) observe(v float64) {
+	h.buckets[sort.SearchFloat64s(h.bounds, v)]++
+	h.sum += v
+	h.count++
+}
+
+func (h histogram) clone() histogram {
+	h.buckets = slices.Clone(h.buckets)
+	return h
+}
+
+// write writes the histogram's series: cumulative buckets up to le="+Inf",
+// then its sum and count.
+func (h histogram) write(e exposition, name string) {
+	var cumulative uint64
+	for i, b := range h.bounds {
+		cumulative += h.buckets[i]
+		e.sample(name+"_bucket", labels("le", formatValue(b)), float64(cumulative))
+	}
+	e.sample(name+"_bucket", labels("le", "+Inf"), float64(h.count))
+	e.sample(name+"_sum", "", h.sum)
+	e.sample(name+"_count", "", float64(h.count))
 }

@@ -179,7 +179,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 	}()
 	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
-		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss})
+		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss,
+		Build: agent.BuildInfo{Version: buildVersion()}})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):

@@ -1,6 +1,15 @@
 package tui
 
-import "github.com/cairn-edge/cairn/agent/api"
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-edge/cairn/agent/api"
+)
 
 // Fixed statuses of the skewed pipeline in configs/skew.yaml: a fleet whose
 // readings pass through an expensive scoring step into a join with a
@@ -59,3 +68,60 @@ var (
 	skewedBefore = skewedStatus(90, 10)
 	skewedNow    = skewedStatus(91, 11)
 )
+
+// crowdedStatus is skewedStatus with the operators of configs/demo.yaml
+// beside the join's, thirteen in all: more than the wide layout's graph
+// panel shows at 120x30.
+func crowdedStatus(uptime float64, scale int64) api.Status {
+	st := skewedStatus(uptime, scale)
+	st.Operators = slices.Clone(st.Operators)
+	for i, id := range []string{"hot", "device-avg", "hot-per-site", "alarm", "averages", "alerts", "alarms", "site-rollup"} {
+		n := int64(100 * (i + 1))
+		st.Operators = append(st.Operators, api.Operator{ID: id, Parallelism: 1, Subtasks: []api.Subtask{
+			{RecordsIn: n * scale, RecordsOut: n / 2 * scale, BackpressureMS: int64(20*i) * scale, Queued: int64(i)}}})
+	}
+	return st
+}
+
+// renamed is st with operators renamed (old id to new), also where
+// alignments name their inputs.
+func renamed(st api.Status, ids map[string]string) api.Status {
+	name := func(id string) string {
+		if n, ok := ids[id]; ok {
+			return n
+		}
+		return id
+	}
+	st.Operators = slices.Clone(st.Operators)
+	for i := range st.Operators {
+		op := &st.Operators[i]
+		op.ID = name(op.ID)
+		op.Subtasks = slices.Clone(op.Subtasks)
+		for j := range op.Subtasks {
+			a := op.Subtasks[j].Alignment
+			if a == nil {
+				continue
+			}
+			renamedA := *a
+			renamedA.Channels = slices.Clone(a.Channels)
+			for k := range renamedA.Channels {
+				c := &renamedA.Channels[k]
+				if op, index, ok := strings.Cut(c.From, "/"); ok {
+					c.From = name(op) + "/" + index
+				}
+			}
+			op.Subtasks[j].Alignment = &renamedA
+		}
+	}
+	return st
+}
+
+// lostAt is the stream breaking at agent-clock second s of the fixtures'
+// history (11:07:44 UTC is 1_795_000_064).
+func lostAt(s int64, attempt int, err error) lostMsg {
+	return lostMsg{err: err, attempt: attempt, at: time.Unix(s, 0)}
+}
+
+// refused is the error of a dial that nothing answered.
+var refused = fmt.Errorf("%w on /run/cairn-test/cairn.sock: %w", api.ErrNoAgent,
+	&os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED})

@@ -47,11 +47,12 @@ var panelNames = [panelCount]string{"Graph", "Checkpoint", "History"}
 type (
 	// statusMsg is a status from the stream.
 	statusMsg api.Status
-	// lostMsg says the stream broke (or could not start): the UI
-	// reconnects.
+	// lostMsg says the stream broke (or could not start), when and why:
+	// the UI reconnects.
 	lostMsg struct {
 		err     error
 		attempt int
+		at      time.Time
 	}
 	// doneMsg is the answer to a checkpoint or savepoint request.
 	doneMsg struct {
@@ -63,15 +64,15 @@ type (
 
 // keyMap is the UI's keys, shown by the help.
 type keyMap struct {
-	Checkpoint, Savepoint, Next, Prev, Filter, Help, Quit key.Binding
+	Checkpoint, Savepoint, Next, Prev, Scroll, Filter, Help, Quit key.Binding
 }
 
 func (k keyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Checkpoint, k.Savepoint, k.Next, k.Filter, k.Help, k.Quit}
+	return []key.Binding{k.Checkpoint, k.Savepoint, k.Next, k.Scroll, k.Filter, k.Help, k.Quit}
 }
 
 func (k keyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Checkpoint, k.Savepoint}, {k.Next, k.Prev, k.Filter}, {k.Help, k.Quit}}
+	return [][]key.Binding{{k.Checkpoint, k.Savepoint}, {k.Next, k.Prev, k.Scroll, k.Filter}, {k.Help, k.Quit}}
 }
 
 var keys = keyMap{
@@ -79,6 +80,7 @@ var keys = keyMap{
 	Savepoint:  key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "savepoint")),
 	Next:       key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "panel")),
 	Prev:       key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous panel")),
+	Scroll:     key.NewBinding(key.WithKeys("up", "down", "k", "j", "pgup", "pgdown", "home", "end"), key.WithHelp("↑/↓", "scroll")),
 	Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 	Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 	Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
@@ -105,7 +107,12 @@ type Model struct {
 	samples       []api.Status // the statuses of the rate window, oldest first
 	rates         map[string]rate
 	connected     bool
-	lost          *lostMsg // why the stream broke, while reconnecting
+	lost          *lostMsg  // why the stream broke, while reconnecting
+	lostSince     time.Time // when it broke, while reconnecting
+
+	// scroll is the first operator row the graph panel shows when they do
+	// not all fit; the view keeps it within the rows (graphWindow).
+	scroll int
 
 	panel int
 	// filter narrows the operators shown to those whose id contains it;
@@ -169,7 +176,7 @@ func follow(ctx context.Context, c *api.Client, events chan<- tea.Msg) {
 			attempt, backoff = 1, 250*time.Millisecond
 			return send(statusMsg(st))
 		})
-		if ctx.Err() != nil || send(lostMsg{err: err, attempt: attempt}) != nil {
+		if ctx.Err() != nil || send(lostMsg{err: err, attempt: attempt, at: time.Now()}) != nil {
 			return
 		}
 		select {
@@ -192,6 +199,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case lostMsg:
 		if m.connected || m.lost == nil {
 			m.flash, m.alarm = "", false
+			m.lostSince = msg.at
 		}
 		m.connected, m.lost = false, &msg
 		return m, m.next
@@ -291,6 +299,7 @@ func subtaskName(op string, index int) string { return fmt.Sprintf("%s/%d", op, 
 // key handles a key press.
 func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 	if m.filtering {
+		m.scroll = 0 // the rows change under it
 		switch msg.String() {
 		case "enter":
 			m.filtering = false
@@ -321,13 +330,40 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		m.filtering = true
 	case msg.String() == "esc":
 		m.showHelp = false
-		m.filter = nil
+		m.filter, m.scroll = nil, 0
+	case key.Matches(msg, keys.Scroll):
+		m.scrollGraph(msg.String())
 	case key.Matches(msg, keys.Checkpoint):
 		return m.request("checkpoint", m.client.Checkpoint)
 	case key.Matches(msg, keys.Savepoint):
 		return m.request("savepoint", m.client.Savepoint)
 	}
 	return nil
+}
+
+// scrollGraph moves the operator list by the scroll key k: a row, a
+// page, or to an end, within the rows the filter lets through.
+func (m *Model) scrollGraph(k string) {
+	if m.st == nil {
+		return
+	}
+	rows, h := m.graphRows(), m.graphHeight()
+	first, n := graphWindow(m.scroll, rows, h)
+	switch k {
+	case "up", "k":
+		first--
+	case "down", "j":
+		first++
+	case "pgup":
+		first -= max(n, 1)
+	case "pgdown":
+		first += max(n, 1)
+	case "home":
+		first = 0
+	case "end":
+		first = rows
+	}
+	m.scroll, _ = graphWindow(first, rows, h)
 }
 
 // request asks the agent for a checkpoint or savepoint, one at a time.

@@ -142,13 +142,16 @@ func TestProgramFollowsTheAgent(t *testing.T) {
 	ui.await(t, "! savepoint failed: the pipeline is restarting")
 
 	agent.srv.Close()
-	ui.await(t, "⟳ agent unreachable", "showing the last status received")
+	screen := ui.await(t, "unreachable since ", "· last seen running", "⟳ reconnecting, attempt")
+	if strings.Contains(screen, "up 1m31s") {
+		t.Fatalf("the header still says how long the agent is up after it went away:\n%s", screen)
+	}
 
 	restarted := skewedStatus(2, 1)
 	restarted.RestoredFrom = &api.Restored{ID: 43, Source: "local"}
 	agent = startFakeAgent(t, sock)
 	agent.statuses <- restarted
-	screen := ui.await(t, "» reconnected: the agent restarted and restored local checkpoint 43", "restored local #43", "up 2s")
+	screen = ui.await(t, "» reconnected: the agent restarted and restored local checkpoint 43", "restored local #43", "up 2s")
 	if strings.Contains(screen, "unreachable") {
 		t.Fatalf("still shown as unreachable after reconnecting:\n%s", screen)
 	}

@@ -1,9 +1,11 @@
 package tui
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -42,19 +44,19 @@ func (m *Model) View() tea.View {
 // render draws the whole screen: exactly m.height lines of at most m.width
 // cells.
 func (m *Model) render() string {
-	w, h := max(m.width, 20), max(m.height, 5)
+	w, h := m.size()
 	top := m.header(w)
 	footer := m.footer()
-	bodyH := max(h-len(top)-2, 1)
+	bodyH := bodyHeight(h, top)
 	var body []string
 	switch {
 	case m.showHelp:
 		body = m.helpPanel()
 	case m.st == nil:
 		body = []string{"", dimStyle.Render("waiting for the agent's status; is `cairn run` running on this data directory?")}
-	case w >= wideWidth && h >= wideHeight:
+	case m.wide():
 		upper := bodyH / 2
-		left := fit(m.titled(graphPanel, w/2-1, m.graphPanel(w/2-1)), w/2-1, upper)
+		left := fit(m.titled(graphPanel, w/2-1, m.graphPanel(w/2-1, upper-1)), w/2-1, upper)
 		right := fit(m.titled(checkpointPanel, w-w/2-2, m.checkpointPanel(w-w/2-2)), w-w/2-2, upper)
 		for i := range upper {
 			body = append(body, pad(left[i], w/2-1)+dimStyle.Render(" │ ")+right[i])
@@ -63,7 +65,7 @@ func (m *Model) render() string {
 	default:
 		switch m.panel {
 		case graphPanel:
-			body = m.graphPanel(w)
+			body = m.graphPanel(w, bodyH)
 		case checkpointPanel:
 			body = m.checkpointPanel(w)
 		case historyPanel:
@@ -76,27 +78,68 @@ func (m *Model) render() string {
 	return strings.Join(fit(lines, w, h), "\n")
 }
 
+// size is the terminal's size, or the least the layout works with.
+func (m *Model) size() (w, h int) { return max(m.width, 20), max(m.height, 5) }
+
+// wide reports whether the terminal shows all panels at once.
+func (m *Model) wide() bool {
+	w, h := m.size()
+	return w >= wideWidth && h >= wideHeight
+}
+
+// bodyHeight is the lines of a terminal h lines high between the tabs and
+// the footer, under the header top.
+func bodyHeight(h int, top []string) int { return max(h-len(top)-2, 1) }
+
+// graphHeight is the lines of the graph panel, its column heads included.
+func (m *Model) graphHeight() int {
+	w, h := m.size()
+	bodyH := bodyHeight(h, m.header(w))
+	if m.wide() {
+		return bodyH/2 - 1 // half the body, under the panel's title
+	}
+	return bodyH
+}
+
 // header is the agent line, the counters line, the checkpoint in flight,
-// and the stall, if any.
+// and the stall, if any. While the agent is unreachable, the agent line says
+// since when and what it last was, the next line why the last attempt to
+// reach it failed, and the checkpoint and stall lines, stale, are left out.
 func (m *Model) header(w int) []string {
 	if m.st == nil {
 		line := titleStyle.Render("cairn top") + "  connecting to " + m.client.Socket() + "…"
 		if m.lost != nil {
-			return append([]string{line}, m.lostLines("")...)
+			return []string{line, m.lostLine()}
 		}
 		return []string{line}
 	}
 	st := m.st
-	state := st.State
-	if state != "running" {
-		state = warnStyle.Render(state)
+	var lines []string
+	if m.lost != nil {
+		// What the last status says of the agent's state, uptime and
+		// memory is no longer so: the header says since when it is not
+		// known, and why; the rest of the screen is the last status, as
+		// the line says where it has room.
+		reconnecting := m.lostLine()
+		if note := " · showing the last status received"; lipgloss.Width(reconnecting+note) <= w {
+			reconnecting += note
+		}
+		lines = append(lines, fmt.Sprintf("%s  %s · %s · %s since %s · last seen %s", titleStyle.Render("cairn top"),
+			st.Agent, filepath.Base(st.Pipeline), alarmStyle.Render("unreachable"),
+			m.lostSince.In(m.opts.Location).Format("15:04:05"), st.State),
+			reconnecting)
+	} else {
+		state := st.State
+		if state != "running" {
+			state = warnStyle.Render(state)
+		}
+		head := fmt.Sprintf("%s  %s · %s · %s · %s · up %s", titleStyle.Render("cairn top"),
+			st.Agent, filepath.Base(st.Pipeline), st.Mode, state, uptime(st.UptimeSeconds))
+		if st.Memory.Resident > 0 {
+			head += " · mem " + bytes(st.Memory.Resident)
+		}
+		lines = append(lines, head)
 	}
-	head := fmt.Sprintf("%s  %s · %s · %s · %s · up %s", titleStyle.Render("cairn top"),
-		st.Agent, filepath.Base(st.Pipeline), st.Mode, state, uptime(st.UptimeSeconds))
-	if st.Memory.Resident > 0 {
-		head += " · mem " + bytes(st.Memory.Resident)
-	}
-	lines := []string{head}
 	restored := "fresh start"
 	if r := st.RestoredFrom; r != nil {
 		restored = fmt.Sprintf("restored %s #%d", r.Source, r.ID)
@@ -148,7 +191,7 @@ func (m *Model) header(w int) []string {
 		lines = append(lines, warnStyle.Render("memory near its limit: ")+fmt.Sprintf("heap %s live of %s; the GC runs almost all the time", bytes(mem.HeapLive), bytes(mem.Limit)))
 	}
 	if m.lost != nil {
-		return append(lines, m.lostLines(" · showing the last status received")...)
+		return lines
 	}
 	lines = append(lines, m.inFlightLine(w))
 	if s := m.worstStall(); s != nil {
@@ -157,12 +200,21 @@ func (m *Model) header(w int) []string {
 	return lines
 }
 
-// lostLines say that the agent went away, and why.
-func (m *Model) lostLines(note string) []string {
-	return []string{
-		alarmStyle.Render("⟳ agent unreachable") + fmt.Sprintf(" · reconnecting, attempt %d", m.lost.attempt) + note,
-		dimStyle.Render(fmt.Sprint(m.lost.err)),
+// lostLine says that the UI reconnects to the agent, and why the last
+// attempt failed.
+func (m *Model) lostLine() string {
+	return warnStyle.Render("⟳ reconnecting") + fmt.Sprintf(", attempt %d: %s", m.lost.attempt, reason(m.lost.err))
+}
+
+// reason is why a connection to the agent failed, in short: the system's
+// word for a failed dial or read ("connection refused"), without the
+// socket's path the wrappers repeat, or else the error's own text.
+func reason(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
 	}
+	return fmt.Sprint(err)
 }
 
 // inFlightLine shows the oldest checkpoint in flight, or the last one.
@@ -251,7 +303,8 @@ func (m *Model) helpPanel() []string {
 		"switched to unaligned), FAILED · Δ incremental · IN-FL in-flight data persisted",
 		"· UPL remote upload: done, pend(ing), FAIL(ed), skip(ped: a newer one went",
 		"first), off · lag: MQTT messages logged, not processed yet · QUEUED: records",
-		"waiting in an operator's inputs · rates per second on the agent's clock.")
+		"waiting in an operator's inputs · rates per second on the agent's clock.",
+		"Operators that do not fit: ↑/↓ (k/j) scroll a row, pgup/pgdown a page, home/end.")
 }
 
 // shown reports whether the operator filter lets op through.
@@ -260,17 +313,23 @@ func (m *Model) shown(op string) bool {
 	return f == "" || strings.Contains(strings.ToLower(op), f)
 }
 
-// graphPanel lists the operators with their throughput and backpressure.
-func (m *Model) graphPanel(w int) []string {
-	nameW := min(max(w-48, 10), 28)
-	row := func(name, par, in, out, queued, bp string) string {
-		return fmt.Sprintf("%-*s %3s %7s %7s %7s  %s", nameW, ansi.Truncate(name, nameW, "…"), par, in, out, queued, bp)
-	}
-	lines := []string{dimStyle.Render(row("OPERATOR", "PAR", "IN/s", "OUT/s", "QUEUED", "BACKPRESSURE"))}
+// graphColumns is the cells of a graph row besides the operator's name and
+// its backpressure: the PAR, IN/s, OUT/s and QUEUED columns and the gaps.
+const graphColumns = 30
+
+// graphPanel lists the operators the filter lets through, with their
+// throughput and backpressure, in at most h lines of w cells. Names take
+// the width the other columns leave, and are cut (…) only beyond it. When
+// the operators do not all fit, it shows those from m.scroll on and a last
+// line saying how many are out of view.
+func (m *Model) graphPanel(w, h int) []string {
+	// Every operator's cells, shown or not: the columns keep their
+	// widths while a filter is typed.
+	type cells struct{ name, par, in, out, queued, bp string }
+	var rows []cells
+	nameW, bpW := len("OPERATOR"), len("BACKPRESSURE")
 	for _, op := range m.st.Operators {
-		if !m.shown(op.ID) {
-			continue
-		}
+		nameW = max(nameW, ansi.StringWidth(op.ID))
 		var in, out, worst float64
 		var queued int64
 		levels := make([]int64, 0, len(op.Subtasks))
@@ -287,9 +346,54 @@ func (m *Model) graphPanel(w int) []string {
 		case worst >= 0.1:
 			bp = warnStyle.Render(bp)
 		}
-		lines = append(lines, row(op.ID, fmt.Sprint(op.Parallelism), count(in), count(out), count(float64(queued)), bp))
+		bpW = max(bpW, ansi.StringWidth(bp))
+		if m.shown(op.ID) {
+			rows = append(rows, cells{op.ID, fmt.Sprint(op.Parallelism), count(in), count(out), count(float64(queued)), bp})
+		}
+	}
+	nameW = min(nameW, max(w-graphColumns-bpW, len("OPERATOR")))
+	row := func(c cells) string {
+		return pad(ansi.Truncate(c.name, nameW, "…"), nameW) + fmt.Sprintf(" %3s %7s %7s %7s  %s", c.par, c.in, c.out, c.queued, c.bp)
+	}
+	lines := []string{dimStyle.Render(row(cells{"OPERATOR", "PAR", "IN/s", "OUT/s", "QUEUED", "BACKPRESSURE"}))}
+	first, n := graphWindow(m.scroll, len(rows), h)
+	for _, c := range rows[first : first+n] {
+		lines = append(lines, row(c))
+	}
+	if n < len(rows) {
+		var out []string
+		if first > 0 {
+			out = append(out, fmt.Sprintf("%d above", first))
+		}
+		if below := len(rows) - first - n; below > 0 {
+			out = append(out, fmt.Sprintf("+%d more", below))
+		}
+		lines = append(lines, strings.Join(out, " · ")+dimStyle.Render(" · ↑/↓ scroll"))
 	}
 	return lines
+}
+
+// graphWindow is the operator rows, of rows, that a graph panel of h lines
+// shows: all when they fit under the column heads; else as many as fit
+// above the line that says how many are out of view, from top on, moved
+// back within the rows. It returns the first row shown and how many.
+func graphWindow(top, rows, h int) (first, n int) {
+	if rows <= h-1 {
+		return 0, rows
+	}
+	n = max(h-2, 0)
+	return min(max(top, 0), rows-n), n
+}
+
+// graphRows is how many operators the filter lets through.
+func (m *Model) graphRows() int {
+	n := 0
+	for _, op := range m.st.Operators {
+		if m.shown(op.ID) {
+			n++
+		}
+	}
+	return n
 }
 
 // backpressureBlocks draws each subtask's backpressure (percent) as a block,

@@ -93,9 +93,28 @@ func TestView(t *testing.T) {
 		}, []string{"checkpoint", "▲ STALL: a subtask aligning for 1.0s or more"}},
 		{"reconnecting", func() *Model {
 			m := model(80, 24, skewedNow)
-			m.Update(lostMsg{err: errors.New("no agent answers on /run/cairn-test/cairn.sock: connect: connection refused"), attempt: 3})
+			m.Update(lostAt(1_795_000_070, 3, refused))
 			return m
-		}, []string{"⟳ agent unreachable · reconnecting, attempt 3"}},
+		}, []string{"unreachable since 11:07:50 · last seen running",
+			"⟳ reconnecting, attempt 3: connection refused · showing the last status received"}},
+		{"unreachable-wide", func() *Model {
+			m := model(120, 30, crowdedStatus(90, 10), crowdedStatus(91, 11))
+			m.Update(lostAt(1_795_000_070, 1, errors.New("the agent closed the status stream")))
+			m.Update(lostAt(1_795_000_072, 2, refused))
+			return m
+		}, []string{"unreachable since 11:07:50 · last seen running", "⟳ reconnecting, attempt 2: connection refused"}},
+		{"crowded-wide", func() *Model { return model(120, 30, crowdedStatus(90, 10), crowdedStatus(91, 11)) },
+			[]string{"hot-per-site", "+4 more · ↑/↓ scroll", "↑/↓ scroll • / filter"}},
+		{"crowded-wide-scrolled", func() *Model {
+			m := model(120, 30, crowdedStatus(90, 10), crowdedStatus(91, 11))
+			press(m, "j", "j")
+			return m
+		}, []string{"2 above · +2 more · ↑/↓ scroll"}},
+		{"long-names-wide", func() *Model {
+			long := map[string]string{"fleet": "fleet-temperature-and-humidity", "reference": "reference-fleet",
+				"score": "score-anomalies-isolation-forest", "drift-out": "drift-out-to-site"}
+			return model(120, 30, renamed(skewedBefore, long), renamed(skewedNow, long))
+		}, []string{"reference-fleet  ", "drift-out-to-site ", "fleet-temperatur… ", "score-anomalies-… "}},
 		{"connecting", func() *Model { return model(80, 24) }, []string{"connecting to /run/cairn-test/cairn.sock"}},
 		{"tiny", func() *Model { return model(30, 8, skewedBefore, skewedNow) }, nil},
 		{"input-held", func() *Model {
@@ -139,6 +158,64 @@ func TestFilterHidesOperators(t *testing.T) {
 	press(m, "esc")
 	if out := screen(t, m); !strings.Contains(out, "reference ") {
 		t.Fatalf("esc did not clear the filter:\n%s", out)
+	}
+}
+
+// TestScrollReachesEveryOperator checks that the scroll keys bring every
+// operator into the wide layout's graph panel, stop at its ends, and say
+// how many are out of view; a filter starts the list over.
+func TestScrollReachesEveryOperator(t *testing.T) {
+	m := model(120, 30, crowdedStatus(90, 10), crowdedStatus(91, 11))
+	for _, step := range []struct {
+		keys         []string
+		shows, lacks string
+		marker       string
+	}{
+		{nil, "alarm ", "averages ", "+4 more · ↑/↓ scroll"},
+		{[]string{"end"}, "site-rollup ", "score ", "4 above · ↑/↓ scroll"},
+		{[]string{"down", "j", "pgdown"}, "site-rollup ", "score ", "4 above · ↑/↓ scroll"},
+		{[]string{"k"}, "alarms ", "site-rollup ", "3 above · +1 more · ↑/↓ scroll"},
+		{[]string{"pgup"}, "fleet ", "alerts ", "+4 more · ↑/↓ scroll"},
+		{[]string{"up", "pgdown"}, "site-rollup ", "score ", "4 above · ↑/↓ scroll"},
+		{[]string{"home"}, "fleet ", "averages ", "+4 more · ↑/↓ scroll"},
+	} {
+		press(m, step.keys...)
+		out := screen(t, m)
+		if !strings.Contains(out, step.shows) || strings.Contains(out, step.lacks) || !strings.Contains(out, step.marker) {
+			t.Fatalf("after %v the graph should show %q, not %q, and %q:\n%s", step.keys, step.shows, step.lacks, step.marker, out)
+		}
+	}
+	press(m, "end", "/", "a", "backspace", "enter")
+	if out := screen(t, m); !strings.Contains(out, "fleet ") || !strings.Contains(out, "+4 more") {
+		t.Fatalf("a filter should start the list over:\n%s", out)
+	}
+}
+
+// TestUnreachableSince checks that the header says since when the agent
+// is unreachable: from the first failed attempt, kept over the next ones,
+// and anew after the agent came back and went away again.
+func TestUnreachableSince(t *testing.T) {
+	m := model(80, 24, skewedNow)
+	m.Update(lostAt(1_795_000_070, 1, errors.New("the agent closed the status stream")))
+	if out := screen(t, m); !strings.Contains(out, "attempt 1: the agent closed the status stream") {
+		t.Fatalf("the first failure's reason is missing:\n%s", out)
+	}
+	m.Update(lostAt(1_795_000_075, 2, refused))
+	out := screen(t, m)
+	for _, want := range []string{"unreachable since 11:07:50 · last seen running", "attempt 2: connection refused"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the screen lacks %q:\n%s", want, out)
+		}
+	}
+	for _, stale := range []string{"running · up", "mem 44MB", "in flight"} {
+		if strings.Contains(out, stale) {
+			t.Fatalf("an unreachable agent's header still says %q:\n%s", stale, out)
+		}
+	}
+	m.Update(statusMsg(skewedNow))
+	m.Update(lostAt(1_795_000_100, 1, refused))
+	if out := screen(t, m); !strings.Contains(out, "unreachable since 11:08:20") {
+		t.Fatalf("lost again after a reconnection, the time is not the new one:\n%s", out)
 	}
 }
 

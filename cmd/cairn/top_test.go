@@ -115,7 +115,7 @@ func TestTopInTmux(t *testing.T) {
 
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
-	term.await(t, regexp.MustCompile(`⟳ agent unreachable · reconnecting`), 20*time.Second)
+	term.await(t, regexp.MustCompile(`unreachable since \d\d:\d\d:\d\d · last seen running *\n⟳ reconnecting, attempt \d+: `), 20*time.Second)
 
 	p = startAgent(t, bin, config, "--data-dir", dataDir)
 	restored := p.await(t, restoreLine, 60*time.Second)[1]

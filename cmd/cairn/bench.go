@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"debug/elf"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,14 +32,12 @@ Flags:
 `
 
 // cmdBench runs the benchmark scenarios named in args, or all of them.
-func cmdBench(args []string, stdout, stderr io.Writer) int {
+func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "bare-subscriber" {
 		return cmdBareSubscriber(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("cairn bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, benchUsage, strings.Join(scenarios, ", "))
+		fmt.Fprintf(fs.Output(), benchUsage, strings.Join(scenarios, ", "))
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario")
@@ -79,10 +76,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	// Scenario names and flags may come in any order.
 	var names []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
-			return 0
-		} else if err != nil {
-			return 2
+		if code, ok := parseFlags(fs, rest, stdout); !ok {
+			return code
 		}
 		if fs.NArg() == 0 {
 			break

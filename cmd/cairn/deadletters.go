@@ -26,14 +26,13 @@ const followEvery = time.Second
 // cmdDeadLetters lists the stored dead letters: from the running agent, or
 // from the data directory of a stopped one. --follow then prints those
 // stored later, until the agent stops or the command is interrupted.
-func cmdDeadLetters(args []string, stdout, stderr io.Writer) int {
+func cmdDeadLetters(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var asJSON, follow bool
-	dataDir, code := dataDirOf("deadletters", "deadletters [--json] [--follow] (-c FILE | --data-dir DIR)", args, stderr,
-		func(fs *flag.FlagSet) {
-			fs.BoolVar(&asJSON, "json", false, "print one JSON object a line")
-			fs.BoolVar(&follow, "follow", false, "then print those stored later, while the agent runs")
-		})
-	if code != 0 {
+	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print one JSON object a line")
+		fs.BoolVar(&follow, "follow", false, "then print those stored later, while the agent runs")
+	})
+	if !ok {
 		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -12,7 +12,10 @@
 //	cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
 //	cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
 //	cairn bench [--json] [flags] [scenario...]
+//	cairn completion bash|zsh|fish
 //	cairn version
+//
+// cairn COMMAND -h prints a command's flags.
 package main
 
 import (
@@ -44,35 +47,76 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `cairn — an edge stream agent with exactly-once checkpoints
+// command is one of cairn's subcommands. The usage text, the dispatch and
+// the shell completions are all made from commands(), so they cannot
+// disagree.
+type command struct {
+	name     string
+	args     string   // its arguments, as the usage shows them
+	summary  string   // what it does, in a line
+	operands []string // the words it takes besides flags, for completion
+	// main runs the command. It declares its flags on fs (named "cairn
+	// NAME", its output the command's stderr, its Usage the command's)
+	// and parses them with parseFlags before it does anything else:
+	// given -h it prints its usage and returns 0 having done nothing,
+	// which is how completion learns its flags. Nil for version and
+	// help, which run answers itself.
+	main func(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
+}
 
-Usage:
-  cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]
-                                         run a pipeline in the foreground
-  cairn validate -c FILE                 check a pipeline file
-  cairn status [--json] (-c FILE | --data-dir DIR)
-                                         a running agent's state
-  cairn checkpoint (-c FILE | --data-dir DIR)
-                                         take a checkpoint now, print its id
-  cairn savepoint (-c FILE | --data-dir DIR)
-                                         write a savepoint file, print its path
-  cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
-                                         list the retained checkpoints
-  cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
-                                         the input set aside, and why
-  cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
-                                         live terminal UI: barriers, stalls, history
-  cairn bench [--json] [flags] [pipeline|ingest|mqtt|snapshot|restore|footprint...]
-                                         measure this machine (cairn bench -h: flags)
-  cairn version                          print the version
-  cairn help                             print this help
+// commands are cairn's subcommands, in the order the usage lists them.
+func commands() []command {
+	checkpoint := func(kind string) func(*flag.FlagSet, []string, io.Writer, io.Writer) int {
+		return func(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+			return cmdCheckpoint(fs, args, stdout, stderr, kind)
+		}
+	}
+	const agent = "(-c FILE | --data-dir DIR)"
+	return []command{
+		{name: "run", args: "-c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]",
+			summary: "run a pipeline in the foreground", main: cmdRun},
+		{name: "validate", args: "-c FILE", summary: "check a pipeline file", main: cmdValidate},
+		{name: "status", args: "[--json] " + agent, summary: "a running agent's state", main: cmdStatus},
+		{name: "checkpoint", args: agent, summary: "take a checkpoint now, print its id", main: checkpoint("checkpoint")},
+		{name: "savepoint", args: agent, summary: "write a savepoint file, print its path", main: checkpoint("savepoint")},
+		{name: "checkpoints", args: "[--verify] " + agent, summary: "list the retained checkpoints", main: cmdCheckpoints},
+		{name: "deadletters", args: "[--json] [--follow] " + agent, summary: "the input set aside, and why", main: cmdDeadLetters},
+		{name: "top", args: "[--stall DURATION] " + agent, summary: "live terminal UI: barriers, stalls, history", main: cmdTop},
+		{name: "bench", args: "[--json] [flags] [" + strings.Join(scenarios, "|") + "...]",
+			summary: "measure this machine (cairn bench -h: flags)", operands: scenarios, main: cmdBench},
+		{name: "completion", args: strings.Join(shells, "|"), summary: "print a shell completion script",
+			operands: shells, main: cmdCompletion},
+		{name: "version", summary: "print the version"},
+		{name: "help", summary: "print this help"},
+	}
+}
 
+// usage is cairn's usage: the commands and what they do.
+var usage = usageText(commands())
+
+// usageText lists cmds as cairn's usage shows them: the synopsis, and
+// what the command does beside it or, when the synopsis is long, below.
+func usageText(cmds []command) string {
+	const col = 41 // where the summaries start
+	var b strings.Builder
+	b.WriteString("cairn — an edge stream agent with exactly-once checkpoints\n\nUsage:\n")
+	for _, c := range cmds {
+		line := strings.TrimSpace("cairn " + c.name + " " + c.args)
+		if len(line) > col-4 {
+			line += "\n" + strings.Repeat(" ", col)
+		}
+		fmt.Fprintf(&b, "  %-*s%s\n", col-2, line, c.summary)
+	}
+	b.WriteString(`
+cairn COMMAND -h prints the command's flags.
 Commands that talk to a running agent use <data_dir>/cairn.sock.
 Exit status: 0 on success, 1 when the command failed (a data directory
 this user may not read included), 3 when no agent is running, 2 on a usage
 error or an invalid pipeline file (validate prints FILE:LINE:COL: message
 lines).
-`
+`)
+	return b.String()
+}
 
 // run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -87,59 +131,95 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)
 		return 0
-	case "run":
-		return cmdRun(args[1:], stderr)
-	case "validate":
-		return cmdValidate(args[1:], stdout, stderr)
-	case "checkpoints":
-		return cmdCheckpoints(args[1:], stdout, stderr)
-	case "deadletters":
-		return cmdDeadLetters(args[1:], stdout, stderr)
-	case "status":
-		return cmdStatus(args[1:], stdout, stderr)
-	case "checkpoint":
-		return cmdCheckpoint(args[1:], stdout, stderr, "checkpoint")
-	case "savepoint":
-		return cmdCheckpoint(args[1:], stdout, stderr, "savepoint")
-	case "top":
-		return cmdTop(args[1:], stderr)
-	case "bench":
-		return cmdBench(args[1:], stdout, stderr)
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			fs := flag.NewFlagSet("cairn "+c.name, flag.ContinueOnError)
+			fs.SetOutput(stderr)
+			fs.Usage = func() { c.printUsage(fs) }
+			return c.main(fs, args[1:], stdout, stderr)
+		}
 	}
 	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
 	return 2
 }
 
-// flags parses the common flags of a subcommand, and its own.
-func flags(name string, args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (file, dataDir string, ok bool) {
-	fs := flag.NewFlagSet("cairn "+name, flag.ContinueOnError)
+// printUsage prints the command's synopsis, what it does and its flags to
+// fs's output.
+func (c command) printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, "usage: cairn %s %s\n\n%s\n", c.name, c.args, c.summary)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+	}
+}
+
+// parseFlags parses args with the flags declared on fs. Given -h or
+// --help it prints fs.Usage to stdout; given a bad flag, the complaint
+// and fs.Usage to fs's output (the command's stderr). When not ok, the
+// command returns code: 0 after -h, 2 after a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	stderr := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package's own printing: each is done below, where it belongs
+	err := fs.Parse(args)
 	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(stderr)
+		return 0, false
+	case err != nil:
+		return usageError(fs, "%v", err), false
+	}
+	return 0, true
+}
+
+// usageError says what is wrong with a command line, then the command's
+// usage, on fs's output (the command's stderr), and returns the exit
+// status of a usage error, 2.
+func usageError(fs *flag.FlagSet, format string, a ...any) int {
+	fmt.Fprintf(fs.Output(), "%s: %s\n\n", fs.Name(), fmt.Sprintf(format, a...))
+	fs.Usage()
+	return 2
+}
+
+// flags declares -c and --data-dir, the flags every command that finds an
+// agent by its pipeline file or data directory has, and those of more, on
+// fs, and parses args, which must be flags only. When not ok, the command
+// returns code (see parseFlags).
+func flags(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*flag.FlagSet)) (file, dataDir string, code int, ok bool) {
 	fs.StringVar(&file, "c", "", "pipeline file")
 	fs.StringVar(&dataDir, "data-dir", "", "data directory (default: the file's agent.data_dir)")
 	for _, m := range more {
 		m(fs)
 	}
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			fmt.Fprintf(stderr, "cairn %s: unexpected argument %q\n", name, fs.Arg(0))
-		}
-		return "", "", false
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return "", "", code, false
 	}
-	return file, dataDir, true
+	if fs.NArg() > 0 {
+		return "", "", usageError(fs, "unexpected argument %q", fs.Arg(0)), false
+	}
+	return file, dataDir, 0, true
 }
 
-func cmdRun(args []string, stderr io.Writer) int {
+func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var fromSavepoint, logLevel string
 	var allowDropped, acceptLoss bool
-	file, dataDir, ok := flags("run", args, stderr, func(fs *flag.FlagSet) {
+	file, dataDir, code, ok := flags(fs, args, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint file")
 		fs.BoolVar(&allowDropped, "allow-dropped-state", false, "drop savepoint state of operators the pipeline no longer has")
 		fs.StringVar(&logLevel, "log-level", "", "log at this level (debug, info, warn, error) whatever agent.log_level says")
 		fs.BoolVar(&acceptLoss, "accept-state-loss", false, "start even where checkpointed state or ingested messages were lost (a deleted or damaged store or log)")
 	})
-	if !ok || file == "" {
-		fmt.Fprintln(stderr, "usage: cairn run -c FILE [--data-dir DIR] [--log-level LEVEL]")
-		return 2
+	if !ok {
+		return code
+	}
+	if file == "" {
+		return usageError(fs, "-c FILE is required")
 	}
 	level := new(slog.LevelVar) // info until the config says otherwise
 	configLevel := level        // the agent sets it from the file
@@ -194,11 +274,13 @@ func cmdRun(args []string, stderr io.Writer) int {
 	return 0
 }
 
-func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	file, _, ok := flags("validate", args, stderr)
-	if !ok || file == "" {
-		fmt.Fprintln(stderr, "usage: cairn validate -c FILE")
-		return 2
+func cmdValidate(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	file, _, code, ok := flags(fs, args, stdout)
+	if !ok {
+		return code
+	}
+	if file == "" {
+		return usageError(fs, "-c FILE is required")
 	}
 	_, err := config.Load(file)
 	var cerrs config.Errors
@@ -214,13 +296,12 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
+func cmdCheckpoints(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var verify bool
-	dataDir, code := dataDirOf("checkpoints", "checkpoints [--verify] (-c FILE | --data-dir DIR)", args, stderr,
-		func(fs *flag.FlagSet) {
-			fs.BoolVar(&verify, "verify", false, "read every checkpoint's state and mark those that fail verification")
-		})
-	if code != 0 {
+	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) {
+		fs.BoolVar(&verify, "verify", false, "read every checkpoint's state and mark those that fail verification")
+	})
+	if !ok {
 		return code
 	}
 	// A running agent holds the store: ask it; else read the store.
@@ -278,23 +359,24 @@ func checkpointKind(c api.CheckpointInfo) string {
 
 // dataDirOf parses the flags of a subcommand that works on an agent's data
 // directory — -c FILE or --data-dir DIR, plus its own (more) — and returns
-// the directory; a non-zero code is the exit status of a failure, usage the
-// subcommand's synopsis.
-func dataDirOf(name, usage string, args []string, stderr io.Writer, more ...func(*flag.FlagSet)) (string, int) {
-	file, dataDir, ok := flags(name, args, stderr, more...)
-	if !ok || file == "" && dataDir == "" {
-		fmt.Fprintln(stderr, "usage: cairn "+usage)
-		return "", 2
-	}
-	if dataDir != "" {
-		return dataDir, 0
+// the directory. When not ok, the command returns code (see parseFlags; 2
+// also when neither flag is given or the file names no directory).
+func dataDirOf(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*flag.FlagSet)) (dir string, code int, ok bool) {
+	file, dataDir, code, ok := flags(fs, args, stdout, more...)
+	switch {
+	case !ok:
+		return "", code, false
+	case dataDir != "":
+		return dataDir, 0, true
+	case file == "":
+		return "", usageError(fs, "-c FILE or --data-dir DIR is required"), false
 	}
 	dir, err := config.DataDir(file)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return "", 2
+		fmt.Fprintln(fs.Output(), err)
+		return "", 2, false
 	}
-	return dir, 0
+	return dir, 0, true
 }
 
 // client returns a client of the agent running on dataDir.
@@ -360,11 +442,10 @@ func diskLine(d api.Disk) string {
 // megabytes formats n bytes in decimal megabytes.
 func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
-func cmdStatus(args []string, stdout, stderr io.Writer) int {
+func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var asJSON bool
-	dataDir, code := dataDirOf("status", "status [--json] (-c FILE | --data-dir DIR)", args, stderr,
-		func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print JSON") })
-	if code != 0 {
+	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print JSON") })
+	if !ok {
 		return code
 	}
 	st, err := client(dataDir).Status(context.Background())
@@ -420,9 +501,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 
 // cmdCheckpoint takes a checkpoint, or a savepoint (kind), on the running
 // agent.
-func cmdCheckpoint(args []string, stdout, stderr io.Writer, kind string) int {
-	dataDir, code := dataDirOf(kind, kind+" (-c FILE | --data-dir DIR)", args, stderr)
-	if code != 0 {
+func cmdCheckpoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, kind string) int {
+	dataDir, code, ok := dataDirOf(fs, args, stdout)
+	if !ok {
 		return code
 	}
 	call := client(dataDir).Checkpoint

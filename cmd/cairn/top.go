@@ -11,12 +11,12 @@ import (
 
 // cmdTop runs the terminal UI against the agent on the data directory; it
 // waits for an agent that is not running yet.
-func cmdTop(args []string, stderr io.Writer) int {
+func cmdTop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var opts tui.Options
-	dataDir, code := dataDirOf("top", "top [--stall DURATION] (-c FILE | --data-dir DIR)", args, stderr, func(fs *flag.FlagSet) {
+	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) {
 		fs.DurationVar(&opts.Stall, "stall", time.Second, "highlight barrier alignments longer than this")
 	})
-	if code != 0 {
+	if !ok {
 		return code
 	}
 	if err := tui.Run(client(dataDir), opts); err != nil {

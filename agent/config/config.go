@@ -5,6 +5,15 @@
 // would fail on when it runs, as far as the file tells: an expression
 // over fields its records lack, an address it cannot listen on or dial,
 // and (Load) a named file it cannot read.
+//
+// The types a file is decoded into are its reference, docs/config.md,
+// which a test makes from them and compares (`go test ./agent/config -run
+// TestConfigReference -update` writes it): a field's doc comment, written
+// for those who write the files and in their names, is its description;
+// its `default` tag is the value it takes when the file leaves it out,
+// which setDefaults applies (applyDefaults names the two exceptions); and
+// the lists the validator checks values against (operatorTypes, with what
+// each type needs; logLevels, windowKinds, ...) are its allowed values.
 package config
 
 import (
@@ -33,13 +42,34 @@ import (
 // Config is a whole pipeline file.
 type Config struct {
 	Pos
-	Agent       Agent              `yaml:"agent"`
-	Brokers     map[string]*Broker `yaml:"brokers"`
-	Checkpoints Checkpoints        `yaml:"checkpoints"`
-	Sources     []*Source          `yaml:"sources"`
-	Operators   []*Operator        `yaml:"operators"`
-	Sinks       []*Sink            `yaml:"sinks"`
-	// Remote is off when absent.
+	// The agent's own settings. A reload may change `log_level`,
+	// `log_summary_interval`, `retained_savepoints` and
+	// `max_output_backlog`; it is refused, as a whole, if any other of
+	// them changed: restart the agent to apply that.
+	Agent Agent `yaml:"agent"`
+	// The MQTT brokers, by name: sources and sinks name one in `broker`.
+	// A reload is refused if they changed.
+	Brokers map[string]*Broker `yaml:"brokers"`
+	// How the pipeline is checkpointed.
+	Checkpoints Checkpoints `yaml:"checkpoints"`
+	// The inputs, one at least: MQTT subscriptions, or the built-in
+	// simulator.
+	Sources []*Source `yaml:"sources"`
+	// The steps of the graph, each reading sources and operators listed
+	// above it.
+	Operators []*Operator `yaml:"operators"`
+	// The outputs: each publishes the records of a source or an operator
+	// to an MQTT broker, once the checkpoint that holds them completes,
+	// each as a JSON object with its `id`, `key`, `time`, `value` and
+	// `payload`. The id (`<checkpoint>-<subtask>-<sequence>`) is the same
+	// for the same output: a consumer that drops repeated ids sees each
+	// record once.
+	Sinks []*Sink `yaml:"sinks"`
+	// The upload of completed checkpoints to S3-compatible storage, and
+	// the restore from there when the data directory holds none that
+	// verifies. Absent: off. Secrets come from the environment (`${VAR}`)
+	// or from files, and are never logged. A reload is refused if it
+	// changed.
 	Remote *Remote `yaml:"remote"`
 
 	pos positions
@@ -70,95 +100,137 @@ func (c *Config) inside(field any, col int) (Pos, bool) {
 // Agent is the daemon's own settings.
 type Agent struct {
 	Pos
-	// DataDir holds the checkpoint store, the ingest log and the control
-	// socket; default "data". Load and DataDir resolve a relative one
-	// against the pipeline file's directory, not the working directory:
+	// The directory of the checkpoint store, the ingest logs, the
+	// savepoints and the control socket `cairn.sock`. A relative one is
+	// beside the pipeline file, not in the working directory, so that
 	// `cairn status -c /etc/cairn/pipeline.yaml` finds the agent from
 	// anywhere.
-	DataDir string `yaml:"data_dir"`
-	// LogLevel is the least severe level logged: debug, info (default),
-	// warn or error. A reload applies a change.
-	LogLevel string `yaml:"log_level"`
+	DataDir string `yaml:"data_dir" default:"data"`
+	// The least severe level logged, in any case (`warning` is `warn`
+	// too). `cairn run --log-level` overrides it.
+	LogLevel string `yaml:"log_level" default:"info"`
 	// Level is LogLevel parsed.
 	Level slog.Level `yaml:"-"`
-	// Metrics is an address for Prometheus metrics; empty: off.
+	// A TCP address, host:port, on which Prometheus metrics are served at
+	// `/metrics`: `127.0.0.1:9100` for this device only, `:9100` for
+	// every interface. Empty: no metrics.
 	Metrics string `yaml:"metrics"`
-	// API is a TCP address for the control API, besides the unix socket;
-	// callers must send the token in APITokenFile as a bearer token. Load
-	// resolves a relative APITokenFile (and every other *_file) as it
-	// does DataDir.
-	API          string `yaml:"api"`
+	// A TCP address, host:port, on which the control API is served
+	// besides the unix socket `cairn.sock` in `data_dir`: `127.0.0.1:8080`
+	// for this device only, `:8080` for every interface. Needs
+	// `api_token_file`. Empty: the socket only.
+	API string `yaml:"api"`
+	// A file holding the control API's token, 16 characters or more
+	// (spaces and line breaks around it are not part of it), which
+	// callers send as `Authorization: Bearer TOKEN`. The agent does not
+	// start if every user may read the file.
 	APITokenFile string `yaml:"api_token_file"`
-	// LogFormat is "text" (the default: logfmt key=value lines) or "json"
-	// (one JSON object a line). Read when the agent starts, not on reload.
-	LogFormat string `yaml:"log_format"`
-	// LogSummaryInterval is how often the log says at info level what the
-	// checkpoints did since it last said (each one is logged at debug);
-	// default 5m.
-	LogSummaryInterval time.Duration `yaml:"log_summary_interval"`
-	// RetainedSavepoints is how many savepoint files `cairn savepoint`
-	// keeps in the data directory, the newest; default 5.
-	RetainedSavepoints int `yaml:"retained_savepoints"`
-	// MemoryLimit is a soft limit on the Go runtime's memory, such as
-	// "48MiB" or "64MB" (debug.SetMemoryLimit): near it the garbage
-	// collector runs more often instead of letting the heap grow to twice
-	// the live data. Empty: none, or GOMEMLIMIT from the environment. Read
-	// when the agent starts, not on reload.
+	// How the agent logs to stderr: `text`, a line of logfmt
+	// `key=value` pairs each, or `json`, a JSON object a line. Read when
+	// the agent starts.
+	LogFormat string `yaml:"log_format" default:"text"`
+	// How often an info line says what the checkpoints did since the
+	// last (each one is logged at debug level); at least `1s`.
+	LogSummaryInterval time.Duration `yaml:"log_summary_interval" default:"5m"`
+	// How many savepoint files `cairn savepoint` keeps in
+	// `savepoints` in `data_dir`, the newest; at least 1.
+	RetainedSavepoints int `yaml:"retained_savepoints" default:"5"`
+	// A soft limit on the Go runtime's memory, a size such as `48MiB` or
+	// `64MB`, at least 8MiB (`debug.SetMemoryLimit`): near it the
+	// garbage collector runs more often instead of letting the heap grow
+	// to twice the live data. Set it to about 1.7 times the live heap
+	// that `cairn status` shows at the pipeline's peak: lower, and the
+	// collector runs most of the time. Empty: none, or `GOMEMLIMIT` from
+	// the environment. Read when the agent starts.
 	MemoryLimit string `yaml:"memory_limit"`
 	// MemoryLimitBytes is MemoryLimit parsed; 0 when it is empty.
 	MemoryLimitBytes int64 `yaml:"-"`
-	// MaxOutputBacklog bounds the output the sinks hold until their
-	// brokers acknowledge it, such as "32MiB" (the default): above it the
-	// sources stop reading from the ingest log (see mqttio.Backlog).
-	MaxOutputBacklog string `yaml:"max_output_backlog"`
+	// The output the sinks may hold, deflated, until their brokers
+	// acknowledge it, a size of at least `64KiB`: above it the sources
+	// stop reading from their ingest logs (MQTT input is still logged and
+	// acknowledged), below three quarters of it they read again.
+	MaxOutputBacklog string `yaml:"max_output_backlog" default:"32MiB"`
 	// MaxOutputBacklogBytes is MaxOutputBacklog parsed.
 	MaxOutputBacklogBytes int64 `yaml:"-"`
-	// SyncInterval is the longest a message received waits for the fsync
-	// of the ingest log that makes it durable and lets it be acknowledged
-	// to the broker (mqttio.SourceConfig.SyncInterval); default 1s. Longer
-	// writes the flash less, and delays processing and acknowledgements,
-	// never data.
-	SyncInterval time.Duration `yaml:"sync_interval"`
+	// The longest a received message waits for the fsync of the ingest
+	// log that makes it durable and acknowledges it to the broker, at
+	// most `1m`. Longer writes the flash less, and delays processing and
+	// acknowledgements, never data.
+	SyncInterval time.Duration `yaml:"sync_interval" default:"1s"`
 }
 
 // Broker is an MQTT broker: a real one (URL) or an embedded one.
 type Broker struct {
 	Pos
-	Embedded     bool          `yaml:"embedded"`
-	Listen       string        `yaml:"listen"` // embedded: address, default 127.0.0.1:18830
-	URL          string        `yaml:"url"`
-	ClientID     string        `yaml:"client_id"`
-	Username     string        `yaml:"username"`
-	Password     string        `yaml:"password"`
-	PasswordFile string        `yaml:"password_file"`
-	CAFile       string        `yaml:"ca_file"`
-	CertFile     string        `yaml:"cert_file"`
-	KeyFile      string        `yaml:"key_file"`
-	KeepAlive    time.Duration `yaml:"keepalive"`
-	StatusTopic  string        `yaml:"status_topic"`
-	// MaxInflight is the broker's in-flight window per client: the QoS 1
+	// Run an MQTT broker in the agent (mochi-mqtt, its sessions in
+	// memory only), for demos and tests, rather than dial one at `url`.
+	Embedded bool `yaml:"embedded" default:"false"`
+	// The embedded broker's address, host:port. One that is not
+	// loopback takes clients from the network: it needs `users` or
+	// `allow_anonymous: true`.
+	Listen string `yaml:"listen" default:"127.0.0.1:18830" defaultif:"Embedded"`
+	// The broker to dial, unless `embedded`: `tcp://HOST:1883`, or for
+	// TLS `ssl://HOST:8883` (also `mqtt`, `mqtts`, `tls`, `tcps`,
+	// `mqtt+ssl`; `ws` and `wss`, whose port may be left out;
+	// `unix:///path`).
+	URL string `yaml:"url"`
+	// The base of the client ids of the agent's clients, a persistent
+	// session each: `-` and the source's (and its subtask's) or the
+	// sink's id follow it. Empty: `cairn-` and the host name.
+	ClientID string `yaml:"client_id"`
+	// The user name the agent's clients give.
+	Username string `yaml:"username"`
+	// Their password, such as `${MQTT_PASSWORD}`; or `password_file`,
+	// not both.
+	Password string `yaml:"password"`
+	// A file holding the password; line breaks at its end are not part
+	// of it.
+	PasswordFile string `yaml:"password_file"`
+	// A file of PEM certificates of the authorities that vouch for the
+	// broker's; default the system's. Needs a `url` that speaks TLS.
+	CAFile string `yaml:"ca_file"`
+	// A file holding the agent's client certificate, PEM, for brokers
+	// that authenticate clients by theirs; with `key_file`. Needs a `url`
+	// that speaks TLS.
+	CertFile string `yaml:"cert_file"`
+	// A file holding the client certificate's private key, PEM; with
+	// `cert_file`.
+	KeyFile string `yaml:"key_file"`
+	// The MQTT keepalive: how often a client makes itself heard, and so
+	// how soon a lost connection is noticed.
+	KeepAlive time.Duration `yaml:"keepalive" default:"30s"`
+	// A topic to which each of the agent's clients publishes `online`
+	// (retained) when it connects and, as its last will, `offline` when
+	// its connection is lost.
+	StatusTopic string `yaml:"status_topic"`
+	// The broker's in-flight window per client, 1 to 65535: the QoS 1
 	// messages it sends without waiting for acknowledgements
-	// (mosquitto's max_inflight_messages). A source commits its ingest log
-	// once that many wait, rather than stall the broker until the sync
-	// interval. Default 20, mosquitto's default; the embedded broker's
-	// is EmbeddedMaxInflight.
-	MaxInflight int `yaml:"max_inflight"`
-	// Users, for an embedded broker, are the clients it lets in by name
-	// and password. AllowAnonymous lets in clients that give no name;
-	// default: yes on a loopback listen address (this device only), no
+	// (mosquitto's `max_inflight_messages`). A source commits its ingest
+	// log once that many wait, rather than stall the broker until
+	// `agent.sync_interval`. The default is mosquitto's; an embedded
+	// broker's is 1000.
+	MaxInflight int `yaml:"max_inflight" default:"20"`
+	// The clients an embedded broker lets in, by name and password. The
+	// agent's own clients connect with credentials made for the process,
+	// and no one else may use their client ids.
+	Users []*BrokerUser `yaml:"users"`
+	// Whether an embedded broker lets in clients that give no user name.
+	// Default: yes on a loopback `listen` address (this device only), no
 	// on any other, where anyone on the network could read every reading
-	// and inject their own. The agent's own clients connect with
-	// credentials made for the process, and no one else may use their
-	// client ids.
-	Users          []*BrokerUser `yaml:"users"`
-	AllowAnonymous *bool         `yaml:"allow_anonymous"`
+	// and inject their own.
+	AllowAnonymous *bool `yaml:"allow_anonymous"`
 }
 
 // BrokerUser is a client an embedded broker lets in.
 type BrokerUser struct {
 	Pos
-	Username     string `yaml:"username,required"`
-	Password     string `yaml:"password"`
+	// The client's user name.
+	Username string `yaml:"username,required"`
+	// Its password, such as `${MQTT_PASSWORD}`; or `password_file`: one
+	// of them.
+	Password string `yaml:"password"`
+	// A file holding the password; line breaks at its end are not part
+	// of it.
 	PasswordFile string `yaml:"password_file"`
 }
 
@@ -196,80 +268,161 @@ const EmbeddedMaxInflight = 1000
 // Checkpoints is the checkpointing configuration.
 type Checkpoints struct {
 	Pos
-	Interval          time.Duration `yaml:"interval"`
-	Mode              string        `yaml:"mode"`
-	Timeout           time.Duration `yaml:"timeout"`
-	MinPause          time.Duration `yaml:"min_pause"`
-	MaxConcurrent     int           `yaml:"max_concurrent"`
-	TolerableFailures *int          `yaml:"tolerable_failures"`
-	Retained          int           `yaml:"retained"`
-	Incremental       bool          `yaml:"incremental"`
-	MaxChain          int           `yaml:"max_chain"`
-	// AlignmentTimeout, in exactly-once mode, switches a checkpoint whose
-	// barrier alignment takes this long to unaligned.
-	AlignmentTimeout time.Duration `yaml:"alignment_timeout"`
+	// How often a checkpoint is taken.
+	Interval time.Duration `yaml:"interval" default:"10s"`
+	// The guarantee, in any case and with `_` for `-` if you like:
+	// `exactly-once` aligns barriers, holding an input whose barrier came
+	// until the others' come; `at-least-once` never holds one, so a
+	// restore may process records twice; `unaligned` is exactly-once
+	// without alignment, storing with the checkpoint the records its
+	// barriers overtook.
+	Mode string `yaml:"mode" default:"exactly-once"`
+	// A checkpoint not complete this long after it started is aborted.
+	Timeout time.Duration `yaml:"timeout" default:"10m"`
+	// The least time from the end of one checkpoint to the start of the
+	// next; when above 0, one at most is in flight.
+	MinPause time.Duration `yaml:"min_pause" default:"0s"`
+	// How many checkpoints may be in flight at once.
+	MaxConcurrent int `yaml:"max_concurrent" default:"1"`
+	// How many checkpoints in a row may fail (time out, be declined, fail
+	// to be written) before the pipeline fails; below 0: any number.
+	TolerableFailures *int `yaml:"tolerable_failures" default:"0"`
+	// How many completed checkpoints the data directory keeps, the
+	// newest, with what they reference; the ingest logs keep the input
+	// of the oldest. A reload is refused if it changed.
+	Retained int `yaml:"retained" default:"3"`
+	// Whether a snapshot stores only the keyed state changed since the
+	// subtask's last completed one.
+	Incremental bool `yaml:"incremental" default:"false"`
+	// With `incremental`, the length of a chain of snapshots at which a
+	// whole one is taken again.
+	MaxChain int `yaml:"max_chain" default:"10"`
+	// In mode `exactly-once`, how long a subtask's barrier alignment may
+	// take before its checkpoint switches to unaligned; `0s`: it never
+	// does.
+	AlignmentTimeout time.Duration `yaml:"alignment_timeout" default:"0s"`
 }
 
 // Source is an input: an MQTT subscription or the built-in simulator.
 type Source struct {
 	Pos
-	ID          string `yaml:"id,required"`
-	Parallelism int    `yaml:"parallelism"`
-	// MQTT
-	Broker          string        `yaml:"broker"`
-	Topics          []string      `yaml:"topics"`
-	Format          string        `yaml:"format"` // json (default) or raw
-	Key             string        `yaml:"key"`
-	Value           string        `yaml:"value"`
-	Time            string        `yaml:"time"`
-	OutOfOrderness  time.Duration `yaml:"out_of_orderness"`
-	AtMostOnce      bool          `yaml:"at_most_once"`
-	DeadLetterTopic string        `yaml:"dead_letter_topic"`
-	// Fields, if given, are the payload fields the records carry, by
-	// name, with their types (exprop.ParseType: number, string, bool,
-	// object, list, any): then the expressions of the operators the
-	// source's records reach are checked against them. Topic levels
-	// ({device}) are fields too, strings, declared or not.
+	// The source's name, which operators and sinks read it by: 1 to 64
+	// letters, digits, `_`, `-` and `.`, unique among the sources,
+	// operators and sinks.
+	ID string `yaml:"id,required"`
+	// How many subtasks read the source, 1 to 128. Each subscribes to
+	// every topic on a persistent session of its own and logs the
+	// messages of the topics that fall to it. A checkpoint restores only
+	// under the parallelism it was taken with, and a reload is refused
+	// if it changed.
+	Parallelism int `yaml:"parallelism" default:"1"`
+	// The name of the broker, under `brokers`, to subscribe at.
+	Broker string `yaml:"broker"`
+	// The topic patterns to subscribe to, at QoS 1 on a persistent
+	// session: a level in braces, as in `sensors/{device}/telemetry`,
+	// matches any and becomes a string field of the records; `#` only
+	// last. Write those with braces as block-list items or in quotes
+	// (YAML reads `[a/{b}]` as a mapping). No shared subscription
+	// (`$share/...`) at a parallelism above 1.
+	Topics []string `yaml:"topics"`
+	// What a payload is: `json`, a JSON object whose fields the records
+	// carry (one that is not is a dead letter), or `raw`, bytes kept as
+	// they are, with no fields.
+	Format string `yaml:"format" default:"json"`
+	// The field (of the payload, or a topic level) that becomes the
+	// record's key: a string, or a number, written in plain decimal.
+	// Empty: no key.
+	Key string `yaml:"key"`
+	// The payload field, a number, that becomes the record's value.
+	Value string `yaml:"value"`
+	// The payload field that holds the record's event time: milliseconds
+	// since the epoch, or an RFC 3339 string, of the years 0001 to 9999.
+	// Empty: the time the message was received, and no watermarks.
+	Time string `yaml:"time"`
+	// With `time`, how far a record's event time may be behind the
+	// newest one seen and still count as on time: the watermark trails
+	// the newest event time by this much.
+	OutOfOrderness time.Duration `yaml:"out_of_orderness" default:"0s"`
+	// Subscribe at QoS 0 and keep no ingest log: faster, and a crash
+	// loses what was not yet checkpointed.
+	AtMostOnce bool `yaml:"at_most_once" default:"false"`
+	// A topic on the source's broker to which its dead letters (the
+	// messages it cannot decode) are published too, while it is
+	// connected; the data directory keeps them in any case.
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// The payload fields the records carry, by name, with their types:
+	// then the expressions of the operators the records reach are
+	// checked against them. A promise that is not enforced: a reading
+	// without a field, or with another type there, is rejected by the
+	// operator that uses it. Topic levels are string fields, declared or
+	// not; `key`, `time` and `value` are the record's own.
 	Fields map[string]string `yaml:"fields"`
-	// Simulator, instead of MQTT: a sensor fleet.
+	// A built-in fleet of sensors instead of MQTT, for demos and tests:
+	// no `broker`, no `topics`. A reading's key is its device's name
+	// (`dev-000`, `dev-001`, ...), its value a temperature around 24, its
+	// payload the strings `device` and `site` and the number `temp`, and
+	// its event time steps by `1s / rate` from a fixed instant: every run
+	// reads the same readings.
 	Simulator *Simulator `yaml:"simulator"`
 }
 
 // Simulator is a built-in fleet of sensors for demos and tests.
 type Simulator struct {
 	Pos
-	Devices int     `yaml:"devices"`
-	Rate    int     `yaml:"rate"` // readings per second, all devices together
-	Skew    float64 `yaml:"skew"` // 0: even; towards 1: a few devices send most
-	Seed    int64   `yaml:"seed"`
+	// How many devices send readings; at least 1.
+	Devices int `yaml:"devices"`
+	// How many readings a second the devices send together; at least 1.
+	Rate int `yaml:"rate"`
+	// How unevenly the devices send, at least 0 and below 1: at 0 all
+	// alike, towards 1 a few send most.
+	Skew float64 `yaml:"skew" default:"0"`
+	// Another seed makes other readings.
+	Seed int64 `yaml:"seed" default:"0"`
 }
 
 // Operator is a step of the graph, reading named inputs.
 type Operator struct {
 	Pos
-	ID          string   `yaml:"id,required"`
-	Type        string   `yaml:"type,required"`
-	Inputs      []string `yaml:"inputs,required"`
-	KeyBy       string   `yaml:"key_by"` // hash-partition the inputs by this field ("key": the record's key)
-	Parallelism int      `yaml:"parallelism"`
-	Expr        string   `yaml:"expr"`      // filter, map
-	Window      *Window  `yaml:"window"`    // window, join
-	Aggregate   string   `yaml:"aggregate"` // window, join
-	// TTL is how long a dedupe drops repeats of a key.
+	// The operator's name: 1 to 64 letters, digits, `_`, `-` and `.`,
+	// unique among the sources, operators and sinks.
+	ID string `yaml:"id,required"`
+	// What the operator does: see [Operator types](#operator-types).
+	Type string `yaml:"type,required"`
+	// The sources and operators, listed above this one, whose records it
+	// reads.
+	Inputs []string `yaml:"inputs,required"`
+	// The payload field by which the inputs are hash-partitioned, or
+	// `key` for the record's key; records without the field go together.
+	// A keyed type keeps its state by it.
+	KeyBy string `yaml:"key_by"`
+	// How many subtasks run the operator, 1 to 128.
+	Parallelism int `yaml:"parallelism" default:"1"`
+	// An [expr](https://expr-lang.org) expression over a record's `key`
+	// (a string), `time` (milliseconds), `value` (a number) and payload
+	// fields: a filter's gives true or false, a map's a number.
+	Expr string `yaml:"expr"`
+	// The windows.
+	Window *Window `yaml:"window"`
+	// What is made of the values of a window's records.
+	Aggregate string `yaml:"aggregate"`
+	// How long, in event time, a key's records after one that passed are
+	// dropped; at least `1ms`.
 	TTL time.Duration `yaml:"ttl"`
-	// High and Low are a threshold's marks: raised above High, cleared
-	// below Low.
+	// An alert is raised (value 1) when a key's value goes above it.
 	High *float64 `yaml:"high"`
-	Low  *float64 `yaml:"low"`
+	// An alert raised is cleared (value 0) when the key's value falls
+	// below it; at most `high`.
+	Low *float64 `yaml:"low"`
 	// PayloadFields are the payload fields of the records the operator
 	// reads, as the validation found them (nil: not known); its
 	// expression is compiled with them.
 	PayloadFields exprop.Fields `yaml:"-"`
-	// OnError is what becomes of a record the operator rejects (a filter
-	// or map expression that fails on it or gives the wrong type):
-	// "dead-letter" (the default) stores it with the reason and goes on,
-	// "drop" counts it and goes on, "fail" stops the pipeline.
-	OnError string `yaml:"on_error"`
+	// What becomes of a record the operator rejects (an expression that
+	// fails on it or gives the wrong type, a total it would make
+	// infinite): `dead-letter` stores it, with the reason, as a dead
+	// letter of the operator and goes on, `drop` counts it and goes on,
+	// `fail` stops the pipeline.
+	OnError string `yaml:"on_error" default:"dead-letter"`
 }
 
 // What an operator does with a record it rejects (Operator.OnError).
@@ -282,28 +435,144 @@ const (
 // Window is a window operator's windows.
 type Window struct {
 	Pos
-	Kind            string        `yaml:"kind,required"` // tumbling, sliding, session
-	Size            time.Duration `yaml:"size"`
-	Slide           time.Duration `yaml:"slide"`
-	Gap             time.Duration `yaml:"gap"`
-	AllowedLateness time.Duration `yaml:"allowed_lateness"`
-	// Time is "event" (the default: records' event time and watermarks)
-	// or "processing" (the wall clock when records are processed).
-	Time string `yaml:"time"`
+	// How time is cut into windows, per key: `tumbling`, back to back
+	// windows of `size`; `sliding`, windows of `size` starting every
+	// `slide`; `session`, a key's records until a `gap` without any.
+	Kind string `yaml:"kind,required"`
+	// The length of a tumbling or sliding window; at least `1ms`.
+	Size time.Duration `yaml:"size"`
+	// How often a sliding window starts; at least `1ms`, at most `size`.
+	Slide time.Duration `yaml:"slide"`
+	// The time without records that ends a session; at least `1ms`.
+	Gap time.Duration `yaml:"gap"`
+	// How long a window is kept after the watermark passed its end, so
+	// that late records still update it (each one emits the result
+	// again). Not for processing time.
+	AllowedLateness time.Duration `yaml:"allowed_lateness" default:"0s"`
+	// Which time windows are of: `event`, the records' event time, a
+	// window closing when the watermark passes its end; `processing`,
+	// the wall clock when they are processed, a window closing when the
+	// clock passes its end.
+	Time string `yaml:"time" default:"event"`
 }
 
 // Sink is an output.
 type Sink struct {
 	Pos
-	ID     string `yaml:"id,required"`
-	Input  string `yaml:"input,required"`
+	// The sink's name: 1 to 64 letters, digits, `_`, `-` and `.`, unique
+	// among the sources, operators and sinks.
+	ID string `yaml:"id,required"`
+	// The source or operator whose records it publishes.
+	Input string `yaml:"input,required"`
+	// The name of the broker, under `brokers`, to publish to.
 	Broker string `yaml:"broker,required"`
-	Topic  string `yaml:"topic,required"`
-	Retain bool   `yaml:"retain"`
+	// The topic to publish to, at QoS 1; `{key}` in it is the record's
+	// key. A record whose key makes a topic no broker takes is rejected.
+	Topic string `yaml:"topic,required"`
+	// Publish with the retain flag: the broker keeps each topic's last
+	// message for clients that subscribe later.
+	Retain bool `yaml:"retain" default:"false"`
 }
 
-// OperatorTypes are the operator types a config may name.
-var OperatorTypes = []string{"filter", "map", "union", "count", "sum", "window", "join", "dedupe", "threshold"}
+// The values of the fields that take one of a few words, as the validator
+// checks them and docs/config.md lists them.
+var (
+	// logLevels are Agent.LogLevel's, least severe first.
+	logLevels = []logLevel{{"debug", slog.LevelDebug}, {"info", slog.LevelInfo}, {"warn", slog.LevelWarn}, {"error", slog.LevelError}}
+	// logFormats are Agent.LogFormat's.
+	logFormats = []string{"text", "json"}
+	// sourceFormats are Source.Format's.
+	sourceFormats = []string{"json", "raw"}
+	// onErrors are Operator.OnError's.
+	onErrors = []string{OnErrorDeadLetter, OnErrorDrop, OnErrorFail}
+	// windowKinds are Window.Kind's.
+	windowKinds = []windowKind{{"tumbling", graph.Tumbling}, {"sliding", graph.Sliding}, {"session", graph.Session}}
+	// windowTimes are Window.Time's.
+	windowTimes = []string{"event", "processing"}
+)
+
+// A logLevel is a level Agent.LogLevel may name.
+type logLevel struct {
+	name  string
+	level slog.Level
+}
+
+// A windowKind is a kind of window Window.Kind may name.
+type windowKind struct {
+	name string
+	kind graph.WindowKind
+}
+
+// An operatorType is a type of operator a file may name (Operator.Type):
+// what it does, what it needs and how it is checked.
+type operatorType struct {
+	name string
+	// doc says what it does, for docs/config.md.
+	doc string
+	// needs are the fields of Operator, by their names in the file,
+	// that the type needs besides id, type and inputs (and key_by if it
+	// is keyed); the other types ignore them. check refuses an operator
+	// without one of them (TestOperatorTypes).
+	needs []string
+	// keyed is set if the type keeps its state by key: check refuses an
+	// operator of it without key_by.
+	keyed bool
+	// keepsFields is set if the type's records carry the payload fields
+	// of those it reads; the others' carry none.
+	keepsFields bool
+	// check reports what is wrong with o, an operator of the type that
+	// reads records carrying the payload fields in (nil: not known).
+	check func(v *validator, o *Operator, in exprop.Fields)
+}
+
+// operatorTypes are the types of operators, in the order errors and
+// docs/config.md list them.
+var operatorTypes = []operatorType{
+	{name: "filter", needs: []string{"expr"}, keepsFields: true, check: (*validator).expr,
+		doc: "Passes the records for which `expr` is true."},
+	{name: "map", needs: []string{"expr"}, keepsFields: true, check: (*validator).expr,
+		doc: "Sets each record's value to `expr`."},
+	{name: "union", keepsFields: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
+		if len(o.Inputs) < 2 {
+			v.errorf(o.Pos, "operator %s: a union needs two inputs or more", v.c.show(&o.ID))
+		}
+	}, doc: "Passes the records of its inputs, two or more. They carry the payload fields that those of every input carry."},
+	{name: "count", keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) { v.keyed(o) },
+		doc: "Emits for each record the number of its key's records so far, as the value."},
+	{name: "sum", keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) { v.keyed(o) },
+		doc: "Emits for each record the sum of its key's values so far, as the value."},
+	{name: "window", needs: []string{"window", "aggregate"}, keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) { v.window(o) },
+		doc: "Aggregates each key's values over windows and emits, when a window closes, a record per key: " +
+			"its value the aggregate, its time the window's last millisecond, its payload the window's `Start` and `End` " +
+			"(milliseconds) and `Count` of records."},
+	{name: "join", needs: []string{"window", "aggregate"}, keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
+		if len(o.Inputs) != 2 {
+			v.errorf(o.Pos, "operator %s: a join has exactly two inputs", v.c.show(&o.ID))
+		}
+		if o.Window != nil && o.Window.Kind == "session" {
+			v.errorf(o.Window.Pos, "operator %s: a join needs tumbling or sliding windows", v.c.show(&o.ID))
+		}
+		v.window(o)
+	}, doc: "Aggregates each of its two inputs over the same tumbling or sliding windows and emits, when a window closes, " +
+		"a record per key that both inputs had in it: its value the first's aggregate minus the second's, its payload " +
+		"`Start`, `End`, `Left`, `Right`, `LeftCount` and `RightCount`."},
+	{name: "dedupe", needs: []string{"ttl"}, keyed: true, keepsFields: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
+		v.keyed(o)
+		if o.TTL < time.Millisecond {
+			v.errorf(o.Pos, "operator %s: dedupe needs a ttl of at least 1ms", v.c.show(&o.ID))
+		}
+	}, doc: "Passes a key's first record and drops the key's records within `ttl` after it, in event time; the next one passes and starts again."},
+	{name: "threshold", needs: []string{"high", "low"}, keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
+		v.keyed(o)
+		switch {
+		case o.High == nil || o.Low == nil:
+			v.errorf(o.Pos, "operator %s: threshold needs high and low", v.c.show(&o.ID))
+		case *o.Low > *o.High:
+			v.errorf(o.Pos, "operator %s: threshold's low (%s) is above its high (%s)", v.c.show(&o.ID), v.c.show(&o.Low), v.c.show(&o.High))
+		}
+	}, doc: "Emits an alert when a key's value goes above `high`, value 1, and when it then falls below `low`, value 0, " +
+		"its payload `Raised` and `Value`; values in between change nothing, so one hovering at a mark does not flap."},
+}
 
 // Load reads and validates the file at path, and checks that the files it
 // names can be read. A relative path in it (data_dir, every *_file) is
@@ -415,20 +684,21 @@ func (v *validator) validate() {
 	}
 	v.listen(&c.Agent.Metrics, c.Agent.Pos, "agent.metrics", "9100")
 	v.listen(&c.Agent.API, c.Agent.Pos, "agent.api", "8080")
-	switch strings.ToLower(c.Agent.LogLevel) {
-	case "debug":
-		c.Agent.Level = slog.LevelDebug
-	case "info":
-		c.Agent.Level = slog.LevelInfo
-	case "warn", "warning":
-		c.Agent.Level = slog.LevelWarn
-	case "error":
-		c.Agent.Level = slog.LevelError
-	default:
-		v.errorf(c.Agent.Pos, "log_level: %s is not one of debug, info, warn, error", c.show(&c.Agent.LogLevel))
+	level := strings.ToLower(c.Agent.LogLevel)
+	if level == "warning" {
+		level = "warn"
 	}
-	if c.Agent.LogFormat != "text" && c.Agent.LogFormat != "json" {
-		v.errorf(c.Agent.Pos, "log_format: %s is neither text nor json", c.show(&c.Agent.LogFormat))
+	if i := slices.IndexFunc(logLevels, func(l logLevel) bool { return l.name == level }); i >= 0 {
+		c.Agent.Level = logLevels[i].level
+	} else {
+		names := make([]string, len(logLevels))
+		for i, l := range logLevels {
+			names[i] = l.name
+		}
+		v.errorf(c.Agent.Pos, "log_level: %s is not one of %s", c.show(&c.Agent.LogLevel), strings.Join(names, ", "))
+	}
+	if !slices.Contains(logFormats, c.Agent.LogFormat) {
+		v.errorf(c.Agent.Pos, "log_format: %s is neither %s nor %s", c.show(&c.Agent.LogFormat), logFormats[0], logFormats[1])
 	}
 	if c.Agent.RetainedSavepoints < 1 {
 		v.errorf(c.Agent.Pos, "retained_savepoints must be at least 1")
@@ -537,8 +807,8 @@ func (v *validator) validate() {
 		if s.DeadLetterTopic != "" {
 			v.topic(&s.DeadLetterTopic, s.Pos, fmt.Sprintf("source %s: dead_letter_topic", c.show(&s.ID)), mqttio.CheckTopic)
 		}
-		if s.Format != "json" && s.Format != "raw" {
-			v.errorf(s.Pos, "source %s: format %s is neither json nor raw", c.show(&s.ID), c.show(&s.Format))
+		if !slices.Contains(sourceFormats, s.Format) {
+			v.errorf(s.Pos, "source %s: format %s is neither %s nor %s", c.show(&s.ID), c.show(&s.Format), sourceFormats[0], sourceFormats[1])
 		}
 	}
 	for _, o := range c.Operators {
@@ -553,59 +823,28 @@ func (v *validator) validate() {
 				v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
 			}
 		}
-		switch o.Type {
-		case "filter", "map", "union", "dedupe":
-			// Records pass with their payloads.
-			fields[o.ID] = merge(o.Inputs, fields)
-		case "count", "sum", "window", "join", "threshold":
-			// Records of its own, without a payload or with one that
-			// is no JSON object (graph.WindowResult, say).
+		typ := slices.IndexFunc(operatorTypes, func(t operatorType) bool { return t.name == o.Type })
+		in := merge(o.Inputs, fields)
+		if typ >= 0 {
+			// Its records carry the payload fields of those it reads,
+			// or are its own, without a payload or with one that is no
+			// JSON object (graph.WindowResult, say).
 			fields[o.ID] = exprop.Fields{}
+			if operatorTypes[typ].keepsFields {
+				fields[o.ID] = in
+			}
 		}
-		switch o.OnError {
-		case OnErrorDeadLetter, OnErrorDrop, OnErrorFail:
-		default:
-			v.errorf(o.Pos, "operator %s: on_error %s is none of %s, %s, %s", name, c.show(&o.OnError), OnErrorDeadLetter, OnErrorDrop, OnErrorFail)
+		if !slices.Contains(onErrors, o.OnError) {
+			v.errorf(o.Pos, "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
 		}
-		switch o.Type {
-		case "filter", "map":
-			o.PayloadFields = fields[o.ID]
-			if o.Expr == "" {
-				v.errorf(o.Pos, "operator %s: %s needs expr", name, o.Type)
-			} else {
-				v.expr(o)
+		if typ >= 0 {
+			operatorTypes[typ].check(v, o, in)
+		} else {
+			known := make([]string, len(operatorTypes))
+			for i, t := range operatorTypes {
+				known[i] = t.name
 			}
-		case "union":
-			if len(o.Inputs) < 2 {
-				v.errorf(o.Pos, "operator %s: a union needs two inputs or more", name)
-			}
-		case "count", "sum":
-			v.keyed(o)
-		case "window":
-			v.window(o)
-		case "join":
-			if len(o.Inputs) != 2 {
-				v.errorf(o.Pos, "operator %s: a join has exactly two inputs", name)
-			}
-			if o.Window != nil && o.Window.Kind == "session" {
-				v.errorf(o.Window.Pos, "operator %s: a join needs tumbling or sliding windows", name)
-			}
-			v.window(o)
-		case "dedupe":
-			v.keyed(o)
-			if o.TTL < time.Millisecond {
-				v.errorf(o.Pos, "operator %s: dedupe needs a ttl of at least 1ms", name)
-			}
-		case "threshold":
-			v.keyed(o)
-			switch {
-			case o.High == nil || o.Low == nil:
-				v.errorf(o.Pos, "operator %s: threshold needs high and low", name)
-			case *o.Low > *o.High:
-				v.errorf(o.Pos, "operator %s: threshold's low (%s) is above its high (%s)", name, c.show(&o.Low), c.show(&o.High))
-			}
-		default:
-			v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(OperatorTypes, ", "))
+			v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
 		}
 		defined[o.ID] = true
 	}
@@ -829,9 +1068,15 @@ func merge(inputs []string, fields map[string]exprop.Fields) exprop.Fields {
 	return out
 }
 
-// expr checks the expression of filter or map o: it compiles with what is
-// known of the records it reads, and gives what o needs.
-func (v *validator) expr(o *Operator) {
+// expr checks the expression of filter or map o, which reads records
+// that carry the payload fields in (nil: not known): it is there, it
+// compiles with them, and it gives what o needs.
+func (v *validator) expr(o *Operator, in exprop.Fields) {
+	o.PayloadFields = in
+	if o.Expr == "" {
+		v.errorf(o.Pos, "operator %s: %s needs expr", v.c.show(&o.ID), o.Type)
+		return
+	}
 	compile := exprop.CompileFilter
 	if o.Type == "map" {
 		compile = exprop.CompileMap
@@ -912,93 +1157,21 @@ func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) { return w.
 func (w *Window) spec(agg graph.Aggregate, show func(field any) string) (graph.WindowSpec, error) {
 	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg,
 		ProcessingTime: w.Time == "processing"}
-	if w.Time != "" && w.Time != "event" && w.Time != "processing" {
-		return spec, fmt.Errorf("window time %s is neither event nor processing", show(&w.Time))
+	if w.Time != "" && !slices.Contains(windowTimes, w.Time) {
+		return spec, fmt.Errorf("window time %s is neither %s nor %s", show(&w.Time), windowTimes[0], windowTimes[1])
 	}
-	switch w.Kind {
-	case "tumbling":
-		spec.Kind = graph.Tumbling
-	case "sliding":
-		spec.Kind = graph.Sliding
-	case "session":
-		spec.Kind, spec.Size = graph.Session, w.Gap
-	default:
-		return spec, fmt.Errorf("window kind %s is not tumbling, sliding or session", show(&w.Kind))
+	kind := slices.IndexFunc(windowKinds, func(k windowKind) bool { return k.name == w.Kind })
+	if kind < 0 {
+		names := make([]string, len(windowKinds))
+		for i, k := range windowKinds {
+			names[i] = k.name
+		}
+		last := len(names) - 1
+		return spec, fmt.Errorf("window kind %s is not %s or %s", show(&w.Kind), strings.Join(names[:last], ", "), names[last])
+	}
+	spec.Kind = windowKinds[kind].kind
+	if spec.Kind == graph.Session {
+		spec.Size = w.Gap
 	}
 	return spec, spec.Validate()
-}
-
-// applyDefaults fills in what the file left out.
-func (c *Config) applyDefaults() {
-	if c.Agent.DataDir == "" {
-		c.Agent.DataDir = "data"
-	}
-	if c.Agent.LogLevel == "" {
-		c.Agent.LogLevel = "info"
-	}
-	if c.Agent.LogFormat == "" {
-		c.Agent.LogFormat = "text"
-	}
-	if c.Agent.LogSummaryInterval == 0 {
-		c.Agent.LogSummaryInterval = 5 * time.Minute
-	}
-	if c.Agent.RetainedSavepoints == 0 {
-		c.Agent.RetainedSavepoints = 5
-	}
-	if c.Agent.MaxOutputBacklog == "" {
-		c.Agent.MaxOutputBacklog = "32MiB"
-	}
-	if c.Agent.SyncInterval == 0 {
-		c.Agent.SyncInterval = mqttio.DefaultSyncInterval
-	}
-	cp := &c.Checkpoints
-	def := checkpoint.DefaultConfig()
-	if cp.Interval == 0 {
-		cp.Interval = def.Interval
-	}
-	if cp.Mode == "" {
-		cp.Mode = def.Mode.String()
-	}
-	if cp.Timeout == 0 {
-		cp.Timeout = def.Timeout
-	}
-	if cp.MaxConcurrent == 0 {
-		cp.MaxConcurrent = def.MaxConcurrent
-	}
-	if cp.TolerableFailures == nil {
-		cp.TolerableFailures = new(int)
-	}
-	if cp.Retained == 0 {
-		cp.Retained = 3
-	}
-	if cp.MaxChain == 0 {
-		cp.MaxChain = 10
-	}
-	for _, s := range c.Sources {
-		if s.Parallelism == 0 {
-			s.Parallelism = 1
-		}
-		if s.Format == "" {
-			s.Format = "json"
-		}
-	}
-	for _, o := range c.Operators {
-		if o.Parallelism == 0 {
-			o.Parallelism = 1
-		}
-		if o.OnError == "" {
-			o.OnError = OnErrorDeadLetter
-		}
-	}
-	for _, b := range c.Brokers {
-		if b.Embedded && b.Listen == "" {
-			b.Listen = mqttio.DefaultBrokerAddr
-		}
-		if b.MaxInflight == 0 {
-			b.MaxInflight = mqttio.DefaultMaxInflight
-			if b.Embedded {
-				b.MaxInflight = EmbeddedMaxInflight
-			}
-		}
-	}
 }

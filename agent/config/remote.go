@@ -13,48 +13,60 @@ import (
 // they are never logged.
 type Remote struct {
 	Pos
-	// Endpoint is the S3 API's host:port, without a scheme.
+	// The S3 API's host:port, without a scheme or a path:
+	// `s3.example.net:443`.
 	Endpoint string `yaml:"endpoint,required"`
-	Bucket   string `yaml:"bucket,required"`
-	Prefix   string `yaml:"prefix"`
-	// Device names this agent's area in the bucket; default the host name.
+	// The bucket the checkpoints go to.
+	Bucket string `yaml:"bucket,required"`
+	// A prefix of the objects' names, which are
+	// `<prefix>/<device>/checkpoints/<id>.json` and
+	// `<prefix>/<device>/state/...`.
+	Prefix string `yaml:"prefix"`
+	// This agent's area in the bucket, a name without slashes or
+	// surrounding spaces, unique per agent. Empty: the host name.
 	Device string `yaml:"device"`
-	// RestoreFromDevice, if set, is the device whose checkpoints a restore
-	// reads: a replacement device names the one it replaces. Uploads go
-	// to Device in any case.
+	// The device whose checkpoints a restore reads, if not this one: a
+	// replacement device names the one it replaces. Uploads go to
+	// `device` in any case.
 	RestoreFromDevice string `yaml:"restore_from_device"`
-	AccessKey         string `yaml:"access_key"`
-	AccessKeyFile     string `yaml:"access_key_file"`
-	SecretKey         string `yaml:"secret_key"`
-	SecretKeyFile     string `yaml:"secret_key_file"`
-	// TLSSetting is the file's `tls`; TLS is what it comes to: HTTPS
-	// unless the file says `tls: false`, which sends the credentials'
-	// signatures and every checkpoint in the clear (a store on the same
-	// host or a network you trust only).
-	TLSSetting *bool  `yaml:"tls"`
-	TLS        bool   `yaml:"-"`
-	CAFile     string `yaml:"ca_file"`
-	// Retained is how many uploaded checkpoints are kept; default
-	// checkpoints.retained.
+	// The access key, such as `${S3_ACCESS_KEY}`; or `access_key_file`,
+	// one of them.
+	AccessKey string `yaml:"access_key"`
+	// A file holding the access key (line breaks at its end are not part
+	// of it).
+	AccessKeyFile string `yaml:"access_key_file"`
+	// The secret key, such as `${S3_SECRET_KEY}`; or `secret_key_file`,
+	// one of them.
+	SecretKey string `yaml:"secret_key"`
+	// A file holding the secret key (line breaks at its end are not part
+	// of it).
+	SecretKeyFile string `yaml:"secret_key_file"`
+	// Whether requests go over HTTPS. `false` sends the signed requests
+	// and every checkpoint in the clear, for a store on the same host or
+	// on a network you trust, and is warned of at start.
+	TLSSetting *bool `yaml:"tls" default:"true"`
+	// TLS is whether requests go over HTTPS: TLSSetting, true unless the
+	// file says false.
+	TLS bool `yaml:"-"`
+	// A file of PEM certificates of the authorities that vouch for the
+	// storage's; default the system's. Needs `tls`.
+	CAFile string `yaml:"ca_file"`
+	// How many uploaded checkpoints are kept, the newest, with the
+	// objects they reference; at least 1. Default: `checkpoints.retained`.
 	Retained int `yaml:"retained"`
-	// Timeout bounds each request to the storage; default 1m.
-	Timeout time.Duration `yaml:"timeout"`
+	// The longest a request to the storage may take.
+	Timeout time.Duration `yaml:"timeout" default:"1m"`
 }
 
-// remote checks the remote section and fills in its defaults, except the
-// device's (the host name, which the agent knows).
+// remote checks the remote section and sets TLS; applyDefaults filled in
+// its defaults, except the device's (the host name, which the agent
+// knows).
 func (v *validator) remote() {
 	r := v.c.Remote
 	if r == nil {
 		return
 	}
-	if r.Retained == 0 {
-		r.Retained = v.c.Checkpoints.Retained
-	}
-	if r.Timeout == 0 {
-		r.Timeout = time.Minute
-	}
-	r.TLS = r.TLSSetting == nil || *r.TLSSetting
+	r.TLS = *r.TLSSetting
 	if strings.Contains(r.Endpoint, "://") || strings.Contains(r.Endpoint, "/") {
 		v.errorf(r.Pos, "remote: endpoint %s: want host:port, without a scheme or a path (tls: true for https)", v.c.show(&r.Endpoint))
 	}

@@ -436,7 +436,8 @@ func (c *control) status() api.Status {
 				out.Operators[i].LateRecords = l.Load()
 			}
 			if m := inc.sinks[t.ID.Operator]; m != nil {
-				out.Operators[i].Sink = &api.SinkCounts{Staged: m.Staged.Load(), Published: m.Published.Load(), Unencodable: m.Unencodable.Load()}
+				out.Operators[i].Sink = &api.SinkCounts{Staged: m.Staged.Load(), Published: m.Published.Load(), Unencodable: m.Unencodable.Load(),
+					ReplayStableIDs: m.Unordered.Load() == 0, Renumbered: m.Renumbered.Load()}
 			}
 		}
 		op := &out.Operators[i]

@@ -83,6 +83,13 @@ func (c *control) writeMetrics(w io.Writer) {
 	counter("cairn_sink_records_staged_total", "Records a sink staged for a checkpoint.")
 	counter("cairn_sink_messages_published_total", "Messages a sink published that its broker acknowledged.")
 	counter("cairn_sink_records_unencodable_total", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).")
+	counter("cairn_sink_renumbered_total", "Restores after which a sink subtask began new output ids: what it publishes again has other ids than the first time.")
+	e.family("cairn_sink_ids_replay_stable", "gauge", "1 while a sink's input is ordered, so that outputs published again after a restore keep their ids, else 0.")
+	for _, o := range st.Operators {
+		if o.Sink != nil {
+			e.sample("cairn_sink_ids_replay_stable", labels("sink", o.ID), bit(o.Sink.ReplayStableIDs))
+		}
+	}
 	e.family("cairn_mqtt_connected", "gauge", "1 while every client of the broker is connected, else 0.")
 	for _, b := range st.Brokers {
 		e.sample("cairn_mqtt_connected", labels("broker", b.ID), bit(b.Connected))
@@ -202,6 +209,7 @@ func (c *control) counts() counts {
 		out.add("cairn_sink_records_staged_total", sink, float64(m.Staged.Load()))
 		out.add("cairn_sink_messages_published_total", sink, float64(m.Published.Load()))
 		out.add("cairn_sink_records_unencodable_total", sink, float64(m.Unencodable.Load()))
+		out.add("cairn_sink_renumbered_total", sink, float64(m.Renumbered.Load()))
 	}
 	for _, m := range inc.sources {
 		out.add("cairn_dead_letters_total", "", float64(m.DeadLetters.Load()))

@@ -164,6 +164,12 @@ type SinkCounts struct {
 	Staged      int64 `json:"staged"`
 	Published   int64 `json:"published"`
 	Unencodable int64 `json:"unencodable"`
+	// ReplayStableIDs says the sink's input is ordered: outputs it
+	// publishes again after a restore (a fallback past a damaged
+	// checkpoint) carry the ids they had. Renumbered counts the restores
+	// after which a subtask began new ids instead (mqttio.Output).
+	ReplayStableIDs bool  `json:"replay_stable_ids"`
+	Renumbered      int64 `json:"renumbered"`
 }
 
 // Records sums the records o's subtasks took in and gave out.

@@ -493,7 +493,12 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	w.Flush()
 	for _, op := range st.Operators {
 		if k := op.Sink; k != nil {
-			fmt.Fprintf(stdout, "sink %s: %d staged, %d published and acknowledged, %d not encodable\n", op.ID, k.Staged, k.Published, k.Unencodable)
+			ids := "ids kept across a restore"
+			if !k.ReplayStableIDs {
+				ids = "input not ordered: new ids after a restore"
+			}
+			fmt.Fprintf(stdout, "sink %s: %d staged, %d published and acknowledged, %d not encodable; %s (%d renumbered)\n",
+				op.ID, k.Staged, k.Published, k.Unencodable, ids, k.Renumbered)
 		}
 	}
 	return 0

@@ -1,16 +1,23 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 const recoveryConfig = `agent:
@@ -112,6 +119,159 @@ func TestLostStoreIsNotSilent(t *testing.T) {
 	if restored >= taken || next <= taken {
 		t.Fatalf("after truncation: restored %d, next checkpoint %d; want an older one than %d, and ids above it", restored, next, taken)
 	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+	p.drain()
+	p.cmd.Wait()
+}
+
+const fallbackConfig = `agent:
+  data_dir: %s
+brokers:
+  local:
+    url: %s
+    client_id: fb
+checkpoints:
+  interval: 50ms
+sources:
+  - id: readings
+    broker: local
+    topics: ["fb/{device}/t"]
+    key: device
+    value: v
+operators:
+  - id: counts
+    type: count
+    inputs: [readings]
+    key_by: key
+sinks:
+  - id: out
+    input: counts
+    broker: local
+    topic: fb/out/{key}
+`
+
+// heard is every output message a subscriber received, in order.
+type heard struct {
+	mu   sync.Mutex
+	msgs []mqttio.Output
+	more chan struct{}
+}
+
+func listen(t *testing.T, url, filter string) *heard {
+	t.Helper()
+	h := &heard{more: make(chan struct{}, 1)}
+	opts := paho.NewClientOptions().AddBroker(url).SetClientID("fb-listener").
+		SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		var out mqttio.Output
+		if err := json.Unmarshal(m.Payload(), &out); err != nil {
+			t.Errorf("output %q: %v", m.Payload(), err)
+			return
+		}
+		h.mu.Lock()
+		h.msgs = append(h.msgs, out)
+		h.mu.Unlock()
+		select {
+		case h.more <- struct{}{}:
+		default:
+		}
+	})
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("listener: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	return h
+}
+
+// await returns the messages heard once ok holds for them, failing after d.
+func (h *heard) await(t *testing.T, d time.Duration, what string, ok func([]mqttio.Output) bool) []mqttio.Output {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		h.mu.Lock()
+		msgs := slices.Clone(h.msgs)
+		h.mu.Unlock()
+		if ok(msgs) {
+			return msgs
+		}
+		select {
+		case <-h.more:
+		case <-deadline:
+			t.Fatalf("waited %v for %s; heard %d messages", d, what, len(msgs))
+		}
+	}
+}
+
+// TestFallbackRepublishesUnderTheSameIDs: the newest checkpoints are cut
+// from the store (a truncated file), the agent falls back to an older one
+// and replays the ingest log from there; the outputs it publishes again
+// carry exactly the ids they had the first time, so a consumer that drops
+// repeated ids sees each once (issue 17, case 3).
+func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
+	r := newBrokerRun(t, "fb", fallbackConfig)
+	bin, data, config := r.bin, r.data, r.file
+	out := listen(t, r.broker.URL, "fb/out/#")
+	p := startAgent(t, bin, config)
+	r.awaitSubscribed(t, "readings", "fb/probe/t", `{"v": 0}`)
+	pub := r.pub
+	const readings = 600
+	for i := range readings {
+		if tok := pub.Publish(fmt.Sprintf("fb/d%d/t", i%4), 1, false, fmt.Sprintf(`{"v": %d}`, i)); tok.Wait() && tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		if i%100 == 99 {
+			p.await(t, completeLine, 30*time.Second) // the input spreads over checkpoints
+		}
+	}
+	first := out.await(t, 30*time.Second, "every reading's count", func(m []mqttio.Output) bool {
+		return slices.ContainsFunc(m, func(o mqttio.Output) bool { return o.Key == "d3" && o.Value == readings/4 })
+	})
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	final, _ := strconv.ParseUint(p.await(t, finalLine, 30*time.Second)[1], 10, 64)
+	p.drain()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	byID := make(map[string]mqttio.Output)
+	for _, o := range first {
+		if prev, ok := byID[o.ID]; ok && prev != o {
+			t.Fatalf("id %s came as %+v and as %+v", o.ID, prev, o)
+		}
+		byID[o.ID] = o
+	}
+
+	// Cut the store to a third: the newest checkpoints go.
+	segs, err := filepath.Glob(filepath.Join(data, "checkpoints", "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment files: %v", err)
+	}
+	fi, err := os.Stat(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(segs[len(segs)-1], fi.Size()/3); err != nil {
+		t.Fatal(err)
+	}
+	p = startAgent(t, bin, config)
+	restored, _ := strconv.ParseUint(p.await(t, restoreLine, 30*time.Second)[1], 10, 64)
+	if restored >= final {
+		t.Fatalf("restored %d, not older than the final %d", restored, final)
+	}
+	// The replay publishes again up to the last count of the first run.
+	last := first[len(first)-1]
+	again := out.await(t, 60*time.Second, "the replay to reach the last output", func(m []mqttio.Output) bool {
+		return slices.ContainsFunc(m[len(first):], func(o mqttio.Output) bool { return o.Key == last.Key && o.Value == last.Value })
+	})[len(first):]
+	for _, o := range again {
+		if was, ok := byID[o.ID]; !ok || was != o {
+			t.Fatalf("after falling back from %d to %d, %+v was published; the first time its id had %+v (found %v)", final, restored, o, was, ok)
+		}
+	}
+	t.Logf("fell back from checkpoint %d to %d; %d outputs published again under their first ids", final, restored, len(again))
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.await(t, finalLine, 30*time.Second)
 	p.drain()

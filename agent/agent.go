@@ -474,26 +474,27 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 
 // Checkpoints lists the completed checkpoints in the store of a stopped
 // agent's data directory, newest first; with verify, each with the damage
-// its state shows, if any.
-func Checkpoints(dataDir string, verify bool) ([]api.CheckpointInfo, error) {
+// its state shows, if any. It only reads: storeDamage says what in the
+// store's files does not verify, which `cairn run` cuts when it starts.
+func Checkpoints(dataDir string, verify bool) (infos []api.CheckpointInfo, storeDamage []string, err error) {
 	if _, err := os.Stat(StorePath(dataDir)); err != nil {
-		// An earlier cairn's store, which Open moves.
-		if _, errOld := os.Stat(StorePath(dataDir) + ".db"); errOld != nil {
-			return nil, fmt.Errorf("no checkpoint store in %s: %w", dataDir, err)
+		if _, errOld := os.Stat(StorePath(dataDir) + ".db"); errOld == nil {
+			return nil, nil, fmt.Errorf("the checkpoints are in %s.db, an earlier cairn's store, which `cairn run` moves into %s when it starts", StorePath(dataDir), StorePath(dataDir))
 		}
+		return nil, nil, fmt.Errorf("no checkpoint store in %s: %w", dataDir, err)
 	}
-	// Retain everything: listing must not apply a retention the agent's
-	// config may not share.
-	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: math.MaxInt32, Logger: slog.New(slog.DiscardHandler)})
+	// Read-only: a listing must not cut, move or delete anything, nor
+	// apply a retention the agent's config may not share.
+	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: math.MaxInt32, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer store.Close()
 	ms, err := store.Completed()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	infos := make([]api.CheckpointInfo, 0, len(ms))
+	infos = make([]api.CheckpointInfo, 0, len(ms))
 	for _, m := range ms {
 		info := CheckpointInfo(m)
 		if verify {
@@ -501,5 +502,5 @@ func Checkpoints(dataDir string, verify bool) ([]api.CheckpointInfo, error) {
 		}
 		infos = append(infos, info)
 	}
-	return infos, nil
+	return infos, store.Damage(), nil
 }

@@ -29,30 +29,11 @@ func openRemote(c *config.Remote, store checkpoint.Store, log *slog.Logger) (*re
 	if c == nil {
 		return nil, nil
 	}
-	access, err := secret(c.AccessKey, c.AccessKeyFile, "access_key_file")
-	if err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
-	}
-	key, err := secret(c.SecretKey, c.SecretKeyFile, "secret_key_file")
-	if err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
-	}
-	cfg := remote.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, AccessKey: access, SecretKey: key,
-		TLS: c.TLS, CAFile: c.CAFile, Timeout: c.Timeout}
-	r, err := remote.Open(cfg)
+	r, cfg, own, err := openDevice(c, log)
 	if err != nil {
 		return nil, err
 	}
-	device := c.Device
-	if device == "" {
-		if device, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("remote: the host name is not known (%v): set remote.device", err)
-		}
-	}
-	own, err := r.Device(device, log)
-	if err != nil {
-		return nil, err
-	}
+	device := own.Name()
 	from := own
 	if c.RestoreFromDevice != "" {
 		if from, err = r.Device(c.RestoreFromDevice, log); err != nil {
@@ -68,6 +49,61 @@ func openRemote(c *config.Remote, store checkpoint.Store, log *slog.Logger) (*re
 		log.Warn("remote upload without TLS (remote.tls: false): checkpoints travel in the clear", "endpoint", c.Endpoint)
 	}
 	return &remoteSide{uploads: uploads, own: own, restore: from}, nil
+}
+
+// openDevice opens the remote storage c names and this device's part of
+// it (remote.device, by default the host name).
+func openDevice(c *config.Remote, log *slog.Logger) (*remote.Remote, remote.Config, *remote.Device, error) {
+	access, err := secret(c.AccessKey, c.AccessKeyFile, "access_key_file")
+	if err != nil {
+		return nil, remote.Config{}, nil, fmt.Errorf("remote: %w", err)
+	}
+	key, err := secret(c.SecretKey, c.SecretKeyFile, "secret_key_file")
+	if err != nil {
+		return nil, remote.Config{}, nil, fmt.Errorf("remote: %w", err)
+	}
+	cfg := remote.Config{Endpoint: c.Endpoint, Bucket: c.Bucket, Prefix: c.Prefix, AccessKey: access, SecretKey: key,
+		TLS: c.TLS, CAFile: c.CAFile, Timeout: c.Timeout}
+	r, err := remote.Open(cfg)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	device := c.Device
+	if device == "" {
+		if device, err = os.Hostname(); err != nil {
+			return nil, cfg, nil, fmt.Errorf("remote: the host name is not known (%v): set remote.device", err)
+		}
+	}
+	own, err := r.Device(device, log)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	return r, cfg, own, nil
+}
+
+// UploadStates fills in the upload state of a stopped agent's completed
+// checkpoints from what remote storage c holds of this device: "uploaded"
+// or "not uploaded". When the storage cannot be read, each says why.
+func UploadStates(c *config.Remote, infos []api.CheckpointInfo) {
+	uploaded := make(map[uint64]bool)
+	_, _, own, err := openDevice(c, slog.New(slog.DiscardHandler))
+	var ms []*checkpoint.Manifest
+	if err == nil {
+		ms, err = own.Completed()
+	}
+	for _, m := range ms {
+		uploaded[m.ID] = true
+	}
+	for i := range infos {
+		switch {
+		case err != nil:
+			infos[i].Upload, infos[i].UploadError = "unknown", err.Error()
+		case uploaded[infos[i].ID]:
+			infos[i].Upload = "uploaded"
+		default:
+			infos[i].Upload = "not uploaded"
+		}
+	}
 }
 
 // secret is value, or the content of file without its trailing newline:

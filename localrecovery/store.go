@@ -33,6 +33,10 @@ type Options struct {
 	// "after-completion" (synced), "retention" (before segments are
 	// deleted). Crash tests kill the process there.
 	Failpoint func(name string)
+	// ReadOnly opens the store to list and read it only (seglog.Options):
+	// nothing is moved, cut, locked, deleted or written; Damage says what
+	// a store opened to write would cut. The directory must exist.
+	ReadOnly bool
 	// HighWater, if set, is a file outside dir that keeps the highest
 	// checkpoint id too (highwater.go): LastID is at least what it holds,
 	// even after the store's directory is lost.
@@ -71,6 +75,8 @@ type Store struct {
 	// rollbacks counts failed appends and syncs, which roll back
 	// everything not synced: a snapshot written across one is lost.
 	rollbacks int
+	// damage is what Open found (Damage).
+	damage []string
 }
 
 // blob is a snapshot in the log.
@@ -99,30 +105,35 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := migrateBolt(dir+".db", dir, opts); err != nil {
-		return nil, err
+	if !opts.ReadOnly {
+		if err := migrateBolt(dir+".db", dir, opts); err != nil {
+			return nil, err
+		}
 	}
 	return open(dir, opts)
 }
 
 func open(dir string, opts Options) (*Store, error) {
-	s := &Store{dir: dir, opts: opts, blobs: make(map[string]*blob)}
-	if err := seglog.MkdirDurable(seglog.OS, dir); err != nil {
-		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
-	}
+	s := &Store{dir: dir, opts: opts, blobs: make(map[string]*blob), lock: func() error { return nil }}
 	var err error
-	if s.lock, err = seglog.LockDir(dir); err != nil {
-		return nil, fmt.Errorf("checkpoint store: %w", err)
+	if !opts.ReadOnly {
+		if err := seglog.MkdirDurable(seglog.OS, dir); err != nil {
+			return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
+		}
+		if s.lock, err = seglog.LockDir(dir); err != nil {
+			return nil, fmt.Errorf("checkpoint store: %w", err)
+		}
 	}
 	fs := seglog.OS
 	if opts.WriteFault != nil {
 		fs = faultFS{fs, opts.WriteFault}
 	}
-	s.log, err = seglog.Open(dir, seglog.Options{SegmentBytes: opts.SegmentBytes, FS: fs, Meter: &s.meter, Logger: opts.Logger})
+	s.log, err = seglog.Open(dir, seglog.Options{SegmentBytes: opts.SegmentBytes, FS: fs, Meter: &s.meter, Logger: opts.Logger, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		s.lock()
 		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
 	}
+	s.damage = s.log.Damage()
 	if err := s.load(); err != nil {
 		s.Close()
 		return nil, err
@@ -208,6 +219,7 @@ func (s *Store) load() error {
 			// Records past the damage in this segment are lost; the next
 			// segment is read, and what names the lost ones fails its
 			// verification when it is restored.
+			s.damage = append(s.damage, err.Error())
 			s.opts.Logger.Error("checkpoint store damaged; reading on after it", "dir", s.dir, "err", err)
 		}
 	}
@@ -226,8 +238,16 @@ func (s *Store) load() error {
 			delete(s.blobs, key)
 		}
 	}
+	if s.opts.ReadOnly {
+		return nil
+	}
 	return s.retain()
 }
+
+// Damage describes the damage Open found in the store's files: what it
+// cut at the end (read-only: would cut) and what hid the rest of an older
+// segment; nil if none.
+func (s *Store) Damage() []string { return s.damage }
 
 // indexChunk adds a chunk read at off to its snapshot; chunk 0 starts the
 // snapshot afresh (a retry after a failed write).

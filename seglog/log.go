@@ -20,6 +20,12 @@ type Options struct {
 	Meter *Meter
 	// Logger is told of torn writes cut at Open; default slog.Default.
 	Logger *slog.Logger
+	// ReadOnly opens the log to read it only: nothing in its directory is
+	// created, cut, removed or written (a listing must not repair what it
+	// looks at). A record that does not verify at the end ends the log
+	// there, as Open in the other mode would cut it (Damage says so);
+	// Append, Sync, Reset, TruncateFront and TrimTo fail.
+	ReadOnly bool
 }
 
 // indexEvery is how far apart, in bytes, the records a segment's index
@@ -50,6 +56,8 @@ type mark struct {
 type Log struct {
 	dir  string
 	opts Options
+	// damage is what Open cut, or would have (Damage).
+	damage []string
 
 	wmu sync.Mutex // Append, Sync, Reset: the writer's side
 	rmu sync.Mutex // Read, TruncateFront, Reset: the reader's side
@@ -146,3 +154,9 @@ func (l *Log) closeFiles() error {
 
 // errClosed is returned by a closed log.
 var errClosed = errors.New("log closed")
+
+var errReadOnly = errors.New("log opened read-only")
+
+// Damage describes what Open found at the end of the log that does not
+// verify, and cut (in read-only mode: would have cut), if anything.
+func (l *Log) Damage() []string { return l.damage }

@@ -250,6 +250,24 @@ func TestTornTailIsCut(t *testing.T) {
 			f.Write(tail.data(frame))
 			f.Close()
 
+			// Read-only, the log reads to the damage, says where it is,
+			// takes no write and changes no byte.
+			damaged, _ := os.ReadFile(filepath.Join(dir, "00000000000000000001.seg"))
+			ro := open(t, dir, seglog.Options{ReadOnly: true})
+			if ro.Next() != 3 || len(readAll(t, ro, 1)) != 2 || len(ro.Damage()) != 1 || !strings.Contains(ro.Damage()[0], "does not verify") {
+				t.Fatalf("read-only after a torn write: next %d, damage %q", ro.Next(), ro.Damage())
+			}
+			if _, err := ro.Append(1, []byte("x")); err == nil {
+				t.Fatal("a read-only log took an append")
+			}
+			if err := ro.TruncateFront(3); err == nil {
+				t.Fatal("a read-only log took a truncation")
+			}
+			ro.Close()
+			if after, _ := os.ReadFile(filepath.Join(dir, "00000000000000000001.seg")); !bytes.Equal(after, damaged) {
+				t.Fatal("opening read-only changed the file")
+			}
+
 			var said strings.Builder
 			l = open(t, dir, seglog.Options{Logger: slog.New(slog.NewTextHandler(&said, nil))})
 			if l.Next() != 3 || len(readAll(t, l, 1)) != 2 {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // Open opens the log in dir, creating the directory if needed. The newest
@@ -26,8 +27,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, next: 1, synced: 1, dirty: dirtyPages{through: -1}}
 	fs := opts.FS
-	if err := MkdirDurable(fs, dir); err != nil {
-		return nil, err
+	if !opts.ReadOnly {
+		if err := MkdirDurable(fs, dir); err != nil {
+			return nil, err
+		}
 	}
 	names, err := fs.List(dir)
 	if err != nil {
@@ -111,7 +114,11 @@ func (l *Log) openLast() error {
 	}
 	fs := l.opts.FS
 	s := l.segs[len(l.segs)-1]
-	f, err := fs.OpenAppend(l.path(s))
+	open := fs.OpenAppend
+	if l.opts.ReadOnly {
+		open = fs.Open
+	}
+	f, err := open(l.path(s))
 	if err != nil {
 		return err
 	}
@@ -141,11 +148,13 @@ func (l *Log) openLast() error {
 		f.Close()
 		l.cutLog(verifyingAfter(rest, s.first), "removing a log segment whose header does not verify: a write torn by a power cut, or damage",
 			"segment", l.path(s), "reason", herr.Error(), "bytes", size)
-		if err := fs.Remove(l.path(s)); err != nil {
-			return err
-		}
-		if err := fs.SyncDir(l.dir); err != nil {
-			return err
+		if !l.opts.ReadOnly {
+			if err := fs.Remove(l.path(s)); err != nil {
+				return err
+			}
+			if err := fs.SyncDir(l.dir); err != nil {
+				return err
+			}
 		}
 		l.segs = l.segs[:len(l.segs)-1]
 		l.next, l.synced = s.first, s.first
@@ -177,12 +186,14 @@ func (l *Log) openLast() error {
 		}
 		l.cutLog(verifyingAfter(rest, sc.next), "cutting the log at a record that does not verify: a write torn by a power cut, or damage",
 			"segment", l.path(s), "at_byte", bad.pos, "reason", bad.reason, "bytes_cut", size-bad.pos, "next_offset", sc.next)
-		if err := f.Truncate(bad.pos); err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("cutting a torn write from %s: %w", l.path(s), err)
+		if !l.opts.ReadOnly {
+			if err := f.Truncate(bad.pos); err == nil {
+				err = f.Sync()
+			}
+			if err != nil {
+				f.Close()
+				return fmt.Errorf("cutting a torn write from %s: %w", l.path(s), err)
+			}
 		}
 		size = bad.pos
 	case sc.err != nil:
@@ -195,10 +206,19 @@ func (l *Log) openLast() error {
 	return nil
 }
 
-// cutLog logs a cut at Open: a warning, or an error when records after the
+// cutLog records a cut at Open (Damage) and logs it: a warning, or an error when records after the
 // cut verify, which a torn write rarely leaves (the kernel wrote pages
 // back out of order) and damage does.
 func (l *Log) cutLog(verifying int, msg string, args ...any) {
+	var b strings.Builder
+	b.WriteString(msg)
+	for i := 0; i+1 < len(args); i += 2 {
+		fmt.Fprintf(&b, ", %v %v", args[i], args[i+1])
+	}
+	l.damage = append(l.damage, b.String())
+	if l.opts.ReadOnly {
+		return // Damage says it; the mode that cuts logs it
+	}
 	log := l.opts.Logger.Warn
 	if verifying > 0 {
 		log = l.opts.Logger.Error

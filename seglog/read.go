@@ -97,6 +97,9 @@ func (l *Log) readSegment(s *segment, start mark, from uint64, limit int64, f fu
 // and synced; it never deletes the newest, nor the one before a newest
 // not synced yet (a failed sync of that one goes back to it).
 func (l *Log) TruncateFront(before uint64) error {
+	if l.opts.ReadOnly {
+		return errReadOnly
+	}
 	l.rmu.Lock()
 	defer l.rmu.Unlock()
 	l.mu.Lock()
@@ -128,6 +131,9 @@ func (l *Log) TruncateFront(before uint64) error {
 // TrimTo deletes the oldest segments, never the newest, while the log's
 // segments take more than max bytes.
 func (l *Log) TrimTo(max int64) error {
+	if l.opts.ReadOnly {
+		return errReadOnly
+	}
 	l.mu.Lock()
 	var total int64
 	for _, s := range l.segs {

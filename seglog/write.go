@@ -56,6 +56,9 @@ func (l *Log) Append(count int, data ...[]byte) (uint64, error) {
 
 // writable fails if the log is closed, or broken and cannot be mended.
 func (l *Log) writable() error {
+	if l.opts.ReadOnly {
+		return errReadOnly
+	}
 	l.mu.Lock()
 	closed, broken := l.closed, l.broken
 	l.mu.Unlock()

@@ -304,12 +304,25 @@ func cmdCheckpoints(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 	if !ok {
 		return code
 	}
-	// A running agent holds the store: ask it; else read the store.
+	// A running agent holds the store: ask it; else read the store, and
+	// ask remote storage, if the pipeline file names one, what it holds.
 	infos, err := client(dataDir).Checkpoints(context.Background(), verify)
 	if err != nil {
-		if infos, err = agent.Checkpoints(dataDir, verify); err != nil {
+		var damage []string
+		if infos, damage, err = agent.Checkpoints(dataDir, verify); err != nil {
 			fmt.Fprintln(stderr, "cairn checkpoints:", err)
 			return 1
+		}
+		for _, d := range damage {
+			fmt.Fprintf(stderr, "cairn checkpoints: the checkpoint store is damaged (%s); left as it is: `cairn run` cuts it when it starts, and restores the newest checkpoint before it that verifies\n", d)
+		}
+		if file := fs.Lookup("c").Value.String(); file != "" {
+			if cfg, err := config.Load(file); err == nil && cfg.Remote != nil {
+				agent.UploadStates(cfg.Remote, infos)
+				if len(infos) > 0 && infos[0].UploadError != "" {
+					fmt.Fprintln(stderr, "cairn checkpoints: remote storage cannot be read:", infos[0].UploadError)
+				}
+			}
 		}
 	}
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)

@@ -113,6 +113,18 @@ func TestLostStoreIsNotSilent(t *testing.T) {
 	if err := os.Truncate(last, fi.Size()/2); err != nil {
 		t.Fatal(err)
 	}
+	// Listing the stopped agent's checkpoints says the store is damaged,
+	// and changes nothing.
+	before, _ := os.ReadFile(last)
+	var stderr strings.Builder
+	cmd := exec.Command(bin, "checkpoints", "--data-dir", data)
+	cmd.Stderr = &stderr
+	if listed, err := cmd.Output(); err != nil || !strings.HasPrefix(string(listed), "ID") || !strings.Contains(stderr.String(), "the checkpoint store is damaged") {
+		t.Fatalf("cairn checkpoints on a truncated store: %v\n%s%s", err, listed, stderr.String())
+	}
+	if after, _ := os.ReadFile(last); string(after) != string(before) {
+		t.Fatal("cairn checkpoints changed the store's file")
+	}
 	p = startAgent(t, bin, config)
 	restored, _ := strconv.ParseUint(p.await(t, restoreLine, 30*time.Second)[1], 10, 64)
 	next, _ := strconv.ParseUint(p.await(t, completeLine, 30*time.Second)[1], 10, 64)

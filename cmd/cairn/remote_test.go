@@ -394,6 +394,11 @@ func TestRemoteRestore(t *testing.T) {
 	if m := newest(t, devA); m.ID != final {
 		t.Fatalf("newest uploaded checkpoint %d, want the final one, %d:\n%s", m.ID, final, a.log())
 	}
+	// Stopped, the agent's checkpoints say what remote storage holds.
+	if out, err := exec.Command(bin, "checkpoints", "-c", configA).Output(); err != nil ||
+		!regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s.*\s{2}uploaded$`, final)).Match(out) {
+		t.Fatalf("cairn checkpoints of the stopped agent: %v\n%s", err, out)
+	}
 
 	// 3. A flipped bit in the newest uploaded checkpoint: skipped, and so is
 	// every older one that shares the damaged blob (a subtask whose state

@@ -150,8 +150,12 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 			d.sinks = make(map[string]*mqttio.SinkMetrics)
 		}
 		d.sinks[s.ID] = metrics
-		b.Operator(s.ID, 1, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog, Metrics: metrics}),
-			[]graph.Input{graph.In(streams[s.Input], graph.Rebalance())})
+		in := graph.Rebalance()
+		if s.Parallelism == parallelism[s.Input] {
+			in = graph.Forward() // each subtask takes one input subtask's records, in order
+		}
+		b.Operator(s.ID, s.Parallelism, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog, Metrics: metrics}),
+			[]graph.Input{graph.In(streams[s.Input], in)})
 	}
 	return b.Build()
 }

@@ -37,6 +37,10 @@ type pipeline struct {
 	// body is the YAML after the agent, brokers and checkpoints sections;
 	// it names the broker "mq" and sinks to out/{key}.
 	body string
+	// stableIDs says its sink's input is ordered (graph.TaskInfo), so that
+	// in exactly-once mode outputs published again after a fallback to
+	// an older checkpoint keep their ids: the store is then cut too.
+	stableIDs bool
 	// message is the i-th message published; a pure function of i.
 	message func(i int) message
 	// check compares the distinct outputs, in arrival order, with those
@@ -105,16 +109,17 @@ var pipelines = []pipeline{
 	{
 		// Per key, the running counts must be 1, 2, …, N, each once, in
 		// order.
-		name:    "count",
-		rate:    1000,
-		sources: []string{"readings"},
+		name:      "count",
+		rate:      1000,
+		sources:   []string{"readings"},
+		stableIDs: true,
 		body: "sources:\n" + source("readings", false) + `operators:
   - id: counts
     type: count
     inputs: [readings]
     key_by: key
     parallelism: 2
-` + fmt.Sprintf(sink, "counts"),
+` + fmt.Sprintf(sink, "counts") + "    parallelism: 2\n",
 		message: func(i int) message { return message{input: "readings", key: fmt.Sprintf("d%02d", i*7%16), seq: i} },
 		check: func(published []message, outs []output) tally {
 			want := make(map[string][2]int)

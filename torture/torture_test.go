@@ -11,7 +11,12 @@
 // each checkpointing mode (exactly-once, at-least-once, unaligned). While a
 // publisher sends sequenced QoS 1 messages, the agent is killed with SIGKILL
 // at seeded random moments and restarted in place, and the broker is
-// restarted now and then. A persistent QoS 1 consumer of the sink topics
+// restarted now and then. Once a run, between kills, the checkpoint store
+// is deleted: the next start must refuse, naming the ids taken, and the
+// store is put back; once a run of a pipeline whose output ids survive a
+// fallback (and in at-least-once mode), the newest quarter of the store is
+// cut off, and the agent falls back to an older checkpoint and replays
+// from there. A persistent QoS 1 consumer of the sink topics
 // drops repeated message ids and counts, per pipeline and mode, the outputs
 // that are lost, duplicated (the same result under another id, or input
 // counted twice), out of order, or wrong. Exactly-once and unaligned must
@@ -30,10 +35,13 @@ package torture
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,6 +75,8 @@ type row struct {
 	pipeline, mode string
 	kills          int // SIGKILLs
 	early          int // of which before the control socket said running
+	cuts           int // stores cut to an older checkpoint between kills
+	refusals       int // starts refused on a deleted store
 	restarts       int // broker restarts
 	in             int // messages published and acknowledged by the broker
 	repeats        int // copies of a message id, dropped by the consumer
@@ -180,6 +190,21 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	restartsAsked := 0
 	began := time.Now()
 	for r.kills < kills {
+		switch {
+		case kills >= 3 && r.kills == kills/3 && (p.stableIDs || !m.exactlyOnce):
+			cut, err := cutStore(bin, dataDir)
+			if err != nil {
+				fail("cutting the store: %v", err)
+			}
+			if cut {
+				r.cuts++
+			}
+		case kills >= 3 && r.kills == 2*kills/3:
+			if err := refusedWithoutStore(t, bin, config, dataDir, log); err != nil {
+				fail("starting without the store: %v", err)
+			}
+			r.refusals++
+		}
 		fmt.Fprintf(log, "=== torture: incarnation %d\n", r.kills+1)
 		a := startAgent(t, bin, config, dataDir, log)
 		if rng.IntN(3) == 0 || restartsAsked == 0 && r.kills == kills-1 {
@@ -266,8 +291,8 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 
 	outs, repeats, garbled := cons.snapshot()
 	r.tally, r.repeats, r.done = p.check(published, outs), repeats, true
-	t.Logf("%d kills (%d while starting or restoring) and %d broker restarts in %v, final outputs %v later; %d messages in, %d outputs (%d repeated ids dropped): %d lost, %d duplicated, %d out of order, %d wrong",
-		r.kills, r.early, r.restarts, faults.Round(time.Millisecond), drained.Round(time.Millisecond), r.in, r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong)
+	t.Logf("%d kills (%d while starting or restoring), %d stores cut, %d starts refused without the store and %d broker restarts in %v, final outputs %v later; %d messages in, %d outputs (%d repeated ids dropped): %d lost, %d duplicated, %d out of order, %d wrong",
+		r.kills, r.early, r.cuts, r.refusals, r.restarts, faults.Round(time.Millisecond), drained.Round(time.Millisecond), r.in, r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong)
 	var broken []string
 	if len(garbled) > 0 {
 		broken = append(broken, fmt.Sprintf("%d messages on the sink topics are not sink output or reuse an id for another output, first %s", len(garbled), garbled[0]))
@@ -287,6 +312,54 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	if r.in == 0 || r.outputs == 0 {
 		t.Errorf("nothing went through: %d messages in, %d outputs", r.in, r.outputs)
 	}
+}
+
+// cutStore cuts the newest quarter off the newest segment of the stopped
+// agent's checkpoint store, as a truncated file would, if a checkpoint
+// (`cairn checkpoints` lists) is left before the cut; else it leaves the
+// file as it was and reports no cut.
+func cutStore(bin, dataDir string) (cut bool, err error) {
+	segs, err := filepath.Glob(filepath.Join(dataDir, "checkpoints", "*.seg"))
+	if err != nil || len(segs) == 0 {
+		return false, fmt.Errorf("no segment files: %v", err)
+	}
+	last := segs[len(segs)-1]
+	whole, err := os.ReadFile(last)
+	if err != nil {
+		return false, err
+	}
+	if err := os.Truncate(last, int64(len(whole))*3/4); err != nil {
+		return false, err
+	}
+	out, err := exec.Command(bin, "checkpoints", "--data-dir", dataDir).Output()
+	if err != nil || strings.Count(string(out), "\n") < 2 { // the header and a checkpoint
+		return false, os.WriteFile(last, whole, 0o600)
+	}
+	return true, nil
+}
+
+// refusedWithoutStore sets the stopped agent's checkpoint store aside and
+// starts it: it must exit 1 saying that checkpoints were taken and their
+// state is lost. The store is then put back.
+func refusedWithoutStore(t *testing.T, bin, config, dataDir string, log *os.File) error {
+	store := filepath.Join(dataDir, "checkpoints")
+	aside := store + ".aside"
+	if err := os.Rename(store, aside); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "=== torture: start without the checkpoint store\n")
+	var said bytes.Buffer
+	cmd := exec.Command(bin, "run", "-c", config)
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(log, &said), io.MultiWriter(log, &said)
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(said.String(), "were taken on this data directory") {
+		return fmt.Errorf("want exit status 1 naming the ids taken; got %v:\n%s", err, said.String())
+	}
+	if err := os.RemoveAll(store); err != nil { // what the refused start created
+		return err
+	}
+	return os.Rename(aside, store)
 }
 
 func publishFence(url string) error {
@@ -320,9 +393,9 @@ func tail(path string, n int) string {
 func printSummary(rows []*row) {
 	var total row
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "pipeline\tmode\tkills\tbroker restarts\tmessages in\toutputs\trepeated ids\tlost\tduplicated\tout-of-order\twrong\tSIGTERM stop\t")
+	fmt.Fprintln(w, "pipeline\tmode\tkills\tstores cut\tstarts refused\tbroker restarts\tmessages in\toutputs\trepeated ids\tlost\tduplicated\tout-of-order\twrong\tSIGTERM stop\t")
 	line := func(r *row, pipeline, mode, stop string) {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", pipeline, mode, r.kills, r.restarts, r.in,
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", pipeline, mode, r.kills, r.cuts, r.refusals, r.restarts, r.in,
 			r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong, stop)
 	}
 	for _, r := range rows {
@@ -342,6 +415,8 @@ func printSummary(rows []*row) {
 		}
 		line(r, r.pipeline, m, stop)
 		total.kills += r.kills
+		total.cuts += r.cuts
+		total.refusals += r.refusals
 		total.restarts += r.restarts
 		total.in += r.in
 		total.outputs += r.outputs

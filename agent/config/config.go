@@ -472,6 +472,28 @@ type Sink struct {
 	// Publish with the retain flag: the broker keeps each topic's last
 	// message for clients that subscribe later.
 	Retain bool `yaml:"retain" default:"false"`
+	// How many subtasks publish, each on a connection of its own: 1, or
+	// the parallelism of its input, when each takes the records of one
+	// input subtask in their order. Then, where everything upstream has
+	// one input too, outputs published again after a fallback to an
+	// older checkpoint keep their ids (README, "Output ids").
+	Parallelism int `yaml:"parallelism" default:"1"`
+}
+
+// ParallelismOf is the parallelism of the source or operator id; 0 if
+// there is none.
+func (c *Config) ParallelismOf(id string) int {
+	for _, s := range c.Sources {
+		if s.ID == id {
+			return s.Parallelism
+		}
+	}
+	for _, o := range c.Operators {
+		if o.ID == id {
+			return o.Parallelism
+		}
+	}
+	return 0
 }
 
 // The values of the fields that take one of a few words, as the validator
@@ -853,6 +875,10 @@ func (v *validator) validate() {
 		broker(s.Pos, &s.Broker)
 		if !defined[s.Input] {
 			v.errorf(s.Pos, "sink %s: input %s is not a source or an operator", c.show(&s.ID), c.show(&s.Input))
+		} else if in := c.ParallelismOf(s.Input); s.Parallelism != 1 && s.Parallelism != in {
+			// Spread over several connections, a key's outputs would
+			// overtake each other.
+			v.errorf(c.at(&s.Parallelism, s.Pos), "sink %s: parallelism %s must be 1 or its input's, %d", c.show(&s.ID), c.show(&s.Parallelism), in)
 		}
 		if s.Topic != "" || v.c.at(&s.Topic, Pos{}) != (Pos{}) { // a missing one is reported as such
 			v.topic(&s.Topic, s.Pos, fmt.Sprintf("sink %s: topic", c.show(&s.ID)), mqttio.CheckTopicTemplate)

@@ -196,10 +196,11 @@ func TestMoreRefusals(t *testing.T) {
 	for src, want := range map[string]string{
 		"~\n":                 "the file is empty",
 		"a: 1\n\xff\xfe(\x00": "x.yaml:2:1: not UTF-8 text",
-		"sources:\n  - id: s\n    parallelism: -3\n    simulator: {devices: 1, rate: 1}\n":                                                                                                                        "parallelism -3 is outside 1..128",
-		"brokers:\n  b:\n    url: tcp://b:1883\nsources:\n  - id: s\n    broker: b\n    parallelism: 2\n    topics: [\"$share/g/a/+\"]\n":                                                                         `source "s": topic "$share/g/a/+" is a shared subscription, which a source of parallelism above 1 cannot take`,
-		"sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\noperators:\n  - id: o\n    type: union\n    inputs: []\n":                                                                                     `operator "o": no inputs`,
-		"sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\noperators:\n  - id: w\n    type: window\n    inputs: [s]\n    key_by: key\n    window: {kind: tumbling, size: 500us}\n    aggregate: count\n": "at least 1ms",
+		"sources:\n  - id: s\n    parallelism: -3\n    simulator: {devices: 1, rate: 1}\n":                                                                                                                           "parallelism -3 is outside 1..128",
+		"brokers:\n  b:\n    url: tcp://b:1883\nsources:\n  - id: s\n    broker: b\n    parallelism: 2\n    topics: [\"$share/g/a/+\"]\n":                                                                            `source "s": topic "$share/g/a/+" is a shared subscription, which a source of parallelism above 1 cannot take`,
+		"brokers:\n  b:\n    url: tcp://b:1883\nsources:\n  - id: s\n    parallelism: 2\n    simulator: {devices: 1, rate: 1}\nsinks:\n  - id: out\n    input: s\n    broker: b\n    topic: o\n    parallelism: 3\n": `x.yaml:13:18: sink "out": parallelism 3 must be 1 or its input's, 2`,
+		"sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\noperators:\n  - id: o\n    type: union\n    inputs: []\n":                                                                                        `operator "o": no inputs`,
+		"sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\noperators:\n  - id: w\n    type: window\n    inputs: [s]\n    key_by: key\n    window: {kind: tumbling, size: 500us}\n    aggregate: count\n":    "at least 1ms",
 	} {
 		_, errs := Parse("x.yaml", []byte(src), env(nil))
 		if !strings.Contains(errs.Error(), want) {

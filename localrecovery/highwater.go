@@ -41,24 +41,35 @@ func readHighWater(path string) (uint64, error) {
 	return binary.LittleEndian.Uint64(b), nil
 }
 
-// writeHighWater durably records id as the mark at path.
-func writeHighWater(path string, id uint64) error {
+// openHighWater opens (creating, durably) the mark at path for
+// writeHighWater. The file stays open, as the log's segments do: a data
+// directory removed under the agent is then noticed by the agent's watch,
+// not by a failed checkpoint.
+func openHighWater(path string) (*os.File, error) {
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint id mark: %w", err)
+	}
+	if statErr != nil {
+		if err := seglog.OS.SyncDir(filepath.Dir(path)); err != nil { // a new file's name
+			f.Close()
+			return nil, fmt.Errorf("checkpoint id mark %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
+// writeHighWater durably records id as the mark in f.
+func writeHighWater(f *os.File, id uint64) error {
 	b := binary.LittleEndian.AppendUint64(make([]byte, 0, highWaterSize), id)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32c))
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("checkpoint id mark: %w", err)
-	}
-	_, err = f.WriteAt(b, 0)
+	_, err := f.WriteAt(b, 0)
 	if err == nil {
 		err = f.Sync()
 	}
-	if err = errors.Join(err, f.Close()); err == nil && statErr != nil {
-		err = seglog.OS.SyncDir(filepath.Dir(path)) // a new file's name
-	}
 	if err != nil {
-		return fmt.Errorf("checkpoint id mark %s: %w", path, err)
+		return fmt.Errorf("checkpoint id mark %s: %w", f.Name(), err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,8 +68,10 @@ type Store struct {
 	// completed are the retained completion records, newest first.
 	completed []completion
 	lastID    uint64
-	// highWater is what Options.HighWater holds.
+	// highWater is what Options.HighWater holds; hwFile is it, open to
+	// write.
 	highWater uint64
+	hwFile    *os.File
 	// lastIDOff is where the newest last-id record is: retention keeps it
 	// while its id is above every completed checkpoint's.
 	lastIDOff uint64
@@ -151,7 +154,6 @@ func (s *Store) readHighWater() {
 	hw, err := readHighWater(s.opts.HighWater)
 	if err != nil {
 		s.opts.Logger.Error("checkpoint id mark unreadable; ids continue from the store's", "err", err)
-		return
 	}
 	s.highWater = hw
 	if hw > s.lastID {
@@ -172,7 +174,14 @@ func (s *Store) raiseHighWater(id uint64) error {
 			return err
 		}
 	}
-	if err := writeHighWater(s.opts.HighWater, id); err != nil {
+	if s.hwFile == nil {
+		f, err := openHighWater(s.opts.HighWater)
+		if err != nil {
+			return err
+		}
+		s.hwFile = f
+	}
+	if err := writeHighWater(s.hwFile, id); err != nil {
 		return err
 	}
 	s.highWater = id
@@ -271,6 +280,10 @@ func (s *Store) indexChunk(e entry, off uint64) {
 // Close closes the log.
 func (s *Store) Close() error {
 	err := s.log.Close()
+	if s.hwFile != nil {
+		err = errors.Join(err, s.hwFile.Close())
+		s.hwFile = nil
+	}
 	if s.lock != nil {
 		err = errors.Join(err, s.lock())
 		s.lock = nil

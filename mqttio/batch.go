@@ -258,14 +258,22 @@ type numbering struct {
 	subtask, parallelism int
 }
 
-// outputID is the id of message seq of b (Output.ID): unique per pipeline
-// (sink names the sink) and, where the sink's input is ordered
-// (graph.TaskInfo.OrderedInput), the same for the same output of a replay.
-func outputID(dst []byte, sink string, b *batch, seq uint64) []byte {
+// outputID is the id of message seq of b, whose body is body (Output.ID):
+// unique per pipeline (sink names the sink) and, where the sink's input
+// is ordered (graph.TaskInfo.OrderedInput), the same for the same output
+// of a replay. The body's FNV-1a hash ends it, so that a replay that
+// computes other output at a position (a record late in one run and not
+// in the other, an expression calling now()) gives it another id, never
+// the id of output a consumer has seen.
+func outputID(dst []byte, sink string, b *batch, seq uint64, body []byte) []byte {
 	if b.epoch == 0 {
 		return fmt.Appendf(dst, "%d-%d-%d", b.checkpoint, b.subtask, seq)
 	}
-	return fmt.Appendf(dst, "%s-%d-%d-%d", sink, b.epoch, b.subtask, b.base+seq)
+	h := uint64(14695981039346656037)
+	for _, c := range body {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return fmt.Appendf(dst, "%s-%d-%d-%d-%016x", sink, b.epoch, b.subtask, b.base+seq, h)
 }
 
 // stateMagicV1 began the state of cairn before deflated blocks: after the

@@ -192,7 +192,7 @@ func TestSinkStateOfCairnV2(t *testing.T) {
 	if n != (numbering{}) || len(got) != 1 || got[0].checkpoint != 8 || got[0].subtask != 1 || got[0].seq != 5 || got[0].epoch != 0 {
 		t.Fatalf("decoded %+v %+v", n, got)
 	}
-	if id := string(outputID(nil, "out", got[0], 6)); id != "8-1-6" {
+	if id := string(outputID(nil, "out", got[0], 6, nil)); id != "8-1-6" {
 		t.Fatalf("id %q, want the one it had, 8-1-6", id)
 	}
 	if m := messages(t, got[0]); len(m) != 2 || m[1] != `out/b ,"value":2}` {

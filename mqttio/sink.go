@@ -48,9 +48,9 @@ type SinkMetrics struct {
 }
 
 // Output is the JSON of every message the sink publishes. ID is
-// "<sink>-<epoch>-<subtask>-<position>": the position of the message in
-// what the sink subtask staged since the checkpoint epoch began its
-// numbering. The same staged output always has the same id, so a
+// "<sink>-<epoch>-<subtask>-<position>-<hash>": the position of the
+// message in what the sink subtask staged since the checkpoint epoch
+// began its numbering, and a hash of the message (outputID). The same staged output always has the same id, so a
 // consumer that drops repeated ids sees each message exactly once; the
 // sink names itself, so ids are unique across the sinks of a pipeline.
 // Where the sink's input is ordered (graph.TaskInfo.OrderedInput), a
@@ -279,7 +279,7 @@ func (s *sink) dropBadTopics(b *batch) ([]*batch, error) {
 		if err := json.Unmarshal(append([]byte(`{"id":""`), body...), &out); err != nil {
 			out = Output{Payload: string(body)} // a body the sink wrote is JSON
 		}
-		err = fmt.Errorf("%s: %w (output %s, staged by a cairn before it checked topics; not published)", s.name, terr, outputID(nil, s.id, b, seq))
+		err = fmt.Errorf("%s: %w (output %s, staged by a cairn before it checked topics; not published)", s.name, terr, outputID(nil, s.id, b, seq, body))
 		if err := s.reject(&graph.Record{Key: out.Key, Time: out.Time, Value: out.Value, Payload: out.Payload}, err); err != nil {
 			return nil, err
 		}
@@ -371,7 +371,7 @@ func (s *sink) publish() {
 				break
 			}
 			// A payload of its own: paho keeps it until the broker acknowledges.
-			payload := append(outputID(append(make([]byte, 0, len(body)+len(s.id)+40), `{"id":"`...), s.id, b, seq), '"')
+			payload := append(outputID(append(make([]byte, 0, len(body)+len(s.id)+56), `{"id":"`...), s.id, b, seq, body), '"')
 			payload = append(payload, body...)
 			window = append(window, sent{b: b, seq: seq, tok: s.client.Publish(topic, 1, s.cfg.Retain, payload), reconnects: reconnects})
 		}

@@ -153,6 +153,10 @@ type TaskInfo struct {
 	// operators on the way are functions of their input (processing-time
 	// timers are not).
 	OrderedInput bool
+	// RestoredElsewhere says the subtask's state was restored from another
+	// store than the job's (a savepoint, remote storage): a source's log
+	// may rightly hold nothing of the offsets restored.
+	RestoredElsewhere bool
 }
 
 // RecordError is an error of ProcessRecord that rejects the record it was

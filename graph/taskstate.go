@@ -65,9 +65,12 @@ func (s *TaskState) AdvanceWatermark(wm int64, op Operator) (bool, error) {
 	return true, op.OnWatermark(wm)
 }
 
-// SetOrderedInput sets TaskInfo.OrderedInput, before the operator opens:
-// the runtime clears it for a restore that is no replay of the same run.
-func (s *TaskState) SetOrderedInput(ordered bool) { s.ctx.info.OrderedInput = ordered }
+// RestoredElsewhere marks the state restored from another store than the
+// job's, before the operator opens: TaskInfo.RestoredElsewhere is set and
+// OrderedInput cleared, the restore being no replay of the same run.
+func (s *TaskState) RestoredElsewhere() {
+	s.ctx.info.RestoredElsewhere, s.ctx.info.OrderedInput = true, false
+}
 
 // SetProcessingTime tells the operator's Context the wall-clock time, in
 // milliseconds since the epoch.

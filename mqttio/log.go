@@ -350,7 +350,8 @@ func (l *Log) SkipTo(offset uint64) error {
 		return nil
 	}
 	if l.seg.First() != next {
-		return fmt.Errorf("ingest log %s ends at offset %d, before the checkpoint's %d: acknowledged messages are missing", l.name, next, offset)
+		return fmt.Errorf("ingest log %s ends at offset %d, before the checkpoint's %d: the log lost its end, and with it every message acknowledged after that checkpoint; "+
+			"to start anyway, remove the log's directory and start with --accept-state-loss", l.name, next, offset)
 	}
 	return l.seg.Reset(offset)
 }

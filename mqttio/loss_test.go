@@ -82,3 +82,43 @@ func TestSourceRefusesALogWhoseFrontIsGone(t *testing.T) {
 		t.Fatalf("accepted start: %v", err)
 	}
 }
+
+// TestCheckOffset: where a start at a checkpoint's offset would lose
+// state or acknowledged messages, the source refuses; elsewhere it starts.
+func TestCheckOffset(t *testing.T) {
+	logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{SegmentBytes: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	empty, err := logs.Log("empty/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := logs.Log("full/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.Append([]Message{{Topic: "a", Payload: []byte("1")}, {Topic: "a", Payload: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		log       *Log
+		offset    uint64
+		elsewhere bool
+		refused   string
+	}{
+		{empty, 0, false, ""},
+		{empty, 1, false, ""},
+		{empty, 40, false, "ingest log empty/0 is empty, but the checkpoint restored had read it to offset 40"},
+		{empty, 40, true, ""}, // a savepoint's or another device's offsets
+		{full, 3, false, ""},
+		{full, 2, false, ""},
+	} {
+		s := &source{cfg: SourceConfig{Name: strings.TrimSuffix(c.log.name, "/0")}, log: c.log}
+		err := s.checkOffset(c.offset, c.elsewhere)
+		if c.refused == "" && err != nil || c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "--accept-state-loss")) {
+			t.Errorf("%s at offset %d (elsewhere %v): %v, want refused %q", c.log.name, c.offset, c.elsewhere, err, c.refused)
+		}
+	}
+}

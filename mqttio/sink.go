@@ -50,9 +50,10 @@ type SinkMetrics struct {
 // Output is the JSON of every message the sink publishes. ID is
 // "<sink>-<epoch>-<subtask>-<position>-<hash>": the position of the
 // message in what the sink subtask staged since the checkpoint epoch
-// began its numbering, and a hash of the message (outputID). The same staged output always has the same id, so a
-// consumer that drops repeated ids sees each message exactly once; the
-// sink names itself, so ids are unique across the sinks of a pipeline.
+// began its numbering, and a hash of the message (outputID). The same
+// staged output always has the same id, so a consumer that drops repeated
+// ids sees each message exactly once; the sink names itself, so ids are
+// unique across the sinks of a pipeline.
 // Where the sink's input is ordered (graph.TaskInfo.OrderedInput), a
 // restore continues the restored numbering, so that after a fallback to
 // an older checkpoint the outputs published again carry the ids they had;

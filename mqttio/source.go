@@ -175,7 +175,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	if s.log, err = s.cfg.Logs.Log(s.name()); err != nil {
 		return err
 	}
-	if err := s.checkOffset(offset); err != nil {
+	if err := s.checkOffset(offset, ctx.Info().RestoredElsewhere); err != nil {
 		return err
 	}
 	// A fresh start still owes the messages already acknowledged to the
@@ -198,9 +198,12 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 }
 
 // checkOffset refuses to start reading the log at a checkpoint's offset
-// (0: none) that would lose state: the log's front was truncated past it
-// (a fresh start: by a checkpoint that is gone), unless AcceptStateLoss.
-func (s *source) checkOffset(offset uint64) error {
+// (0: none) that would lose state or messages, unless AcceptStateLoss: the
+// log's front was truncated past it (a fresh start: by a checkpoint that is
+// gone), or the log is empty below it though the checkpoint is this
+// agent's own (elsewhere: restored from another store), so that the
+// messages acknowledged after the checkpoint went with the log.
+func (s *source) checkOffset(offset uint64, elsewhere bool) error {
 	first := s.log.First()
 	var err error
 	switch {
@@ -208,6 +211,9 @@ func (s *source) checkOffset(offset uint64) error {
 		err = fmt.Errorf("ingest log %s starts at offset %d, but no checkpoint restores %s: the checkpoint that covered the messages below it is gone, and their state with it", s.name(), first, s.cfg.Name)
 	case offset != 0 && offset < first:
 		err = fmt.Errorf("checkpoint offset %d of %s is below its ingest log's first offset %d: the log was truncated or replaced, and the messages between are gone", offset, s.name(), first)
+	case offset > first && s.log.Next() == first && !elsewhere:
+		err = fmt.Errorf("ingest log %s is empty, but the checkpoint restored had read it to offset %d: the log was deleted, and with it every message acknowledged after that checkpoint", s.name(), offset)
+		first = offset
 	default:
 		return nil
 	}

@@ -219,7 +219,7 @@ func (t *task) openFrom(r taskRestore) error {
 	var opState []byte
 	t.state.Restore(r.snaps)
 	if r.foreign {
-		t.state.SetOrderedInput(false)
+		t.state.RestoredElsewhere()
 	}
 	t.recovered = r.inflight
 	if own := r.own; own != nil {

@@ -222,7 +222,8 @@ func (h *heard) await(t *testing.T, d time.Duration, what string, ok func([]mqtt
 // from the store (a truncated file), the agent falls back to an older one
 // and replays the ingest log from there; the outputs it publishes again
 // carry exactly the ids they had the first time, so a consumer that drops
-// repeated ids sees each once (issue 17, case 3).
+// repeated ids sees each once (issue 17, case 3). Then its ingest log is
+// deleted: the start refuses, and starts when told to.
 func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	r := newBrokerRun(t, "fb", fallbackConfig)
 	bin, data, config := r.bin, r.data, r.file
@@ -288,4 +289,23 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	p.await(t, finalLine, 30*time.Second)
 	p.drain()
 	p.cmd.Wait()
+
+	// The ingest log deleted: the messages acknowledged after the last
+	// checkpoint went with it, and the start says so.
+	if err := os.RemoveAll(filepath.Join(data, "ingest", "log-readings%2F0")); err != nil {
+		t.Fatal(err)
+	}
+	out2, err := exec.Command(bin, "run", "-c", config).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out2), "ingest log readings/0 is empty, but the checkpoint restored had read it") {
+		t.Fatalf("start without the ingest log: %v, want exit status 1 naming the log:\n%s", err, out2)
+	}
+	p = startAgent(t, bin, config, "--accept-state-loss")
+	p.await(t, regexp.MustCompile(`msg="accepting lost state"`), 30*time.Second)
+	p.await(t, completeLine, 30*time.Second)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+	p.drain()
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
 }

@@ -49,6 +49,13 @@ type Options struct {
 	AcceptStateLoss bool
 	// Build says which cairn runs, for the metric cairn_build_info.
 	Build BuildInfo
+	// ControlGroup, if set, is a group (a name or a number) whose members
+	// may use the control socket: the socket is made the group's, mode
+	// 0660, instead of 0600. The agent's user must be root or a member of
+	// the group. The group must also be able to search the data
+	// directory, which the agent does not change: it warns at start when
+	// the group cannot.
+	ControlGroup string
 }
 
 // BuildInfo says which cairn runs.
@@ -109,6 +116,12 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if opts.DataDir != "" {
 		dataDir = opts.DataDir
 	}
+	controlGID := -1 // the socket's group: none
+	if opts.ControlGroup != "" {
+		if controlGID, err = lookupGroup(opts.ControlGroup); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
@@ -118,6 +131,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	}
 	defer unlock()
 	warnIfShared(dataDir, log)
+	if controlGID >= 0 {
+		warnIfUnreachable(dataDir, opts.ControlGroup, controlGID, log)
+	}
 	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log, acceptStateLoss: opts.AcceptStateLoss}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
@@ -177,7 +193,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	go ids.watch(ctlCtx, cfg.Checkpoints.Interval, fatal)
-	go func() { fatal <- ctl.serve(ctlCtx, SocketPath(dataDir)) }()
+	go func() { fatal <- ctl.serve(ctlCtx, SocketPath(dataDir), controlGID) }()
 	if cfg.Agent.Metrics != "" {
 		go func() { fatal <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
 	}

@@ -13,11 +13,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
@@ -227,19 +230,69 @@ func (w *jsonAnswers) Write(b []byte) (int, error) {
 // stream flushes through it).
 func (w *jsonAnswers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// serve listens on the unix socket (mode 0600) until ctx is done.
-func (c *control) serve(ctx context.Context, path string) error {
+// serve listens on the unix socket until ctx is done: mode 0600, or 0660
+// and group gid when gid is not negative.
+func (c *control) serve(ctx context.Context, path string, gid int) error {
 	os.Remove(path) // a stale socket of a killed agent
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	mode := os.FileMode(0o600)
+	if gid >= 0 {
+		// The group first, then its access: never the other way round.
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			return fmt.Errorf("control socket: %w (the agent's user must be root or a member of the control group)", err)
+		}
+		mode = 0o660
+	}
+	if err := os.Chmod(path, mode); err != nil {
 		l.Close()
 		return err
 	}
 	defer os.Remove(path)
 	return serveHTTP(ctx, l, c.handler())
+}
+
+// lookupGroup returns the id of group, a name or a number.
+func lookupGroup(group string) (int, error) {
+	if gid, err := strconv.Atoi(group); err == nil && gid >= 0 {
+		return gid, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return 0, fmt.Errorf("control group: %w", err)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// warnIfUnreachable warns when members of the control group (gid) cannot
+// reach the socket: when the data directory, or a directory above it,
+// lets neither the group nor others search it.
+func warnIfUnreachable(dataDir, group string, gid int, log *slog.Logger) {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return
+	}
+	for {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		perm := st.Mode().Perm()
+		if ok && perm&0o001 == 0 && (int(sys.Gid) != gid || perm&0o010 == 0) {
+			log.Warn("members of the control group cannot reach the control socket: chgrp the directory to the group and chmod g+x it",
+				"group", group, "dir", dir, "mode", perm.String(), "dir_gid", sys.Gid)
+			return
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return
+		}
+		dir = parent
+	}
 }
 
 // minTokenBytes is the shortest token the TCP control API takes: 16

@@ -105,7 +105,8 @@ func (c *Client) do(ctx context.Context, method, path string) (*http.Response, e
 	resp, err := c.http.Do(req)
 	if errors.Is(err, os.ErrPermission) {
 		// The agent may well run: this user may not reach its socket.
-		return nil, fmt.Errorf("%s: permission denied: run this as the agent's user (sudo -u cairn cairn ...) or as root", c.socket)
+		return nil, fmt.Errorf("%s: permission denied: run this as the agent's user (sudo -u cairn cairn ...), as root, "+
+			"or as a member of the group the agent's --control-group names", c.socket)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w on %s: %w", ErrNoAgent, c.socket, cause(err))

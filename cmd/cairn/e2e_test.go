@@ -436,6 +436,73 @@ func TestStatusWithoutPermission(t *testing.T) {
 	p.await(t, finalLine, 30*time.Second)
 }
 
+// TestControlGroup runs the agent with --control-group: the socket is the
+// group's, mode 0660; while the data directory (0700) keeps the group out
+// the agent says so at start, and once the group may search it a member
+// runs `cairn status` and a user outside the group is refused by the
+// socket's mode.
+func TestControlGroup(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("running a command as another user needs root (CI runs as root)")
+	}
+	const gid = 65534 // nogroup
+	bin := buildCairn(t)
+	dir, err := os.MkdirTemp("", "cairn-group-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "cairn")
+	if err := exec.Command("cp", bin, shared).Run(); err != nil {
+		t.Fatal(err)
+	}
+	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
+	text := fmt.Sprintf("agent:\n  data_dir: %s\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 10}\n", data)
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, shared, config, "--control-group", fmt.Sprint(gid))
+	p.await(t, regexp.MustCompile(`level=WARN msg="members of the control group cannot reach the control socket.*group=65534 dir=`+regexp.QuoteMeta(data)), 30*time.Second)
+	socket := filepath.Join(data, "cairn.sock")
+	awaitStatus(t, socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	st, err := os.Stat(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); st.Mode().Perm() != 0o660 || sys.Gid != gid {
+		t.Fatalf("control socket: mode %v, group %d; want 0660 and group %d", st.Mode().Perm(), sys.Gid, gid)
+	}
+	if err := os.Chown(data, -1, gid); err != nil {
+		t.Fatal(err)
+	}
+	// Others may pass too, so that it is the socket's mode that keeps
+	// them out.
+	if err := os.Chmod(data, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	statusAs := func(uid, gid uint32) ([]byte, error) {
+		status := exec.Command(shared, "status", "-c", config)
+		status.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+		return status.CombinedOutput()
+	}
+	if out, err := statusAs(65533, gid); err != nil || !strings.Contains(string(out), "running") {
+		t.Fatalf("status as a member of the control group: %v\n%s", err, out)
+	}
+	out, err := statusAs(65533, 65533)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "permission denied") {
+		t.Fatalf("status as a user outside the control group: %v, want exit status 1 and permission denied:\n%s", err, out)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.await(t, finalLine, 30*time.Second)
+}
+
 // TestDataDirIsNotShared: a data directory in which the checkpoint store
 // is a symbolic link (to where its writer, maybe root, should never
 // write) is refused, naming the link; one that other users may write is

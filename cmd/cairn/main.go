@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]
+//	cairn run -c FILE [--data-dir DIR] [--log-level LEVEL] [--control-group GROUP] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]
 //	cairn validate -c FILE
 //	cairn status [--json] (-c FILE | --data-dir DIR)
 //	cairn checkpoint (-c FILE | --data-dir DIR)
@@ -73,7 +73,7 @@ func commands() []command {
 	}
 	const agent = "(-c FILE | --data-dir DIR)"
 	return []command{
-		{name: "run", args: "-c FILE [--data-dir DIR] [--log-level LEVEL] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]",
+		{name: "run", args: "-c FILE [--data-dir DIR] [--log-level LEVEL] [--control-group GROUP] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]",
 			summary: "run a pipeline in the foreground", main: cmdRun},
 		{name: "validate", args: "-c FILE", summary: "check a pipeline file", main: cmdValidate},
 		{name: "status", args: "[--json] " + agent, summary: "a running agent's state", main: cmdStatus},
@@ -109,7 +109,9 @@ func usageText(cmds []command) string {
 	}
 	b.WriteString(`
 cairn COMMAND -h prints the command's flags.
-Commands that talk to a running agent use <data_dir>/cairn.sock.
+Commands that talk to a running agent use <data_dir>/cairn.sock: the
+agent's user and root may, and members of GROUP when the agent runs with
+--control-group GROUP.
 Exit status: 0 on success, 1 when the command failed (a data directory
 this user may not read included), 3 when no agent is running, 2 on a usage
 error or an invalid pipeline file (validate prints FILE:LINE:COL: message
@@ -207,13 +209,14 @@ func flags(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*flag
 }
 
 func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	var fromSavepoint, logLevel string
+	var fromSavepoint, logLevel, controlGroup string
 	var allowDropped, acceptLoss bool
 	file, dataDir, code, ok := flags(fs, args, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint file")
 		fs.BoolVar(&allowDropped, "allow-dropped-state", false, "drop savepoint state of operators the pipeline no longer has")
 		fs.StringVar(&logLevel, "log-level", "", "log at this level (debug, info, warn, error) whatever agent.log_level says")
 		fs.BoolVar(&acceptLoss, "accept-state-loss", false, "start even where checkpointed state or ingested messages were lost (a deleted or damaged store or log)")
+		fs.StringVar(&controlGroup, "control-group", "", "let this group (name or number) use the control socket: mode 0660, not 0600")
 	})
 	if !ok {
 		return code
@@ -260,7 +263,7 @@ func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}()
 	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
 		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss,
-		Build: agent.BuildInfo{Version: buildVersion()}})
+		ControlGroup: controlGroup, Build: agent.BuildInfo{Version: buildVersion()}})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):

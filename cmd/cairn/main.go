@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -39,9 +40,12 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; it
-// falls back to the module version or VCS revision in the build info.
-var version = ""
+// A release build (.ci/release) stamps these with -ldflags "-X
+// main.version=v1.2.3 -X main.commit=HASH -X main.date=TIME": the
+// version, the commit's full hash (with -dirty when built from a modified
+// tree) and the build time (RFC 3339, UTC). Without them `cairn version`
+// says what the build information holds (versionLine).
+var version, commit, date string
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -128,7 +132,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "version", "--version", "-v":
-		fmt.Fprintf(stdout, "cairn %s\n", buildVersion())
+		info, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(version, commit, date, info))
 		return 0
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)
@@ -261,9 +266,11 @@ func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
+	info, _ := debug.ReadBuildInfo()
+	ver, rev, _ := whichBuild(version, commit, date, info)
 	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
 		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss,
-		ControlGroup: controlGroup, Build: agent.BuildInfo{Version: buildVersion()}})
+		ControlGroup: controlGroup, Build: agent.BuildInfo{Version: ver, Commit: rev}})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):
@@ -543,21 +550,51 @@ func cmdCheckpoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, ki
 	return 0
 }
 
-func buildVersion() string {
-	if version != "" {
-		return version
+// whichBuild says which cairn this is: its version, commit and a time,
+// as "built TIME" or "committed TIME". What the build did not stamp (ver,
+// rev, built) is taken from info, the build information (nil: none),
+// that go build and go install record: the module version, else
+// "devel"; the revision (with -dirty for a modified tree); and the
+// commit's time, which is not the build's.
+func whichBuild(ver, rev, built string, info *debug.BuildInfo) (version, commit, when string) {
+	if built != "" {
+		when = "built " + built
 	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			return "devel-" + s.Value[:min(12, len(s.Value))]
+	if info != nil {
+		if v := info.Main.Version; ver == "" && v != "" && v != "(devel)" {
+			ver = v
+		}
+		vcs := make(map[string]string)
+		for _, s := range info.Settings {
+			vcs[s.Key] = s.Value
+		}
+		if rev == "" && vcs["vcs.revision"] != "" {
+			rev = vcs["vcs.revision"]
+			if vcs["vcs.modified"] == "true" {
+				rev += "-dirty"
+			}
+		}
+		if when == "" && vcs["vcs.time"] != "" {
+			when = "committed " + vcs["vcs.time"]
 		}
 	}
-	return "devel"
+	if ver == "" {
+		ver = "devel"
+	}
+	return ver, rev, when
+}
+
+// versionLine is what `cairn version` prints: "cairn v1.2.3 (commit
+// HASH, built TIME, go1.26.8 linux/arm64)", from whichBuild.
+func versionLine(ver, rev, built string, info *debug.BuildInfo) string {
+	ver, rev, when := whichBuild(ver, rev, built, info)
+	var about []string
+	if rev != "" {
+		about = append(about, "commit "+rev)
+	}
+	if when != "" {
+		about = append(about, when)
+	}
+	about = append(about, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)
+	return fmt.Sprintf("cairn %s (%s)", ver, strings.Join(about, ", "))
 }

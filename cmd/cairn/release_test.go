@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-edge/cairn/internal/needs"
 )
 
 // A release architecture: Go's name, the binary's suffix, Debian's name,
@@ -34,15 +36,12 @@ var releaseArchs = map[string]releaseArch{
 }
 
 // requireDpkg skips the test when dpkg-deb or dpkg is missing, unless
-// CAIRN_REQUIRE_DPKG is set (as in CI): then it fails.
+// CAIRN_REQUIRE_DPKG is set (as in CI): then it fails (package needs).
 func requireDpkg(t *testing.T) {
 	t.Helper()
 	for _, tool := range []string{"dpkg-deb", "dpkg"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CAIRN_REQUIRE_DPKG") != "" {
-				t.Fatalf("%s is required (CAIRN_REQUIRE_DPKG is set) but not installed", tool)
-			}
-			t.Skipf("%s is not installed (apt-get install dpkg; CAIRN_REQUIRE_DPKG makes this a failure)", tool)
+			needs.Missing(t, tool, "apt-get install dpkg", "CAIRN_REQUIRE_DPKG")
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-edge/cairn/internal/needs"
 )
 
 // terminal is a tmux server of the test's own, running one program in an
@@ -20,10 +22,7 @@ type terminal struct {
 func startTerminal(t *testing.T, command ...string) *terminal {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
-		if os.Getenv("CAIRN_REQUIRE_TMUX") != "" {
-			t.Fatal("tmux is required (CAIRN_REQUIRE_TMUX is set) but not installed")
-		}
-		t.Skip("tmux is not installed")
+		needs.Missing(t, "tmux", "apt-get install tmux", "CAIRN_REQUIRE_TMUX")
 	}
 	term := &terminal{socket: fmt.Sprintf("cairn-test-%d", os.Getpid())}
 	args := append([]string{"-L", term.socket, "-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "80", "-y", "24"}, command...)

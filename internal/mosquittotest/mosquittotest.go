@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/internal/loopback"
+	"github.com/cairn-edge/cairn/internal/needs"
 )
 
 // TestSettings are the tests' settings: queues raised, sessions kept.
@@ -70,14 +71,11 @@ func Start(t testing.TB, dir string, log io.Writer) *Broker {
 }
 
 // Require skips the test when mosquitto is not installed, or fails it if
-// CAIRN_REQUIRE_MOSQUITTO is set.
+// CAIRN_REQUIRE_MOSQUITTO is set (package needs).
 func Require(t testing.TB) {
 	t.Helper()
 	if _, err := Binary(); err != nil {
-		if os.Getenv("CAIRN_REQUIRE_MOSQUITTO") != "" {
-			t.Fatal("mosquitto is required (CAIRN_REQUIRE_MOSQUITTO) but not installed")
-		}
-		t.Skip("mosquitto is not installed")
+		needs.Missing(t, "mosquitto", "apt-get install mosquitto", "CAIRN_REQUIRE_MOSQUITTO")
 	}
 }
 

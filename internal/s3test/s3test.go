@@ -38,6 +38,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/cairn-edge/cairn/internal/loopback"
+	"github.com/cairn-edge/cairn/internal/needs"
 )
 
 // Credentials of every test server. The secret is long and odd enough that
@@ -126,10 +127,7 @@ func start(t testing.TB, tlsDir string, background bool) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
-		if os.Getenv("CAIRN_REQUIRE_S3") != "" {
-			t.Fatal("versitygw is required (CAIRN_REQUIRE_S3) but not found: set CAIRN_VERSITYGW or install it (see internal/s3test)")
-		}
-		t.Skip("versitygw is not installed (see internal/s3test)")
+		needs.Missing(t, "versitygw", "set CAIRN_VERSITYGW or install it (see internal/s3test)", "CAIRN_REQUIRE_S3")
 	}
 	dir := t.TempDir()
 	port := freePort(t)

@@ -281,7 +281,7 @@ func (s *Store) indexChunk(e entry, off uint64) {
 func (s *Store) Close() error {
 	err := s.log.Close()
 	if s.hwFile != nil {
-		err = errors.Join(err, s.hwFile.Close())
+		err = errors.Join(err, s.hwFile.Sync(), s.hwFile.Close())
 		s.hwFile = nil
 	}
 	if s.lock != nil {

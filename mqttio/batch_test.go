@@ -170,17 +170,20 @@ func TestBatchDeflatesSealedBlocks(t *testing.T) {
 	}
 }
 
+// encodedMessage is a message as a batch's block holds it: the length of
+// its topic, the topic, the length of its body, the body.
+func encodedMessage(topic, body string) []byte {
+	m := binary.AppendUvarint(nil, uint64(len(topic)))
+	m = append(m, topic...)
+	m = binary.AppendUvarint(m, uint64(len(body)))
+	return append(m, body...)
+}
+
 // TestSinkStateOfCairnV2 restores the state of cairn before numberings:
 // no numbering, and its batches keep the ids they had,
 // "<checkpoint>-<subtask>-<sequence>".
 func TestSinkStateOfCairnV2(t *testing.T) {
-	msg := func(topic, body string) []byte {
-		m := binary.AppendUvarint(nil, uint64(len(topic)))
-		m = append(m, topic...)
-		m = binary.AppendUvarint(m, uint64(len(body)))
-		return append(m, body...)
-	}
-	msgs := append(msg("out/a", `,"value":1}`), msg("out/b", `,"value":2}`)...)
+	msgs := append(encodedMessage("out/a", `,"value":1}`), encodedMessage("out/b", `,"value":2}`)...)
 	// One batch: checkpoint 8, subtask 1, first message left 5, one block
 	// not deflated of two messages, none acknowledged.
 	state := append(slices.Clone(stateMagicV2), 1, 8, 1, 5, 1, 0, byte(len(msgs)), 2, 0, byte(len(msgs)))
@@ -203,13 +206,7 @@ func TestSinkStateOfCairnV2(t *testing.T) {
 // TestSinkStateOfCairnV1 restores the state of cairn before deflated
 // blocks: each batch's messages left, in one run.
 func TestSinkStateOfCairnV1(t *testing.T) {
-	msg := func(topic, body string) []byte {
-		m := binary.AppendUvarint(nil, uint64(len(topic)))
-		m = append(m, topic...)
-		m = binary.AppendUvarint(m, uint64(len(body)))
-		return append(m, body...)
-	}
-	msgs := append(msg("out/a", `,"value":1}`), msg("out/b", `,"value":2}`)...)
+	msgs := append(encodedMessage("out/a", `,"value":1}`), encodedMessage("out/b", `,"value":2}`)...)
 	state := append(slices.Clone(stateMagicV1), 1, 8, 1, 5, byte(len(msgs)))
 	state = append(state, msgs...)
 	_, got, err := decodeBatches(state, 0)

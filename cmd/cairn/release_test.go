@@ -7,6 +7,7 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -248,28 +249,37 @@ func checkDeb(t *testing.T, deb string, a releaseArch, version, commit string) {
 	}
 	const dir, file, program = "drwxr-xr-x", "-rw-r--r--", "-rwxr-xr-x"
 	want := map[string]string{
-		"./":                                     dir,
-		"./etc/":                                 dir,
-		"./etc/cairn/":                           dir,
-		"./etc/cairn/pipeline.yaml":              file,
-		"./usr/":                                 dir,
-		"./usr/bin/":                             dir,
-		"./usr/bin/cairn":                        program,
-		"./usr/lib/":                             dir,
-		"./usr/lib/systemd/":                     dir,
-		"./usr/lib/systemd/system/":              dir,
-		"./usr/lib/systemd/system/cairn.service": file,
-		"./usr/lib/sysusers.d/":                  dir,
-		"./usr/lib/sysusers.d/cairn.conf":        file,
-		"./usr/lib/tmpfiles.d/":                  dir,
-		"./usr/lib/tmpfiles.d/cairn.conf":        file,
-		"./usr/share/":                           dir,
-		"./usr/share/doc/":                       dir,
-		"./usr/share/doc/cairn/":                 dir,
-		"./usr/share/doc/cairn/changelog.gz":     file,
-		"./usr/share/lintian/":                   dir,
-		"./usr/share/lintian/overrides/":         dir,
-		"./usr/share/lintian/overrides/cairn":    file,
+		"./":                                               dir,
+		"./etc/":                                           dir,
+		"./etc/cairn/":                                     dir,
+		"./etc/cairn/pipeline.yaml":                        file,
+		"./usr/":                                           dir,
+		"./usr/bin/":                                       dir,
+		"./usr/bin/cairn":                                  program,
+		"./usr/lib/":                                       dir,
+		"./usr/lib/systemd/":                               dir,
+		"./usr/lib/systemd/system/":                        dir,
+		"./usr/lib/systemd/system/cairn.service":           file,
+		"./usr/lib/sysusers.d/":                            dir,
+		"./usr/lib/sysusers.d/cairn.conf":                  file,
+		"./usr/lib/tmpfiles.d/":                            dir,
+		"./usr/lib/tmpfiles.d/cairn.conf":                  file,
+		"./usr/share/":                                     dir,
+		"./usr/share/doc/":                                 dir,
+		"./usr/share/doc/cairn/":                           dir,
+		"./usr/share/doc/cairn/changelog.gz":               file,
+		"./usr/share/lintian/":                             dir,
+		"./usr/share/lintian/overrides/":                   dir,
+		"./usr/share/lintian/overrides/cairn":              file,
+		"./usr/share/bash-completion/":                     dir,
+		"./usr/share/bash-completion/completions/":         dir,
+		"./usr/share/bash-completion/completions/cairn":    file,
+		"./usr/share/zsh/":                                 dir,
+		"./usr/share/zsh/vendor-completions/":              dir,
+		"./usr/share/zsh/vendor-completions/_cairn":        file,
+		"./usr/share/fish/":                                dir,
+		"./usr/share/fish/vendor_completions.d/":           dir,
+		"./usr/share/fish/vendor_completions.d/cairn.fish": file,
 	}
 	if !maps.Equal(contents, want) {
 		t.Errorf("--contents (path: mode)\n%v, want\n%v", contents, want)
@@ -301,6 +311,13 @@ func checkDeb(t *testing.T, deb string, a releaseArch, version, commit string) {
 	}
 	if gateway, err := os.ReadFile("../../configs/gateway.yaml"); err != nil || read("etc/cairn/pipeline.yaml") != string(gateway) {
 		t.Errorf("/etc/cairn/pipeline.yaml is not configs/gateway.yaml (%v)", err)
+	}
+	for _, c := range []struct{ shell, path string }{{"bash", "usr/share/bash-completion/completions/cairn"},
+		{"zsh", "usr/share/zsh/vendor-completions/_cairn"}, {"fish", "usr/share/fish/vendor_completions.d/cairn.fish"}} {
+		var want strings.Builder
+		if code := run([]string{"completion", c.shell}, &want, io.Discard); code != 0 || read(c.path) != want.String() {
+			t.Errorf("%s is not `cairn completion %s` (exit status %d)", c.path, c.shell, code)
+		}
 	}
 	checkMaintainerScripts(t, deb)
 	if a.goarch != runtime.GOARCH {

@@ -159,11 +159,17 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 func cmdBareSubscriber(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cairn bench bare-subscriber", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: cairn bench bare-subscriber --broker URL --topic FILTER\n\na bare paho subscriber that acknowledges what it receives, for cairn bench wear\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	broker := fs.String("broker", "", "broker URL")
 	topic := fs.String("topic", "", "topic filter, subscribed at QoS 1")
-	if err := fs.Parse(args); err != nil || *broker == "" || *topic == "" {
-		fmt.Fprintln(stderr, "usage: cairn bench bare-subscriber --broker URL --topic FILTER")
-		return 2
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if *broker == "" || *topic == "" {
+		return usageError(fs, "--broker and --topic are required")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

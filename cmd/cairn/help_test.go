@@ -61,6 +61,9 @@ func TestHelpAndCompletion(t *testing.T) {
 				}
 			}
 		}
+		if code, out, errOut := cairn("bench", "bare-subscriber", "-h"); code != 0 || !strings.HasPrefix(out, "usage: cairn bench bare-subscriber") || errOut != "" {
+			t.Errorf("cairn bench bare-subscriber -h: exit status %d, stdout %q, stderr %q; want 0 and its usage on stdout", code, out, errOut)
+		}
 		for _, tc := range []struct {
 			args []string
 			says string
@@ -74,6 +77,7 @@ func TestHelpAndCompletion(t *testing.T) {
 			{[]string{"run", "--json"}, "cairn run: flag provided but not defined: -json"},
 			{[]string{"completion", "tcsh"}, "cairn completion: name one shell of bash, zsh, fish"},
 			{[]string{"completion"}, "cairn completion: name one shell"},
+			{[]string{"bench", "bare-subscriber"}, "cairn bench bare-subscriber: --broker and --topic are required"},
 		} {
 			code, out, errOut := cairn(tc.args...)
 			if code != 2 || out != "" || !strings.Contains(errOut, tc.says) || !strings.Contains(errOut, "sage") {

@@ -161,6 +161,10 @@ sinks:
     input: counts
     broker: local
     topic: fb/out/{key}
+  - id: tally
+    input: counts
+    broker: local
+    topic: fb/tally/{key}
 `
 
 // heard is every output message a subscriber received, in order.
@@ -173,7 +177,7 @@ type heard struct {
 func listen(t *testing.T, url, filter string) *heard {
 	t.Helper()
 	h := &heard{more: make(chan struct{}, 1)}
-	opts := paho.NewClientOptions().AddBroker(url).SetClientID("fb-listener").
+	opts := paho.NewClientOptions().AddBroker(url).SetClientID("fb-listener-" + strings.ReplaceAll(filter, "/", "-")).
 		SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
 		var out mqttio.Output
 		if err := json.Unmarshal(m.Payload(), &out); err != nil {
@@ -222,12 +226,14 @@ func (h *heard) await(t *testing.T, d time.Duration, what string, ok func([]mqtt
 // from the store (a truncated file), the agent falls back to an older one
 // and replays the ingest log from there; the outputs it publishes again
 // carry exactly the ids they had the first time, so a consumer that drops
-// repeated ids sees each once (issue 17, case 3). Then its ingest log is
-// deleted: the start refuses, and starts when told to.
+// repeated ids sees each once (issue 17, case 3); a second sink of the
+// same records publishes them under ids of its own (case 4). Then its
+// ingest log is deleted: the start refuses, and starts when told to.
 func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	r := newBrokerRun(t, "fb", fallbackConfig)
 	bin, data, config := r.bin, r.data, r.file
 	out := listen(t, r.broker.URL, "fb/out/#")
+	tally := listen(t, r.broker.URL, "fb/tally/#")
 	p := startAgent(t, bin, config)
 	r.awaitSubscribed(t, "readings", "fb/probe/t", `{"v": 0}`)
 	pub := r.pub
@@ -255,6 +261,13 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 			t.Fatalf("id %s came as %+v and as %+v", o.ID, prev, o)
 		}
 		byID[o.ID] = o
+	}
+	// Two sinks of the same records: the same outputs, and no id in common.
+	tallied := tally.await(t, 30*time.Second, "the second sink's outputs", func(m []mqttio.Output) bool { return len(m) >= len(first) })
+	for _, o := range tallied {
+		if _, ok := byID[o.ID]; ok {
+			t.Fatalf("sinks out and tally both published id %s", o.ID)
+		}
 	}
 
 	// Cut the store to a third: the newest checkpoints go.

@@ -18,7 +18,6 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
@@ -382,7 +381,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	for {
 		select {
 		case err := <-ran:
-			if job.RestoredFrom() == nil && len(restore) > 0 && (errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, graph.ErrCorruptSnapshot)) {
+			if errors.Is(err, runtime.ErrNothingRestored) {
 				err = fmt.Errorf("%w (cairn run --accept-state-loss starts with empty state anyway)", err)
 			}
 			return nil, false, err

@@ -441,6 +441,10 @@ func (j *Job) Run(ctx context.Context) error {
 	return j.err
 }
 
+// ErrNothingRestored is wrapped by Run's error when every checkpoint of
+// Options.Restore failed verification.
+var ErrNothingRestored = errors.New("no checkpoint could be restored")
+
 // load reads the first usable checkpoint of Options.Restore: it falls back
 // to an older one only past damage (checkpoint.ErrCorrupt,
 // graph.ErrCorruptSnapshot); any other failure is the restore's.
@@ -474,7 +478,7 @@ func (j *Job) load() ([]taskRestore, error) {
 		j.opts.Logger.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("no checkpoint could be restored: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("%w: %w", ErrNothingRestored, errors.Join(errs...))
 	}
 	return nil, nil
 }

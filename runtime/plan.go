@@ -89,9 +89,9 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 					t.inputOf = append(t.inputOf, k)
 				}
 			}
-			t.ordered = cfg.mode != checkpoint.AtLeastOnce && (n.IsSource() || len(ins) == 1 && ins[0].ordered)
+			ordered := cfg.mode != checkpoint.AtLeastOnce && (n.IsSource() || len(ins) == 1 && ins[0].state.Context().Info().OrderedInput)
 			t.state = graph.NewTaskState(graph.TaskInfo{
-				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism, OrderedInput: t.ordered,
+				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism, OrderedInput: ordered,
 			}, t)
 			t.wm = make([]int64, len(ins))
 			for c := range t.wm {

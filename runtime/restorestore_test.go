@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -98,5 +99,30 @@ func TestRestoreFallsBackOnlyPastDamage(t *testing.T) {
 	err = job.Run(t.Context())
 	if !errors.Is(err, errUnreachable) || from.reads != 1 {
 		t.Fatalf("Run: %v after %d reads; want the read's error, and no older checkpoint tried", err, from.reads)
+	}
+}
+
+// damagedStore fails every read as damage does.
+type damagedStore struct{ checkpoint.Store }
+
+func (damagedStore) ReadState(h checkpoint.StateHandle) ([]byte, error) {
+	return nil, fmt.Errorf("%w: %s", checkpoint.ErrCorrupt, h.Key)
+}
+
+// TestNothingRestored: when every checkpoint fails verification, Run's
+// error says so (ErrNothingRestored) after trying each.
+func TestNothingRestored(t *testing.T) {
+	recs := keyedRecords(2_000, 20)
+	m, elsewhere := checkpointAtGate(t, func(src func(int) graph.Source) *graph.Topology {
+		return countTopology(t, src, &latestSink{last: map[string]float64{}})
+	})
+	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 1_000} }
+	job, err := New(countTopology(t, src, &latestSink{last: map[string]float64{}}), Options{Checkpoints: checkpoint.DefaultConfig(),
+		Store: checkpoint.NewMemStore(3), Restore: []*checkpoint.Manifest{m, m}, RestoreStore: damagedStore{elsewhere}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Run(t.Context()); !errors.Is(err, ErrNothingRestored) || !errors.Is(err, checkpoint.ErrCorrupt) {
+		t.Fatalf("Run: %v; want ErrNothingRestored wrapping the damage", err)
 	}
 }

@@ -186,7 +186,6 @@ type task struct {
 	src     graph.Source   // nil for an operator
 	handler *checkpoint.Handler
 
-	ordered bool    // graph.TaskInfo.OrderedInput
 	inputOf []int   // channel → logical input
 	wm      []int64 // channel → watermark
 	open    int     // channels not yet ended

@@ -327,7 +327,11 @@ func cmdCheckpoints(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 			fmt.Fprintf(stderr, "cairn checkpoints: the checkpoint store is damaged (%s); left as it is: `cairn run` cuts it when it starts, and restores the newest checkpoint before it that verifies\n", d)
 		}
 		if file := fs.Lookup("c").Value.String(); file != "" {
-			if cfg, err := config.Load(file); err == nil && cfg.Remote != nil {
+			cfg, err := config.Load(file)
+			switch {
+			case err != nil:
+				fmt.Fprintln(stderr, "cairn checkpoints: upload states unknown: the pipeline file does not load:", err)
+			case cfg.Remote != nil:
 				agent.UploadStates(cfg.Remote, infos)
 				if len(infos) > 0 && infos[0].UploadError != "" {
 					fmt.Fprintln(stderr, "cairn checkpoints: remote storage cannot be read:", infos[0].UploadError)

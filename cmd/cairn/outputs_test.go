@@ -21,12 +21,14 @@ import (
 
 // outputWatcher is a subscriber of a sink's output: each key's values in
 // the order they arrived, repeated ids dropped (the sink's guarantee is
-// exactly-once after dropping them).
+// exactly-once after dropping them), and every message as it arrived,
+// repeats included.
 type outputWatcher struct {
 	mu      sync.Mutex
 	values  map[string][]float64
 	ids     map[string]bool
-	changed chan struct{} // a value arrived
+	all     []mqttio.Output
+	changed chan struct{} // a message arrived
 }
 
 // watchOutputs connects a client made from opts, subscribes it to filter
@@ -42,13 +44,14 @@ func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *output
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		w.all = append(w.all, out)
 		if !w.ids[out.ID] {
 			w.ids[out.ID] = true
 			w.values[out.Key] = append(w.values[out.Key], out.Value)
-			select {
-			case w.changed <- struct{}{}:
-			default:
-			}
+		}
+		select {
+		case w.changed <- struct{}{}:
+		default:
 		}
 	}))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -69,18 +72,26 @@ func (w *outputWatcher) read(f func(values map[string][]float64)) {
 	f(w.values)
 }
 
-// await returns once f holds for the values heard, checking each time one
-// arrives, and fails the test if it does not within d.
+// await returns once f holds for the values heard, checking each time a
+// message arrives, and fails the test if it does not within d.
 func (w *outputWatcher) await(t *testing.T, d time.Duration, what string, f func(values map[string][]float64) bool) {
+	t.Helper()
+	w.awaitAll(t, d, what, func([]mqttio.Output) bool { return f(w.values) })
+}
+
+// awaitAll returns every message heard, repeats included, once f holds
+// for them, checking each time one arrives; it fails the test if f does
+// not hold within d. f is called with the watcher locked.
+func (w *outputWatcher) awaitAll(t *testing.T, d time.Duration, what string, f func(all []mqttio.Output) bool) []mqttio.Output {
 	t.Helper()
 	deadline := time.After(d)
 	for {
 		w.mu.Lock()
-		ok := f(w.values)
-		w.mu.Unlock()
-		if ok {
-			return
+		if f(w.all) {
+			defer w.mu.Unlock()
+			return slices.Clone(w.all)
 		}
+		w.mu.Unlock()
 		select {
 		case <-w.changed:
 		case <-deadline:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -167,61 +165,6 @@ sinks:
     topic: fb/tally/{key}
 `
 
-// heard is every output message a subscriber received, in order.
-type heard struct {
-	mu   sync.Mutex
-	msgs []mqttio.Output
-	more chan struct{}
-}
-
-func listen(t *testing.T, url, filter string) *heard {
-	t.Helper()
-	h := &heard{more: make(chan struct{}, 1)}
-	opts := paho.NewClientOptions().AddBroker(url).SetClientID("fb-listener-" + strings.ReplaceAll(filter, "/", "-")).
-		SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-		var out mqttio.Output
-		if err := json.Unmarshal(m.Payload(), &out); err != nil {
-			t.Errorf("output %q: %v", m.Payload(), err)
-			return
-		}
-		h.mu.Lock()
-		h.msgs = append(h.msgs, out)
-		h.mu.Unlock()
-		select {
-		case h.more <- struct{}{}:
-		default:
-		}
-	})
-	c := paho.NewClient(opts)
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("listener: %v", tok.Error())
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
-	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
-	return h
-}
-
-// await returns the messages heard once ok holds for them, failing after d.
-func (h *heard) await(t *testing.T, d time.Duration, what string, ok func([]mqttio.Output) bool) []mqttio.Output {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		h.mu.Lock()
-		msgs := slices.Clone(h.msgs)
-		h.mu.Unlock()
-		if ok(msgs) {
-			return msgs
-		}
-		select {
-		case <-h.more:
-		case <-deadline:
-			t.Fatalf("waited %v for %s; heard %d messages", d, what, len(msgs))
-		}
-	}
-}
-
 // TestFallbackRepublishesUnderTheSameIDs: the newest checkpoints are cut
 // from the store (a truncated file), the agent falls back to an older one
 // and replays the ingest log from there; the outputs it publishes again
@@ -232,8 +175,8 @@ func (h *heard) await(t *testing.T, d time.Duration, what string, ok func([]mqtt
 func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	r := newBrokerRun(t, "fb", fallbackConfig)
 	bin, data, config := r.bin, r.data, r.file
-	out := listen(t, r.broker.URL, "fb/out/#")
-	tally := listen(t, r.broker.URL, "fb/tally/#")
+	out := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("fb-out"), "fb/out/#")
+	tally := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("fb-tally"), "fb/tally/#")
 	p := startAgent(t, bin, config)
 	r.awaitSubscribed(t, "readings", "fb/probe/t", `{"v": 0}`)
 	pub := r.pub
@@ -246,7 +189,7 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 			p.await(t, completeLine, 30*time.Second) // the input spreads over checkpoints
 		}
 	}
-	first := out.await(t, 30*time.Second, "every reading's count", func(m []mqttio.Output) bool {
+	first := out.awaitAll(t, 30*time.Second, "every reading's count", func(m []mqttio.Output) bool {
 		return slices.ContainsFunc(m, func(o mqttio.Output) bool { return o.Key == "d3" && o.Value == readings/4 })
 	})
 	p.cmd.Process.Signal(syscall.SIGTERM)
@@ -255,6 +198,7 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("after SIGTERM: %v", err)
 	}
+	first = out.awaitAll(t, 0, "", func([]mqttio.Output) bool { return true }) // all the first run published
 	byID := make(map[string]mqttio.Output)
 	for _, o := range first {
 		if prev, ok := byID[o.ID]; ok && prev != o {
@@ -263,7 +207,7 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 		byID[o.ID] = o
 	}
 	// Two sinks of the same records: the same outputs, and no id in common.
-	tallied := tally.await(t, 30*time.Second, "the second sink's outputs", func(m []mqttio.Output) bool { return len(m) >= len(first) })
+	tallied := tally.awaitAll(t, 30*time.Second, "the second sink's outputs", func(m []mqttio.Output) bool { return len(m) >= len(first) })
 	for _, o := range tallied {
 		if _, ok := byID[o.ID]; ok {
 			t.Fatalf("sinks out and tally both published id %s", o.ID)
@@ -289,7 +233,7 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	}
 	// The replay publishes again up to the last count of the first run.
 	last := first[len(first)-1]
-	again := out.await(t, 60*time.Second, "the replay to reach the last output", func(m []mqttio.Output) bool {
+	again := out.awaitAll(t, 60*time.Second, "the replay to reach the last output", func(m []mqttio.Output) bool {
 		return slices.ContainsFunc(m[len(first):], func(o mqttio.Output) bool { return o.Key == last.Key && o.Value == last.Value })
 	})[len(first):]
 	for _, o := range again {

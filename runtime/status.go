@@ -3,6 +3,7 @@ package runtime
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
@@ -135,4 +136,33 @@ func (j *Job) Status() Status {
 	s.Completed, s.Failed, s.LastCompleted = v.completed, v.failed, v.last
 	s.History = slices.Clone(v.history)
 	return s
+}
+
+// TaskMetrics are a subtask's live counters, safe to read from any goroutine.
+type TaskMetrics struct {
+	RecordsIn  atomic.Int64
+	RecordsOut atomic.Int64
+	// BackpressureNanos is the time spent waiting for credits downstream,
+	// added when a wait ends; Backpressure includes a wait in progress.
+	BackpressureNanos atomic.Int64
+	// waitingSince is when the wait in progress began (Unix nanoseconds),
+	// or 0.
+	waitingSince atomic.Int64
+	// Buffered is the number of records held back on blocked channels by
+	// the alignment in progress.
+	Buffered atomic.Int64
+	// Rejected counts the records the operator rejected (graph.RecordError).
+	Rejected atomic.Int64
+}
+
+// Backpressure is the time spent waiting for credits downstream so far,
+// including a wait in progress, so that a subtask blocked for long shows as
+// blocked while it is. Two calls around the end of a wait may see it go
+// back by up to that wait.
+func (m *TaskMetrics) Backpressure() time.Duration {
+	total := m.BackpressureNanos.Load()
+	if since := m.waitingSince.Load(); since != 0 {
+		total += max(time.Now().UnixNano()-since, 0)
+	}
+	return time.Duration(total)
 }

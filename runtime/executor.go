@@ -1,0 +1,427 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/cairn-edge/cairn/graph"
+)
+
+// The goroutine executor: the goroutine of each subtask (runTask), the
+// loops of source and operator subtasks, and the env they see.
+
+// env implementation.
+
+func (j *Job) now() time.Duration { return time.Since(j.start) }
+
+func (j *Job) wallMillis() int64 { return j.opts.WallClock().UnixMilli() }
+
+// wallClockRecheck is the longest a subtask with processing-time timers
+// waits before it reads the wall clock again: a timer's wait is measured on
+// the monotonic clock, so a jump of the wall clock forward would otherwise
+// go unnoticed until the wait ends.
+const wallClockRecheck = time.Second
+
+func (j *Job) newBatch() *graph.Batch { return j.pool.Get().(*graph.Batch) }
+
+func (j *Job) recycle(b *graph.Batch) {
+	b.Reset()
+	j.pool.Put(b)
+}
+
+func (j *Job) decline(t *task, id uint64, reason string) {
+	select {
+	case j.declines <- declineMsg{task: t.id, id: id, reason: reason}:
+	case <-j.done:
+	}
+}
+
+func (j *Job) overtaken(t *task, id, by uint64) {
+	select {
+	case j.declines <- declineMsg{task: t.id, id: id, by: by}:
+	case <-j.done:
+	}
+}
+
+// snapshot runs the asynchronous phase on its own goroutine: encode and
+// store (storeSnapshot), then acknowledge.
+func (j *Job) snapshot(t *task, req snapshotRequest) {
+	j.async.Add(1)
+	go func() {
+		defer j.async.Done()
+		start := time.Now()
+		ack, err := storeSnapshot(j.opts.Store, t, req)
+		if err != nil {
+			j.decline(t, req.id, "storing snapshot: "+err.Error())
+			return
+		}
+		if req.inflight != nil {
+			var r inflightResult
+			select {
+			case r = <-req.inflight:
+			case <-j.done:
+				return
+			}
+			if ok, reason := storeChannelState(j.opts.Store, &ack, r); !ok {
+				if reason != "" {
+					j.decline(t, req.id, reason)
+				}
+				return
+			}
+		}
+		ack.Stats.Async = time.Since(start)
+		select {
+		case j.acks <- ack:
+		case <-j.done:
+		}
+	}()
+}
+
+// runTask is the goroutine of one subtask.
+func (j *Job) runTask(i int, t *task) {
+	defer j.closeTask(t)
+	defer func() {
+		if r := recover(); r != nil {
+			j.stop(fmt.Errorf("%s: panic: %v\n%s", t.id, r, debug.Stack()))
+		}
+	}()
+	var err error
+	if t.src != nil {
+		err = j.runSource(i, t)
+	} else {
+		err = j.runOperator(i, t)
+	}
+	if errors.Is(err, errStopped) {
+		return
+	}
+	if err != nil {
+		j.stop(err)
+		return
+	}
+	if t.finished {
+		select {
+		case j.finished <- t.id:
+		case <-j.done:
+		}
+	}
+}
+
+func (j *Job) runSource(i int, t *task) error {
+	ctl := j.controls[i]
+	buf := make([]graph.Record, j.opts.BatchSize)
+	for !t.finished {
+		select {
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-j.done:
+			return errStopped
+		default:
+		}
+		if err := j.awaitOutput(t); err != nil {
+			return err
+		}
+		if hold := j.holding(); hold != nil {
+			t.flushAll()
+			if t.err != nil {
+				return t.err
+			}
+			select {
+			case <-hold:
+			case <-ctl.signal:
+				if err := j.handleControl(t, ctl); err != nil {
+					return err
+				}
+			case <-j.done:
+				return errStopped
+			}
+			continue
+		}
+		had, err := t.readSource(buf)
+		if err != nil {
+			return err
+		}
+		if had || t.finished {
+			continue
+		}
+		t.flushAll()
+		if t.err != nil {
+			return t.err
+		}
+		select {
+		case <-t.src.Ready():
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-j.done:
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// holding returns Options.Hold's channel: non-nil while sources must not
+// read.
+func (j *Job) holding() <-chan struct{} {
+	if j.opts.Hold == nil {
+		return nil
+	}
+	return j.opts.Hold()
+}
+
+// awaitOutput waits, before t processes a batch or reads its source, until
+// every output channel has room for one more batch, reserving the credit.
+// Waiting here, between batches, rather than in the middle of one, t keeps
+// handling control messages: a checkpoint's trigger or an unaligned barrier
+// does not wait for the backpressure to ease.
+func (j *Job) awaitOutput(t *task) error {
+	ctl := j.controls[t.index]
+	for _, o := range t.outputs {
+		for _, c := range o.channels {
+			l := c.link.(*chanLink)
+			if c.reserved || !l.full() {
+				continue
+			}
+			start := time.Now()
+			t.metrics.waitingSince.Store(start.UnixNano())
+			err := j.reserve(t, c, l, ctl)
+			t.metrics.waitingSince.Store(0)
+			t.metrics.BackpressureNanos.Add(int64(time.Since(start)))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reserve takes a credit of l for c's next send, handling t's control
+// messages while it waits.
+func (j *Job) reserve(t *task, c *outChannel, l *chanLink, ctl *controlQueue) error {
+	for {
+		select {
+		case l.credits <- struct{}{}:
+			c.reserved = true
+			return nil
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-j.done:
+			return errStopped
+		}
+	}
+}
+
+// held is what an operator subtask holds of its input: per channel, the
+// batches received and not processed yet (blocked by an alignment, or
+// taken early to capture channel state), oldest first; and those whose
+// credit went back early because they are captured.
+type held struct {
+	stash    [][]*graph.Batch
+	credited map[*graph.Batch]bool
+}
+
+// queued implements env.
+func (j *Job) queued(t *task, ch int) []*graph.Batch { return j.held[t.index].stash[ch] }
+
+func (j *Job) runOperator(i int, t *task) error {
+	mailbox, ctl, h := j.mailboxes[i], j.controls[i], j.held[i]
+	stash := h.stash
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
+	armed := false
+	procTimer := time.NewTimer(time.Hour) // the next processing-time timer
+	procTimer.Stop()
+	defer procTimer.Stop()
+	alignTimer := time.NewTimer(time.Hour) // the alignment timeout
+	alignTimer.Stop()
+	defer alignTimer.Stop()
+	if err := t.replay(); err != nil {
+		return err
+	}
+	for !t.finished {
+		if err := j.drainStash(t); err != nil {
+			return err
+		}
+		if t.finished {
+			break
+		}
+		next, pending, err := t.fireProcessingTimers()
+		if err != nil {
+			return err
+		}
+		if !armed && t.hasPartial() { // after the timers: they may emit
+			linger.Reset(j.opts.Linger)
+			armed = true
+		}
+		if pending {
+			procTimer.Reset(min(time.Duration(max(0, next-j.wallMillis()))*time.Millisecond, wallClockRecheck))
+		}
+		if deadline, ok := t.handler.Deadline(); ok {
+			alignTimer.Reset(max(deadline-j.now(), 0))
+		}
+		select {
+		case <-procTimer.C:
+		case <-alignTimer.C:
+			if err := t.tick(); err != nil {
+				return err
+			}
+		case d := <-mailbox:
+			// An unaligned barrier sent before this batch is handled first;
+			// the batch is received after the wait for room downstream, so
+			// that a capture begun meanwhile takes it.
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+			if err := j.awaitOutput(t); err != nil {
+				return err
+			}
+			j.received(t, d)
+			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 || t.capture != nil {
+				j.hold(t, d)
+				continue
+			}
+			if err := j.deliver(t, d.ch, d.batch); err != nil {
+				return err
+			}
+		case <-ctl.signal:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+		case <-linger.C:
+			armed = false
+			t.flushAll()
+			if t.err != nil {
+				return t.err
+			}
+		case <-j.done:
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// hold stashes a received batch: behind a blocked channel (counted as
+// buffered by the alignment), or, while channel state is captured, to
+// process in order later; a batch that is captured whole returns its credit
+// at once, so the sender's records in flight reach the capture sooner.
+func (j *Job) hold(t *task, d delivery) {
+	h := j.held[t.index]
+	h.stash[d.ch] = append(h.stash[d.ch], d.batch)
+	switch {
+	case t.handler.Blocked(d.ch):
+		t.noteBuffered(d.batch)
+	case t.fullyCaptured(d.ch) && !h.credited[d.batch]:
+		h.credited[d.batch] = true
+		<-j.inbound[t.index][d.ch].credits
+	}
+}
+
+// received counts d as received by t; a batch that came without a credit
+// is noted, so that none goes back for it.
+func (j *Job) received(t *task, d delivery) {
+	if d.free {
+		j.held[t.index].credited[d.batch] = true
+	}
+	t.receive(d.ch, d.batch)
+}
+
+// absorb takes every batch waiting in the mailbox while channel state is
+// captured, so the capture does not wait for the subtask to process them.
+func (j *Job) absorb(t *task) error {
+	mailbox, ctl := j.mailboxes[t.index], j.controls[t.index]
+	for t.capture != nil {
+		select {
+		case d := <-mailbox:
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+			j.received(t, d)
+			j.hold(t, d)
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// deliver processes a batch, then returns its credit (unless it went back
+// early) and recycles it.
+func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
+	err := t.process(ch, b)
+	l := j.inbound[t.index][ch]
+	l.queued.Add(-int64(len(b.Records)))
+	if h := j.held[t.index]; h.credited[b] {
+		delete(h.credited, b)
+		j.recycle(b)
+		return err
+	}
+	<-l.credits
+	j.recycle(b)
+	return err
+}
+
+// drainStash processes held-back batches of channels that are no longer
+// blocked, oldest first, until none is left or all are blocked again.
+// Between batches it handles control messages, so that an unaligned
+// barrier does not wait behind the stash, and while channel state is
+// captured it absorbs the mailbox.
+func (j *Job) drainStash(t *task) error {
+	stash, ctl := j.held[t.index].stash, j.controls[t.index]
+	for progress := true; progress; {
+		progress = false
+		if err := j.absorb(t); err != nil {
+			return err
+		}
+		for ch := range stash {
+			if len(stash[ch]) == 0 || t.handler.Blocked(ch) {
+				continue
+			}
+			if err := j.awaitOutput(t); err != nil {
+				return err
+			}
+			if len(stash[ch]) == 0 || t.handler.Blocked(ch) {
+				continue // a control message changed it
+			}
+			b := stash[ch][0]
+			stash[ch] = stash[ch][1:]
+			if err := j.deliver(t, ch, b); err != nil {
+				return err
+			}
+			progress = true
+			if err := j.handleControl(t, ctl); err != nil {
+				return err
+			}
+			if err := j.absorb(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (j *Job) handleControl(t *task, q *controlQueue) error {
+	for _, m := range q.drain() {
+		var err error
+		switch m.kind {
+		case ctlTrigger:
+			err = t.trigger(m.barrier)
+		case ctlComplete:
+			err = t.completed(m.id)
+		case ctlAbort:
+			err = t.aborted(m.id)
+		case ctlBarrier:
+			err = t.barrierArrived(m.ch, m.barrier, m.mark)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -5,7 +5,19 @@
 // The subtask logic (task) is single-threaded and knows nothing of
 // goroutines: it is handed one batch at a time and told the time, so the
 // same code runs under the goroutine executor (Job) and under the seeded,
-// deterministic scheduler of the simulation tests.
+// deterministic scheduler of the simulation tests. What a subtask has
+// received and not processed is its inbox, a state machine that applies
+// the barrier handler's Block and Unblock effects and holds the channels'
+// credits; both executors put batches into it and process what it says is
+// ready, so the simulation runs the production queue and credit code.
+//
+// Files, one concern each: job.go (the Job, its options, start and
+// stop), plan.go (a topology turned into wired subtasks), task.go (a
+// subtask's logic), inbox.go (its input), inflight.go (channel state of
+// unaligned checkpoints), link.go (links between goroutines and control
+// messages), executor.go (the goroutine of each subtask), coordinate.go
+// (the coordinator's goroutine), restore.go (reading a checkpoint back),
+// digest.go (snapshots stored once), status.go (views for displays).
 //
 // Flow control. Every channel from an upstream subtask to a downstream one
 // has a fixed number of credits (batches in flight). A sender takes a credit

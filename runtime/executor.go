@@ -217,21 +217,8 @@ func (j *Job) reserve(t *task, c *outChannel, l *chanLink, ctl *controlQueue) er
 	}
 }
 
-// held is what an operator subtask holds of its input: per channel, the
-// batches received and not processed yet (blocked by an alignment, or
-// taken early to capture channel state), oldest first; and those whose
-// credit went back early because they are captured.
-type held struct {
-	stash    [][]*graph.Batch
-	credited map[*graph.Batch]bool
-}
-
-// queued implements env.
-func (j *Job) queued(t *task, ch int) []*graph.Batch { return j.held[t.index].stash[ch] }
-
 func (j *Job) runOperator(i int, t *task) error {
-	mailbox, ctl, h := j.mailboxes[i], j.controls[i], j.held[i]
-	stash := h.stash
+	mailbox, ctl := j.mailboxes[i], j.controls[i]
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	defer linger.Stop()
@@ -246,7 +233,7 @@ func (j *Job) runOperator(i int, t *task) error {
 		return err
 	}
 	for !t.finished {
-		if err := j.drainStash(t); err != nil {
+		if err := j.drainInbox(t); err != nil {
 			return err
 		}
 		if t.finished {
@@ -282,14 +269,7 @@ func (j *Job) runOperator(i int, t *task) error {
 			if err := j.awaitOutput(t); err != nil {
 				return err
 			}
-			j.received(t, d)
-			if t.handler.Blocked(d.ch) || len(stash[d.ch]) > 0 || t.capture != nil {
-				j.hold(t, d)
-				continue
-			}
-			if err := j.deliver(t, d.ch, d.batch); err != nil {
-				return err
-			}
+			t.accept(d.ch, d.batch, d.free)
 		case <-ctl.signal:
 			if err := j.handleControl(t, ctl); err != nil {
 				return err
@@ -307,31 +287,6 @@ func (j *Job) runOperator(i int, t *task) error {
 	return nil
 }
 
-// hold stashes a received batch: behind a blocked channel (counted as
-// buffered by the alignment), or, while channel state is captured, to
-// process in order later; a batch that is captured whole returns its credit
-// at once, so the sender's records in flight reach the capture sooner.
-func (j *Job) hold(t *task, d delivery) {
-	h := j.held[t.index]
-	h.stash[d.ch] = append(h.stash[d.ch], d.batch)
-	switch {
-	case t.handler.Blocked(d.ch):
-		t.noteBuffered(d.batch)
-	case t.fullyCaptured(d.ch) && !h.credited[d.batch]:
-		h.credited[d.batch] = true
-		<-j.inbound[t.index][d.ch].credits
-	}
-}
-
-// received counts d as received by t; a batch that came without a credit
-// is noted, so that none goes back for it.
-func (j *Job) received(t *task, d delivery) {
-	if d.free {
-		j.held[t.index].credited[d.batch] = true
-	}
-	t.receive(d.ch, d.batch)
-}
-
 // absorb takes every batch waiting in the mailbox while channel state is
 // captured, so the capture does not wait for the subtask to process them.
 func (j *Job) absorb(t *task) error {
@@ -342,8 +297,7 @@ func (j *Job) absorb(t *task) error {
 			if err := j.handleControl(t, ctl); err != nil {
 				return err
 			}
-			j.received(t, d)
-			j.hold(t, d)
+			t.accept(d.ch, d.batch, d.free)
 		default:
 			return nil
 		}
@@ -351,59 +305,39 @@ func (j *Job) absorb(t *task) error {
 	return nil
 }
 
-// deliver processes a batch, then returns its credit (unless it went back
-// early) and recycles it.
-func (j *Job) deliver(t *task, ch int, b *graph.Batch) error {
-	err := t.process(ch, b)
-	l := j.inbound[t.index][ch]
-	l.queued.Add(-int64(len(b.Records)))
-	if h := j.held[t.index]; h.credited[b] {
-		delete(h.credited, b)
-		j.recycle(b)
-		return err
-	}
-	<-l.credits
-	j.recycle(b)
-	return err
-}
-
-// drainStash processes held-back batches of channels that are no longer
-// blocked, oldest first, until none is left or all are blocked again.
-// Between batches it handles control messages, so that an unaligned
-// barrier does not wait behind the stash, and while channel state is
-// captured it absorbs the mailbox.
-func (j *Job) drainStash(t *task) error {
-	stash, ctl := j.held[t.index].stash, j.controls[t.index]
-	for progress := true; progress; {
-		progress = false
+// drainInbox processes the batches of t's inbox whose channels are not
+// blocked, taking turns, until none is left or all are blocked. Between
+// batches it handles control messages, so that an unaligned barrier does
+// not wait behind the inbox, and while channel state is captured it
+// absorbs the mailbox.
+func (j *Job) drainInbox(t *task) error {
+	ctl := j.controls[t.index]
+	for {
 		if err := j.absorb(t); err != nil {
 			return err
 		}
-		for ch := range stash {
-			if len(stash[ch]) == 0 || t.handler.Blocked(ch) {
-				continue
-			}
-			if err := j.awaitOutput(t); err != nil {
-				return err
-			}
-			if len(stash[ch]) == 0 || t.handler.Blocked(ch) {
-				continue // a control message changed it
-			}
-			b := stash[ch][0]
-			stash[ch] = stash[ch][1:]
-			if err := j.deliver(t, ch, b); err != nil {
-				return err
-			}
-			progress = true
-			if err := j.handleControl(t, ctl); err != nil {
-				return err
-			}
-			if err := j.absorb(t); err != nil {
-				return err
-			}
+		if _, ok := t.inbox.next(); !ok {
+			return nil
+		}
+		if err := j.awaitOutput(t); err != nil {
+			return err
+		}
+		ch, ok := t.inbox.next() // a control message may have blocked it
+		if !ok {
+			continue
+		}
+		b := t.inbox.take(ch)
+		err := t.process(ch, b)
+		j.inbound[t.index][ch].queued.Add(-int64(len(b.Records)))
+		t.inbox.done(ch, b)
+		j.recycle(b)
+		if err != nil {
+			return err
+		}
+		if err := j.handleControl(t, ctl); err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 func (j *Job) handleControl(t *task, q *controlQueue) error {

@@ -184,7 +184,7 @@ func (t *task) startCapture(id uint64) (*capture, error) {
 			return nil, err
 		}
 		next := t.processed[ch] + 1
-		for _, b := range t.env.queued(t, ch) {
+		for _, b := range t.inbox.queued(ch) {
 			c.take(ch, next, b.Records)
 			next += uint64(len(b.Records))
 		}

@@ -107,7 +107,6 @@ type Job struct {
 	mailboxes []chan delivery
 	inbound   [][]*chanLink // per task, per input channel
 	controls  []*controlQueue
-	held      []*held // per task: batches received and not processed
 
 	acks      chan checkpoint.Ack
 	declines  chan declineMsg
@@ -152,12 +151,10 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 	j.mailboxes = make([]chan delivery, n)
 	j.inbound = make([][]*chanLink, n)
 	j.controls = make([]*controlQueue, n)
-	j.held = make([]*held, n)
 	for i, ins := range j.plan.inputs {
 		j.mailboxes[i] = make(chan delivery, len(ins)*(opts.Credits+1))
 		j.inbound[i] = make([]*chanLink, len(ins))
 		j.controls[i] = &controlQueue{signal: make(chan struct{}, 1)}
-		j.held[i] = &held{stash: make([][]*graph.Batch, len(ins)), credited: make(map[*graph.Batch]bool)}
 	}
 	j.plan.connect(func(from *task, to, ch int) link {
 		l := &chanLink{ch: ch, credits: make(chan struct{}, opts.Credits), mailbox: j.mailboxes[to], done: j.done,

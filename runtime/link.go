@@ -66,6 +66,8 @@ func (l *chanLink) acquire() error {
 	}
 }
 
+func (l *chanLink) release() { <-l.credits }
+
 // full reports whether the link has no credit left.
 func (l *chanLink) full() bool { return len(l.credits) == cap(l.credits) }
 

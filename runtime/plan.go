@@ -68,6 +68,7 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 			t.open = len(ins)
 			t.received, t.processed = make([]uint64, len(ins)), make([]uint64, len(ins))
 			t.marks, t.marked = make([]uint64, len(ins)), make([]bool, len(ins))
+			t.inbox = newInbox(len(ins))
 			t.handler = checkpoint.NewHandler(cfg.mode, len(ins))
 			t.handler.SetAlignmentTimeout(cfg.alignmentTimeout)
 			byNode[n] = append(byNode[n], t)
@@ -86,6 +87,7 @@ func (p *plan) connect(newLink linkFactory) {
 			edge := t.node.Inputs[t.inputOf[ch]]
 			o := up.outputFor(t.node, edge, t.inputOf[ch])
 			c := &outChannel{link: newLink(up, i, ch)}
+			t.inbox.links[ch] = c.link
 			if edge.Partitioner.Kind == graph.ForwardPartitioning {
 				o.channels = []*outChannel{c}
 			} else {

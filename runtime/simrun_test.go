@@ -28,11 +28,11 @@ type simulator struct {
 	store            *checkpoint.MemStore
 	clock            time.Duration
 
-	plan   *plan
-	queues [][][]*graph.Batch // per task, per input channel
-	notes  [][]controlMsg     // per task, pending coordinator messages
-	coord  *checkpoint.Coordinator
-	acks   []checkpoint.Ack
+	plan  *plan
+	links []*simLink
+	notes [][]controlMsg // per task, pending coordinator messages
+	coord *checkpoint.Coordinator
+	acks  []checkpoint.Ack
 	// waiting are unaligned snapshots whose channel state is being
 	// captured; their acknowledgement follows it.
 	waiting []waitingAck
@@ -42,8 +42,11 @@ type simulator struct {
 	reported []bool
 
 	crashes, restores, completed int
-	// replayed counts records restored as channel state and replayed.
-	replayed int
+	// replayed counts records restored as channel state and replayed;
+	// early, batches whose credit went back before they were processed,
+	// their records being channel state already.
+	replayed, early int
+	free            map[*graph.Batch]bool // partial batches sent without a credit
 	// reused counts snapshots that stored nothing, being their base's
 	// bytes again; elided, checkpoints completed without a record.
 	reused, elided int
@@ -59,30 +62,38 @@ type waitingAck struct {
 	inflight <-chan inflightResult
 }
 
-// simLink delivers into the receiver's queue, which is also what it has
-// received and not processed: a batch is received as it is sent.
+// simLink delivers into the receiver's inbox: a batch is received as it is
+// sent. credits counts the credits its batches hold; a sender whose link
+// holds simCredits waits (backpressured).
 type simLink struct {
-	s      *simulator
-	to, ch int
+	s       *simulator
+	to, ch  int
+	credits int
 }
 
-func (l simLink) send(b *graph.Batch, _ bool) error {
-	l.s.queues[l.to][l.ch] = append(l.s.queues[l.to][l.ch], b)
-	l.s.plan.tasks[l.to].receive(l.ch, b)
+func (l *simLink) send(b *graph.Batch, _ bool) error {
+	l.credits++
+	l.s.plan.tasks[l.to].accept(l.ch, b, false)
 	return nil
+}
+
+// release checks that no credit goes back twice.
+func (l *simLink) release() {
+	if l.credits--; l.credits < 0 && l.s.err == nil {
+		l.s.err = fmt.Errorf("a credit of channel %d of %s went back twice", l.ch, l.s.plan.tasks[l.to].id)
+	}
 }
 
 // barrier queues an unaligned barrier with the receiver's notes, which it
 // handles before its next batch.
-func (l simLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool {
+func (l *simLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool {
 	if partial != nil {
-		l.send(partial, false)
+		l.s.free[partial] = true
+		l.s.plan.tasks[l.to].accept(l.ch, partial, true)
 	}
 	l.s.notes[l.to] = append(l.s.notes[l.to], controlMsg{kind: ctlBarrier, barrier: b, ch: l.ch, mark: mark})
 	return partial != nil
 }
-
-func (s *simulator) queued(t *task, ch int) []*graph.Batch { return s.queues[t.index][ch] }
 
 func (s *simulator) now() time.Duration     { return s.clock }
 func (s *simulator) newBatch() *graph.Batch { return &graph.Batch{} }
@@ -141,13 +152,14 @@ func (s *simulator) start() error {
 	s.plan = build(s.build(), taskConfig{mode: s.mode, batchSize: 1 + s.rng.IntN(4),
 		incremental: s.incremental, maxChain: 2 + s.rng.IntN(4), alignmentTimeout: s.alignmentTimeout}, s)
 	n := len(s.plan.tasks)
-	s.queues = make([][][]*graph.Batch, n)
 	s.notes = make([][]controlMsg, n)
 	s.reported = make([]bool, n)
-	for i, ins := range s.plan.inputs {
-		s.queues[i] = make([][]*graph.Batch, len(ins))
-	}
-	s.plan.connect(func(_ *task, to, ch int) link { return simLink{s: s, to: to, ch: ch} })
+	s.links, s.free = nil, make(map[*graph.Batch]bool)
+	s.plan.connect(func(_ *task, to, ch int) link {
+		l := &simLink{s: s, to: to, ch: ch}
+		s.links = append(s.links, l)
+		return l
+	})
 	s.acks, s.decl, s.final, s.waiting = nil, nil, nil, nil
 	s.records = records{}
 	if len(ms) > 0 {
@@ -296,8 +308,8 @@ func (s *simulator) step() (bool, error) {
 				return err
 			})
 		}
-		for ch, q := range s.queues[i] {
-			if len(q) > 0 && !t.handler.Blocked(ch) {
+		for ch := range s.plan.inputs[i] {
+			if t.inbox.ready(ch) {
 				enabled = append(enabled, func() error {
 					// As the runtime does, an unaligned barrier sent before
 					// the batch is handled first.
@@ -306,12 +318,17 @@ func (s *simulator) step() (bool, error) {
 							return err
 						}
 					}
-					if t.handler.Blocked(ch) || len(s.queues[i][ch]) == 0 {
+					if !t.inbox.ready(ch) {
 						return nil
 					}
-					b := s.queues[i][ch][0]
-					s.queues[i][ch] = s.queues[i][ch][1:]
-					return t.process(ch, b)
+					b := t.inbox.take(ch)
+					if t.inbox.credited[b] && !s.free[b] {
+						s.early++
+					}
+					delete(s.free, b)
+					err := t.process(ch, b)
+					t.inbox.done(ch, b)
+					return err
 				})
 			}
 		}
@@ -360,6 +377,11 @@ func (s *simulator) step() (bool, error) {
 		})
 	}
 	if allFinished && len(enabled) == 0 {
+		for _, l := range s.links {
+			if l.credits != 0 {
+				return false, fmt.Errorf("channel %d of %s ended holding %d credits", l.ch, s.plan.tasks[l.to].id, l.credits)
+			}
+		}
 		return true, nil
 	}
 	// The clock moves often enough for several periodic checkpoints in a
@@ -388,8 +410,7 @@ const simCredits = 4
 func (s *simulator) backpressured(t *task) bool {
 	for _, o := range t.outputs {
 		for _, c := range o.channels {
-			l := c.link.(simLink)
-			if len(s.queues[l.to][l.ch]) >= simCredits {
+			if c.link.(*simLink).credits >= simCredits {
 				return true
 			}
 		}

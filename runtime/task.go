@@ -29,6 +29,9 @@ type link interface {
 	// credit, so that the records in it do not wait for the backpressure
 	// to ease either; barrier reports whether it took it. It never blocks.
 	barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool
+	// release gives back the credit a batch sent with send held, once the
+	// receiver is done with it (inbox).
+	release()
 }
 
 // env is what a task needs from its executor.
@@ -48,9 +51,6 @@ type env interface {
 	// overtaken tells the coordinator that t gave up checkpoint id for
 	// the newer checkpoint by.
 	overtaken(t *task, id, by uint64)
-	// queued returns the batches t received on channel ch and has not
-	// processed yet, oldest first.
-	queued(t *task, ch int) []*graph.Batch
 }
 
 // snapshotRequest is the synchronous phase's result, handed to the
@@ -186,6 +186,7 @@ type task struct {
 	src     graph.Source   // nil for an operator
 	handler *checkpoint.Handler
 
+	inbox   *inbox  // what t received and has not processed
 	inputOf []int   // channel → logical input
 	wm      []int64 // channel → watermark
 	open    int     // channels not yet ended
@@ -329,8 +330,17 @@ func (t *task) broadcast(ctl graph.Control) {
 	}
 }
 
-// process handles one batch from channel ch, which must not be blocked and
-// must have been received.
+// accept takes batch b off channel ch into the inbox: it is received
+// (counted, and captured if it is channel state), and waits there until
+// the executor processes it. free says it came without a credit.
+func (t *task) accept(ch int, b *graph.Batch, free bool) {
+	t.receive(ch, b)
+	if t.inbox.put(ch, b, free, t.fullyCaptured(ch)) {
+		t.noteBuffered(b)
+	}
+}
+
+// process handles one batch from channel ch, taken from the inbox.
 func (t *task) process(ch int, b *graph.Batch) error {
 	t.processed[ch] += uint64(len(b.Records))
 	if err := t.processRecords(ch, b.Records); err != nil {
@@ -491,8 +501,10 @@ func (t *task) act() error {
 			} else {
 				t.env.decline(t, a.ID, a.Reason)
 			}
-		case checkpoint.Block, checkpoint.Unblock:
-			// The executor asks handler.Blocked before delivering a batch.
+		case checkpoint.Block:
+			t.inbox.block(a.Channel)
+		case checkpoint.Unblock:
+			t.inbox.unblock(a.Channel)
 		}
 	}
 	return t.err

@@ -692,15 +692,50 @@ type validator struct {
 	// hidden are the payload fields that only topics from the
 	// environment name: errors do not list them.
 	hidden map[string]bool
+	// ids are the ids of the sources, operators and sinks checked so
+	// far; defined those of the sources and operators, which what
+	// follows them may read.
+	ids, defined map[string]bool
+	// fields are the payload fields of the records of each source and
+	// operator checked so far (nil: not known).
+	fields map[string]exprop.Fields
 }
 
 func (v *validator) errorf(p Pos, format string, args ...any) {
 	v.errs = append(v.errs, Error{File: v.file, Pos: p, Msg: fmt.Sprintf(format, args...)})
 }
 
+// validate applies the defaults and checks the file section by section,
+// each in the order of the file: errors at one position are reported in
+// the order they are found.
 func (v *validator) validate() {
 	c := v.c
 	c.applyDefaults()
+	v.agent()
+	v.checkpoints()
+	v.remote()
+	for name, b := range c.Brokers {
+		v.broker(name, b)
+	}
+	v.ids, v.defined, v.fields = make(map[string]bool), make(map[string]bool), make(map[string]exprop.Fields)
+	for _, s := range c.Sources {
+		v.source(s)
+	}
+	for _, o := range c.Operators {
+		v.operator(o)
+	}
+	for _, s := range c.Sinks {
+		v.sink(s)
+	}
+	if len(c.Sources) == 0 {
+		v.errorf(c.Pos, "no sources")
+	}
+}
+
+// agent checks the agent section, and sets what is parsed from it
+// (Level, MemoryLimitBytes, MaxOutputBacklogBytes).
+func (v *validator) agent() {
+	c := v.c
 	if c.Agent.API != "" && c.Agent.APITokenFile == "" {
 		v.errorf(c.Agent.Pos, "agent.api needs api_token_file: the control API is not served on TCP without a token")
 	}
@@ -747,6 +782,11 @@ func (v *validator) validate() {
 	if t := c.Agent.SyncInterval; t <= 0 || t > time.Minute {
 		v.errorf(c.Agent.Pos, "sync_interval %s is outside (0, 1m]: it bounds how long a received message waits to be durable", c.show(&c.Agent.SyncInterval))
 	}
+}
+
+// checkpoints checks the checkpoints section.
+func (v *validator) checkpoints() {
+	c := v.c
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
 		v.errorf(c.Checkpoints.Pos, "%s", c.reason(&c.Checkpoints.Mode, err, "checkpointing mode %s is none of exactly-once, at-least-once, unaligned"))
 	} else if t := c.Checkpoints.AlignmentTimeout; t < 0 || t > 0 && mode != checkpoint.ExactlyOnce {
@@ -755,137 +795,132 @@ func (v *validator) validate() {
 	if c.Checkpoints.Timeout <= 0 || c.Checkpoints.MaxConcurrent < 1 || c.Checkpoints.Retained < 1 {
 		v.errorf(c.Checkpoints.Pos, "timeout, max_concurrent and retained must be positive")
 	}
-	v.remote()
-	for name, b := range c.Brokers {
-		switch {
-		case b.Embedded && b.URL != "":
-			v.errorf(b.Pos, "broker %q: embedded or url, not both", name)
-		case !b.Embedded && b.URL == "":
-			v.errorf(b.Pos, "broker %q: needs url (or embedded: true)", name)
-		case b.Password != "" && b.PasswordFile != "":
-			v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
-		case b.MaxInflight < 1 || b.MaxInflight > 65535:
-			v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, c.show(&b.MaxInflight))
+}
+
+// id checks the id of a source, operator or sink, the field at field of
+// the mapping at p: its form, and that no other has it.
+func (v *validator) id(p Pos, field *string) {
+	s := *field
+	if s == "" {
+		return // reported as a missing field
+	}
+	if err := graph.ValidateID(s); err != nil {
+		v.errorf(p, "%s", v.c.reason(field, err, "id %s must be 1 to 64 letters, digits, '_', '-' and '.'"))
+	}
+	if v.ids[s] {
+		v.errorf(p, "id %s is used twice", v.c.show(field))
+	}
+	v.ids[s] = true
+}
+
+// parallelism checks the parallelism n of the mapping at p.
+func (v *validator) parallelism(p Pos, n *int) {
+	if *n < 1 || *n > graph.DefaultMaxParallelism {
+		v.errorf(p, "parallelism %s is outside 1..%d", v.c.show(n), graph.DefaultMaxParallelism)
+	}
+}
+
+// brokerNamed checks that the broker the field at name of the mapping at
+// p names is under brokers.
+func (v *validator) brokerNamed(p Pos, name *string) {
+	if _, ok := v.c.Brokers[*name]; !ok {
+		v.errorf(p, "no broker named %s under brokers", v.c.show(name))
+	}
+}
+
+// source checks source s, and notes it as defined, with the payload
+// fields of its records.
+func (v *validator) source(s *Source) {
+	c := v.c
+	v.id(s.Pos, &s.ID)
+	v.parallelism(s.Pos, &s.Parallelism)
+	v.defined[s.ID] = true
+	v.fields[s.ID] = v.sourceFields(s)
+	if s.Simulator != nil {
+		if s.Broker != "" || len(s.Topics) > 0 {
+			v.errorf(s.Pos, "source %s: a simulator has no broker or topics", c.show(&s.ID))
 		}
-		v.broker(name, b)
-		if b.StatusTopic != "" {
-			v.topic(&b.StatusTopic, b.Pos, fmt.Sprintf("broker %q: status_topic", name), mqttio.CheckTopic)
+		if s.Simulator.Devices < 1 || s.Simulator.Rate < 1 || s.Simulator.Skew < 0 || s.Simulator.Skew >= 1 {
+			v.errorf(s.Simulator.Pos, "simulator needs devices ≥ 1, rate ≥ 1 and 0 ≤ skew < 1")
+		}
+		return
+	}
+	v.brokerNamed(s.Pos, &s.Broker)
+	if len(s.Topics) == 0 {
+		v.errorf(s.Pos, "source %s: no topics", c.show(&s.ID))
+	}
+	for i, t := range s.Topics {
+		topic := entry{&s.Topics, i}
+		if _, _, err := mqttio.ParseTopicPattern(t); err != nil {
+			v.errorf(s.Pos, "%s", c.reason(topic, err, "topic %s is no pattern such as sensors/{device}/telemetry: a level is a {name} or text, and # only the last"))
+		}
+		if s.Parallelism > 1 && mqttio.IsShared(t) {
+			v.errorf(s.Pos, "source %s: topic %s is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", c.show(&s.ID), c.show(topic))
 		}
 	}
-	defined := make(map[string]bool) // streams readable so far
-	ids := make(map[string]bool)
-	id := func(p Pos, field *string) {
-		s := *field
-		if s == "" {
-			return // reported as a missing field
-		}
-		if err := graph.ValidateID(s); err != nil {
-			v.errorf(p, "%s", c.reason(field, err, "id %s must be 1 to 64 letters, digits, '_', '-' and '.'"))
-		}
-		if ids[s] {
-			v.errorf(p, "id %s is used twice", c.show(field))
-		}
-		ids[s] = true
+	if s.DeadLetterTopic != "" {
+		v.topic(&s.DeadLetterTopic, s.Pos, fmt.Sprintf("source %s: dead_letter_topic", c.show(&s.ID)), mqttio.CheckTopic)
 	}
-	parallelism := func(p Pos, n *int) {
-		if *n < 1 || *n > graph.DefaultMaxParallelism {
-			v.errorf(p, "parallelism %s is outside 1..%d", c.show(n), graph.DefaultMaxParallelism)
-		}
+	if !slices.Contains(sourceFormats, s.Format) {
+		v.errorf(s.Pos, "source %s: format %s is neither %s nor %s", c.show(&s.ID), c.show(&s.Format), sourceFormats[0], sourceFormats[1])
 	}
-	broker := func(p Pos, name *string) {
-		if _, ok := c.Brokers[*name]; !ok {
-			v.errorf(p, "no broker named %s under brokers", c.show(name))
+}
+
+// operator checks operator o, and notes it as defined, with the payload
+// fields of its records.
+func (v *validator) operator(o *Operator) {
+	c := v.c
+	v.id(o.Pos, &o.ID)
+	v.parallelism(o.Pos, &o.Parallelism)
+	name := c.show(&o.ID)
+	if len(o.Inputs) == 0 {
+		v.errorf(o.Pos, "operator %s: no inputs", name)
+	}
+	for i, in := range o.Inputs {
+		if !v.defined[in] {
+			v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
 		}
 	}
-	// The payload fields of each stream's records (nil: not known).
-	fields := make(map[string]exprop.Fields)
-	for _, s := range c.Sources {
-		id(s.Pos, &s.ID)
-		parallelism(s.Pos, &s.Parallelism)
-		defined[s.ID] = true
-		fields[s.ID] = v.sourceFields(s)
-		if s.Simulator != nil {
-			if s.Broker != "" || len(s.Topics) > 0 {
-				v.errorf(s.Pos, "source %s: a simulator has no broker or topics", c.show(&s.ID))
-			}
-			if s.Simulator.Devices < 1 || s.Simulator.Rate < 1 || s.Simulator.Skew < 0 || s.Simulator.Skew >= 1 {
-				v.errorf(s.Simulator.Pos, "simulator needs devices ≥ 1, rate ≥ 1 and 0 ≤ skew < 1")
-			}
-			continue
-		}
-		broker(s.Pos, &s.Broker)
-		if len(s.Topics) == 0 {
-			v.errorf(s.Pos, "source %s: no topics", c.show(&s.ID))
-		}
-		for i, t := range s.Topics {
-			topic := entry{&s.Topics, i}
-			if _, _, err := mqttio.ParseTopicPattern(t); err != nil {
-				v.errorf(s.Pos, "%s", c.reason(topic, err, "topic %s is no pattern such as sensors/{device}/telemetry: a level is a {name} or text, and # only the last"))
-			}
-			if s.Parallelism > 1 && mqttio.IsShared(t) {
-				v.errorf(s.Pos, "source %s: topic %s is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", c.show(&s.ID), c.show(topic))
-			}
-		}
-		if s.DeadLetterTopic != "" {
-			v.topic(&s.DeadLetterTopic, s.Pos, fmt.Sprintf("source %s: dead_letter_topic", c.show(&s.ID)), mqttio.CheckTopic)
-		}
-		if !slices.Contains(sourceFormats, s.Format) {
-			v.errorf(s.Pos, "source %s: format %s is neither %s nor %s", c.show(&s.ID), c.show(&s.Format), sourceFormats[0], sourceFormats[1])
+	typ := slices.IndexFunc(operatorTypes, func(t operatorType) bool { return t.name == o.Type })
+	in := merge(o.Inputs, v.fields)
+	if typ >= 0 {
+		// Its records carry the payload fields of those it reads,
+		// or are its own, without a payload or with one that is no
+		// JSON object (graph.WindowResult, say).
+		v.fields[o.ID] = exprop.Fields{}
+		if operatorTypes[typ].keepsFields {
+			v.fields[o.ID] = in
 		}
 	}
-	for _, o := range c.Operators {
-		id(o.Pos, &o.ID)
-		parallelism(o.Pos, &o.Parallelism)
-		name := c.show(&o.ID)
-		if len(o.Inputs) == 0 {
-			v.errorf(o.Pos, "operator %s: no inputs", name)
-		}
-		for i, in := range o.Inputs {
-			if !defined[in] {
-				v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
-			}
-		}
-		typ := slices.IndexFunc(operatorTypes, func(t operatorType) bool { return t.name == o.Type })
-		in := merge(o.Inputs, fields)
-		if typ >= 0 {
-			// Its records carry the payload fields of those it reads,
-			// or are its own, without a payload or with one that is no
-			// JSON object (graph.WindowResult, say).
-			fields[o.ID] = exprop.Fields{}
-			if operatorTypes[typ].keepsFields {
-				fields[o.ID] = in
-			}
-		}
-		if !slices.Contains(onErrors, o.OnError) {
-			v.errorf(o.Pos, "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
-		}
-		if typ >= 0 {
-			operatorTypes[typ].check(v, o, in)
-		} else {
-			known := make([]string, len(operatorTypes))
-			for i, t := range operatorTypes {
-				known[i] = t.name
-			}
-			v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
-		}
-		defined[o.ID] = true
+	if !slices.Contains(onErrors, o.OnError) {
+		v.errorf(o.Pos, "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
 	}
-	for _, s := range c.Sinks {
-		id(s.Pos, &s.ID)
-		broker(s.Pos, &s.Broker)
-		if !defined[s.Input] {
-			v.errorf(s.Pos, "sink %s: input %s is not a source or an operator", c.show(&s.ID), c.show(&s.Input))
-		} else if in := c.ParallelismOf(s.Input); s.Parallelism != 1 && s.Parallelism != in {
-			// Spread over several connections, a key's outputs would
-			// overtake each other.
-			v.errorf(c.at(&s.Parallelism, s.Pos), "sink %s: parallelism %s must be 1 or its input's, %d", c.show(&s.ID), c.show(&s.Parallelism), in)
+	if typ >= 0 {
+		operatorTypes[typ].check(v, o, in)
+	} else {
+		known := make([]string, len(operatorTypes))
+		for i, t := range operatorTypes {
+			known[i] = t.name
 		}
-		if s.Topic != "" || v.c.at(&s.Topic, Pos{}) != (Pos{}) { // a missing one is reported as such
-			v.topic(&s.Topic, s.Pos, fmt.Sprintf("sink %s: topic", c.show(&s.ID)), mqttio.CheckTopicTemplate)
-		}
+		v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
 	}
-	if len(c.Sources) == 0 {
-		v.errorf(c.Pos, "no sources")
+	v.defined[o.ID] = true
+}
+
+// sink checks sink s.
+func (v *validator) sink(s *Sink) {
+	c := v.c
+	v.id(s.Pos, &s.ID)
+	v.brokerNamed(s.Pos, &s.Broker)
+	if !v.defined[s.Input] {
+		v.errorf(s.Pos, "sink %s: input %s is not a source or an operator", c.show(&s.ID), c.show(&s.Input))
+	} else if in := c.ParallelismOf(s.Input); s.Parallelism != 1 && s.Parallelism != in {
+		// Spread over several connections, a key's outputs would
+		// overtake each other.
+		v.errorf(c.at(&s.Parallelism, s.Pos), "sink %s: parallelism %s must be 1 or its input's, %d", c.show(&s.ID), c.show(&s.Parallelism), in)
+	}
+	if s.Topic != "" || c.at(&s.Topic, Pos{}) != (Pos{}) { // a missing one is reported as such
+		v.topic(&s.Topic, s.Pos, fmt.Sprintf("sink %s: topic", c.show(&s.ID)), mqttio.CheckTopicTemplate)
 	}
 }
 
@@ -938,9 +973,27 @@ func (v *validator) listen(addr *string, def Pos, name, examplePort string) {
 	}
 }
 
-// broker checks a broker's address (its url, or the listen address of an
-// embedded one) and its TLS settings.
+// broker checks broker name, b.
 func (v *validator) broker(name string, b *Broker) {
+	switch {
+	case b.Embedded && b.URL != "":
+		v.errorf(b.Pos, "broker %q: embedded or url, not both", name)
+	case !b.Embedded && b.URL == "":
+		v.errorf(b.Pos, "broker %q: needs url (or embedded: true)", name)
+	case b.Password != "" && b.PasswordFile != "":
+		v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
+	case b.MaxInflight < 1 || b.MaxInflight > 65535:
+		v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, v.c.show(&b.MaxInflight))
+	}
+	v.address(name, b)
+	if b.StatusTopic != "" {
+		v.topic(&b.StatusTopic, b.Pos, fmt.Sprintf("broker %q: status_topic", name), mqttio.CheckTopic)
+	}
+}
+
+// address checks a broker's address (its url, or the listen address of
+// an embedded one) and its TLS settings.
+func (v *validator) address(name string, b *Broker) {
 	if b.Embedded {
 		v.listen(&b.Listen, b.Pos, fmt.Sprintf("broker %q: listen", name), "18830")
 		v.users(name, b)

@@ -12,8 +12,14 @@
 // for those who write the files and in their names, is its description;
 // its `default` tag is the value it takes when the file leaves it out,
 // which setDefaults applies (applyDefaults names the two exceptions); and
-// the lists the validator checks values against (operatorTypes, with what
-// each type needs; logLevels, windowKinds, ...) are its allowed values.
+// the lists the validator checks values against (operatorKinds, with
+// what each kind needs; logLevels, windowKinds, ...) are its allowed
+// values.
+//
+// Each kind of operator is defined in one place, a file of its own
+// (op_*.go; kinds that share their settings share one): the settings it
+// takes, which Operator embeds, what it needs, its own checks and what
+// docs/config.md says it does. operatorKinds lists them.
 package config
 
 import (
@@ -380,82 +386,6 @@ type Simulator struct {
 	Seed int64 `yaml:"seed" default:"0"`
 }
 
-// Operator is a step of the graph, reading named inputs.
-type Operator struct {
-	Pos
-	// The operator's name: 1 to 64 letters, digits, `_`, `-` and `.`,
-	// unique among the sources, operators and sinks.
-	ID string `yaml:"id,required"`
-	// What the operator does: see [Operator types](#operator-types).
-	Type string `yaml:"type,required"`
-	// The sources and operators, listed above this one, whose records it
-	// reads.
-	Inputs []string `yaml:"inputs,required"`
-	// The payload field by which the inputs are hash-partitioned, or
-	// `key` for the record's key; records without the field go together.
-	// A keyed type keeps its state by it.
-	KeyBy string `yaml:"key_by"`
-	// How many subtasks run the operator, 1 to 128.
-	Parallelism int `yaml:"parallelism" default:"1"`
-	// An [expr](https://expr-lang.org) expression over a record's `key`
-	// (a string), `time` (milliseconds), `value` (a number) and payload
-	// fields: a filter's gives true or false, a map's a number.
-	Expr string `yaml:"expr"`
-	// The windows.
-	Window *Window `yaml:"window"`
-	// What is made of the values of a window's records.
-	Aggregate string `yaml:"aggregate"`
-	// How long, in event time, a key's records after one that passed are
-	// dropped; at least `1ms`.
-	TTL time.Duration `yaml:"ttl"`
-	// An alert is raised (value 1) when a key's value goes above it.
-	High *float64 `yaml:"high"`
-	// An alert raised is cleared (value 0) when the key's value falls
-	// below it; at most `high`.
-	Low *float64 `yaml:"low"`
-	// PayloadFields are the payload fields of the records the operator
-	// reads, as the validation found them (nil: not known); its
-	// expression is compiled with them.
-	PayloadFields exprop.Fields `yaml:"-"`
-	// What becomes of a record the operator rejects (an expression that
-	// fails on it or gives the wrong type, a total it would make
-	// infinite): `dead-letter` stores it, with the reason, as a dead
-	// letter of the operator and goes on, `drop` counts it and goes on,
-	// `fail` stops the pipeline.
-	OnError string `yaml:"on_error" default:"dead-letter"`
-}
-
-// What an operator does with a record it rejects (Operator.OnError).
-const (
-	OnErrorDeadLetter = "dead-letter"
-	OnErrorDrop       = "drop"
-	OnErrorFail       = "fail"
-)
-
-// Window is a window operator's windows.
-type Window struct {
-	Pos
-	// How time is cut into windows, per key: `tumbling`, back to back
-	// windows of `size`; `sliding`, windows of `size` starting every
-	// `slide`; `session`, a key's records until a `gap` without any.
-	Kind string `yaml:"kind,required"`
-	// The length of a tumbling or sliding window; at least `1ms`.
-	Size time.Duration `yaml:"size"`
-	// How often a sliding window starts; at least `1ms`, at most `size`.
-	Slide time.Duration `yaml:"slide"`
-	// The time without records that ends a session; at least `1ms`.
-	Gap time.Duration `yaml:"gap"`
-	// How long a window is kept after the watermark passed its end, so
-	// that late records still update it (each one emits the result
-	// again). Not for processing time.
-	AllowedLateness time.Duration `yaml:"allowed_lateness" default:"0s"`
-	// Which time windows are of: `event`, the records' event time, a
-	// window closing when the watermark passes its end; `processing`,
-	// the wall clock when they are processed, a window closing when the
-	// clock passes its end.
-	Time string `yaml:"time" default:"event"`
-}
-
 // Sink is an output.
 type Sink struct {
 	Pos
@@ -507,93 +437,12 @@ var (
 	sourceFormats = []string{"json", "raw"}
 	// onErrors are Operator.OnError's.
 	onErrors = []string{OnErrorDeadLetter, OnErrorDrop, OnErrorFail}
-	// windowKinds are Window.Kind's.
-	windowKinds = []windowKind{{"tumbling", graph.Tumbling}, {"sliding", graph.Sliding}, {"session", graph.Session}}
-	// windowTimes are Window.Time's.
-	windowTimes = []string{"event", "processing"}
 )
 
 // A logLevel is a level Agent.LogLevel may name.
 type logLevel struct {
 	name  string
 	level slog.Level
-}
-
-// A windowKind is a kind of window Window.Kind may name.
-type windowKind struct {
-	name string
-	kind graph.WindowKind
-}
-
-// An operatorType is a type of operator a file may name (Operator.Type):
-// what it does, what it needs and how it is checked.
-type operatorType struct {
-	name string
-	// doc says what it does, for docs/config.md.
-	doc string
-	// needs are the fields of Operator, by their names in the file,
-	// that the type needs besides id, type and inputs (and key_by if it
-	// is keyed); the other types ignore them. check refuses an operator
-	// without one of them (TestOperatorTypes).
-	needs []string
-	// keyed is set if the type keeps its state by key: check refuses an
-	// operator of it without key_by.
-	keyed bool
-	// keepsFields is set if the type's records carry the payload fields
-	// of those it reads; the others' carry none.
-	keepsFields bool
-	// check reports what is wrong with o, an operator of the type that
-	// reads records carrying the payload fields in (nil: not known).
-	check func(v *validator, o *Operator, in exprop.Fields)
-}
-
-// operatorTypes are the types of operators, in the order errors and
-// docs/config.md list them.
-var operatorTypes = []operatorType{
-	{name: "filter", needs: []string{"expr"}, keepsFields: true, check: (*validator).expr,
-		doc: "Passes the records for which `expr` is true."},
-	{name: "map", needs: []string{"expr"}, keepsFields: true, check: (*validator).expr,
-		doc: "Sets each record's value to `expr`."},
-	{name: "union", keepsFields: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
-		if len(o.Inputs) < 2 {
-			v.errorf(o.Pos, "operator %s: a union needs two inputs or more", v.c.show(&o.ID))
-		}
-	}, doc: "Passes the records of its inputs, two or more. They carry the payload fields that those of every input carry."},
-	{name: "count", keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) { v.keyed(o) },
-		doc: "Emits for each record the number of its key's records so far, as the value."},
-	{name: "sum", keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) { v.keyed(o) },
-		doc: "Emits for each record the sum of its key's values so far, as the value."},
-	{name: "window", needs: []string{"window", "aggregate"}, keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) { v.window(o) },
-		doc: "Aggregates each key's values over windows and emits, when a window closes, a record per key: " +
-			"its value the aggregate, its time the window's last millisecond, its payload the window's `Start` and `End` " +
-			"(milliseconds) and `Count` of records."},
-	{name: "join", needs: []string{"window", "aggregate"}, keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
-		if len(o.Inputs) != 2 {
-			v.errorf(o.Pos, "operator %s: a join has exactly two inputs", v.c.show(&o.ID))
-		}
-		if o.Window != nil && o.Window.Kind == "session" {
-			v.errorf(o.Window.Pos, "operator %s: a join needs tumbling or sliding windows", v.c.show(&o.ID))
-		}
-		v.window(o)
-	}, doc: "Aggregates each of its two inputs over the same tumbling or sliding windows and emits, when a window closes, " +
-		"a record per key that both inputs had in it: its value the first's aggregate minus the second's, its payload " +
-		"`Start`, `End`, `Left`, `Right`, `LeftCount` and `RightCount`."},
-	{name: "dedupe", needs: []string{"ttl"}, keyed: true, keepsFields: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
-		v.keyed(o)
-		if o.TTL < time.Millisecond {
-			v.errorf(o.Pos, "operator %s: dedupe needs a ttl of at least 1ms", v.c.show(&o.ID))
-		}
-	}, doc: "Passes a key's first record and drops the key's records within `ttl` after it, in event time; the next one passes and starts again."},
-	{name: "threshold", needs: []string{"high", "low"}, keyed: true, check: func(v *validator, o *Operator, _ exprop.Fields) {
-		v.keyed(o)
-		switch {
-		case o.High == nil || o.Low == nil:
-			v.errorf(o.Pos, "operator %s: threshold needs high and low", v.c.show(&o.ID))
-		case *o.Low > *o.High:
-			v.errorf(o.Pos, "operator %s: threshold's low (%s) is above its high (%s)", v.c.show(&o.ID), v.c.show(&o.Low), v.c.show(&o.High))
-		}
-	}, doc: "Emits an alert when a key's value goes above `high`, value 1, and when it then falls below `low`, value 0, " +
-		"its payload `Raised` and `Value`; values in between change nothing, so one hovering at a mark does not flap."},
 }
 
 // Load reads and validates the file at path, and checks that the files it
@@ -866,47 +715,6 @@ func (v *validator) source(s *Source) {
 	}
 }
 
-// operator checks operator o, and notes it as defined, with the payload
-// fields of its records.
-func (v *validator) operator(o *Operator) {
-	c := v.c
-	v.id(o.Pos, &o.ID)
-	v.parallelism(o.Pos, &o.Parallelism)
-	name := c.show(&o.ID)
-	if len(o.Inputs) == 0 {
-		v.errorf(o.Pos, "operator %s: no inputs", name)
-	}
-	for i, in := range o.Inputs {
-		if !v.defined[in] {
-			v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
-		}
-	}
-	typ := slices.IndexFunc(operatorTypes, func(t operatorType) bool { return t.name == o.Type })
-	in := merge(o.Inputs, v.fields)
-	if typ >= 0 {
-		// Its records carry the payload fields of those it reads,
-		// or are its own, without a payload or with one that is no
-		// JSON object (graph.WindowResult, say).
-		v.fields[o.ID] = exprop.Fields{}
-		if operatorTypes[typ].keepsFields {
-			v.fields[o.ID] = in
-		}
-	}
-	if !slices.Contains(onErrors, o.OnError) {
-		v.errorf(o.Pos, "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
-	}
-	if typ >= 0 {
-		operatorTypes[typ].check(v, o, in)
-	} else {
-		known := make([]string, len(operatorTypes))
-		for i, t := range operatorTypes {
-			known[i] = t.name
-		}
-		v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
-	}
-	v.defined[o.ID] = true
-}
-
 // sink checks sink s.
 func (v *validator) sink(s *Sink) {
 	c := v.c
@@ -1119,138 +927,4 @@ func (v *validator) sourceFields(s *Source) exprop.Fields {
 		}
 	}
 	return out
-}
-
-// merge returns the payload fields of the records of all of inputs: those
-// every input has, with their type if all agree (else any); nil if the
-// fields of an input are not known.
-func merge(inputs []string, fields map[string]exprop.Fields) exprop.Fields {
-	var out exprop.Fields
-	for i, in := range inputs {
-		f := fields[in]
-		if f == nil {
-			return nil
-		}
-		if i == 0 {
-			out = maps.Clone(f)
-			continue
-		}
-		for name, t := range out {
-			switch u, ok := f[name]; {
-			case !ok:
-				delete(out, name)
-			case u != t:
-				out[name] = exprop.Any
-			}
-		}
-	}
-	return out
-}
-
-// expr checks the expression of filter or map o, which reads records
-// that carry the payload fields in (nil: not known): it is there, it
-// compiles with them, and it gives what o needs.
-func (v *validator) expr(o *Operator, in exprop.Fields) {
-	o.PayloadFields = in
-	if o.Expr == "" {
-		v.errorf(o.Pos, "operator %s: %s needs expr", v.c.show(&o.ID), o.Type)
-		return
-	}
-	compile := exprop.CompileFilter
-	if o.Type == "map" {
-		compile = exprop.CompileMap
-	}
-	_, err := compile(o.Expr, o.PayloadFields)
-	if err == nil {
-		return
-	}
-	e := &exprop.Error{Msg: err.Error()}
-	errors.As(err, &e)
-	p := v.c.at(&o.Expr, o.Pos)
-	if q, ok := v.c.inside(&o.Expr, e.Column); ok && e.Line == 1 {
-		p = q // the very character
-	}
-	name, expr := v.c.show(&o.ID), v.c.show(&o.Expr)
-	switch {
-	case e.Gives != "":
-		v.errorf(p, "operator %s: a %s's expr must give %s; %s gives %s", name, o.Type, e.Want, expr, e.Gives)
-	case v.c.fromEnv(&o.Expr):
-		// The compiler's message quotes the expression's names and
-		// tokens, and so what the environment gave.
-		v.errorf(p, "operator %s: expr %s does not compile; the compiler's message could quote the environment's value, so it is not shown", name, expr)
-	default:
-		msg := e.Msg
-		if e.Line > 0 {
-			msg += fmt.Sprintf(" (%d:%d)", e.Line, e.Column)
-		}
-		if strings.HasPrefix(e.Msg, "unknown name ") {
-			var known []string
-			hidden := false
-			for _, f := range slices.Sorted(maps.Keys(o.PayloadFields)) {
-				switch {
-				case v.hidden[f]:
-					hidden = true
-				case !exprop.Own(f):
-					known = append(known, f)
-				}
-			}
-			msg += "; its records have key, time, value"
-			switch {
-			case len(known) > 0:
-				msg += " and the fields " + strings.Join(known, ", ")
-			case !hidden:
-				msg += " and no payload fields"
-			}
-			if hidden {
-				msg += ", and fields that levels of topics from the environment name"
-			}
-		}
-		v.errorf(p, "operator %s: expr %s does not compile: %s", name, expr, msg)
-	}
-}
-
-func (v *validator) keyed(o *Operator) {
-	if o.KeyBy == "" {
-		v.errorf(o.Pos, "operator %s: %s is keyed: set key_by", v.c.show(&o.ID), o.Type)
-	}
-}
-
-func (v *validator) window(o *Operator) {
-	v.keyed(o)
-	if _, err := graph.ParseAggregate(o.Aggregate); err != nil {
-		v.errorf(o.Pos, "operator %s: %s", v.c.show(&o.ID), v.c.reason(&o.Aggregate, err, "aggregate %s is none of count, sum, min, max, avg, first, last"))
-	}
-	if o.Window == nil {
-		v.errorf(o.Pos, "operator %s: a window operator needs window", v.c.show(&o.ID))
-		return
-	}
-	if _, err := o.Window.spec(graph.AggCount, v.c.show); err != nil {
-		v.errorf(o.Window.Pos, "%v", err)
-	}
-}
-
-// Spec turns the window settings into a graph.WindowSpec.
-func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) { return w.spec(agg, format) }
-
-// spec is Spec, its errors showing the value of a field as show does.
-func (w *Window) spec(agg graph.Aggregate, show func(field any) string) (graph.WindowSpec, error) {
-	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg,
-		ProcessingTime: w.Time == "processing"}
-	if w.Time != "" && !slices.Contains(windowTimes, w.Time) {
-		return spec, fmt.Errorf("window time %s is neither %s nor %s", show(&w.Time), windowTimes[0], windowTimes[1])
-	}
-	kind := slices.IndexFunc(windowKinds, func(k windowKind) bool { return k.name == w.Kind })
-	if kind < 0 {
-		names := make([]string, len(windowKinds))
-		for i, k := range windowKinds {
-			names[i] = k.name
-		}
-		last := len(names) - 1
-		return spec, fmt.Errorf("window kind %s is not %s or %s", show(&w.Kind), strings.Join(names[:last], ", "), names[last])
-	}
-	spec.Kind = windowKinds[kind].kind
-	if spec.Kind == graph.Session {
-		spec.Size = w.Gap
-	}
-	return spec, spec.Validate()
 }

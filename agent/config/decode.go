@@ -60,7 +60,8 @@ func (es Errors) Error() string {
 
 // decoder fills Go structs from YAML nodes, collecting every error with its
 // position instead of stopping at the first. Struct fields are named by
-// their `yaml` tag; a tag option ",required" makes a field mandatory.
+// their `yaml` tag; a tag option ",required" makes a field mandatory; the
+// fields of an embedded struct are the struct's own (fileFields).
 type decoder struct {
 	file   string
 	errs   Errors
@@ -266,23 +267,17 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 		return
 	}
 	t := v.Type()
-	fields := make(map[string]int)
+	if p, ok := t.FieldByName("Pos"); ok && p.Type == posType {
+		v.FieldByIndex(p.Index).Set(reflect.ValueOf(Pos{n.Line, n.Column}))
+	}
+	fields := make(map[string][]int)
 	required := make(map[string]bool)
 	var known []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if f.Type == posType {
-			v.Field(i).Set(reflect.ValueOf(Pos{n.Line, n.Column}))
-			continue
-		}
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		fields[name] = i
-		known = append(known, name)
-		if opts == "required" {
-			required[name] = true
+	for _, f := range fileFields(t) {
+		fields[f.name] = f.Index
+		known = append(known, f.name)
+		if f.required {
+			required[f.name] = true
 		}
 	}
 	seen := make(map[string]bool)
@@ -297,16 +292,48 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 			d.errorf(k, "field %q given twice", k.Value)
 		}
 		seen[k.Value] = true
-		if f := v.Field(idx); f.CanAddr() {
+		f := v.FieldByIndex(idx)
+		if f.CanAddr() {
 			d.note(f.Addr().Interface(), val)
 		}
-		d.decode(val, v.Field(idx))
+		d.decode(val, f)
 	}
 	for _, name := range known {
 		if required[name] && !seen[name] {
 			d.errorf(n, "missing required field %q", name)
 		}
 	}
+}
+
+// A fileField is a field of a struct that a file gives the value of.
+type fileField struct {
+	reflect.StructField
+	name     string       // in the file, from its `yaml` tag
+	required bool         // its tag says ",required"
+	owner    reflect.Type // the struct that declares it
+}
+
+// fileFields returns the fields of struct type t that a file gives the
+// values of: those with a name in their `yaml` tag, and in the place of a
+// struct that t embeds without a name, that struct's (Operator's settings
+// of each kind), as Go promotes them; Index is each one's in t. Pos, the
+// mapping's position, is none of them.
+func fileFields(t reflect.Type) []fileField {
+	var out []fileField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case f.Anonymous && name == "" && f.Type != posType && f.Type.Kind() == reflect.Struct:
+			for _, g := range fileFields(f.Type) {
+				g.Index = append([]int{i}, g.Index...)
+				out = append(out, g)
+			}
+		case name != "" && name != "-":
+			out = append(out, fileField{StructField: f, name: name, required: opts == "required", owner: t})
+		}
+	}
+	return out
 }
 
 // parse decodes the YAML in data into v, reporting every problem, noting

@@ -60,13 +60,9 @@ func TestDocumentedDefaults(t *testing.T) {
 			return
 		}
 		typ := v.Type()
-		for i := range typ.NumField() {
-			f, fv := typ.Field(i), v.Field(i)
-			name, _ := yamlName(f)
-			if name == "" {
-				continue
-			}
-			p := strings.TrimPrefix(path+"."+name, ".")
+		for _, f := range fileFields(typ) {
+			fv := v.FieldByIndex(f.Index)
+			p := strings.TrimPrefix(path+"."+f.name, ".")
 			if _, section := describe(f.Type, nil); section != nil {
 				check(fv, p)
 				continue
@@ -81,7 +77,7 @@ func TestDocumentedDefaults(t *testing.T) {
 			// An exception names what its doc comment must say.
 			var want any
 			says, exception := "`"+def+"`", ""
-			switch key := typ.Name() + "." + f.Name; {
+			switch key := f.owner.Name() + "." + f.Name; {
 			case key == "Broker.MaxInflight" && v.FieldByName("Embedded").Bool():
 				want, exception = EmbeddedMaxInflight, strconv.Itoa(EmbeddedMaxInflight)
 			case key == "Remote.Retained":
@@ -99,7 +95,7 @@ func TestDocumentedDefaults(t *testing.T) {
 			}
 			if exception != "" {
 				says = exception
-				if doc := docs[typ.Name()+"."+f.Name]; !strings.Contains(doc, exception) {
+				if doc := docs[f.owner.Name()+"."+f.Name]; !strings.Contains(doc, exception) {
 					t.Errorf("%s's doc comment does not say its default, %s: %q", p, exception, doc)
 				}
 			}

@@ -75,8 +75,8 @@ func enums() map[string][]string {
 	for _, k := range windowKinds {
 		kinds = append(kinds, k.name)
 	}
-	for _, o := range operatorTypes {
-		types = append(types, o.name)
+	for _, k := range operatorKinds {
+		types = append(types, k.name)
 	}
 	var modes, aggregates, fieldTypes []string
 	for m := checkpoint.Mode(0); ; m++ {
@@ -152,16 +152,6 @@ type section struct {
 	typ  reflect.Type
 }
 
-// yamlName returns the name of field f in the file and whether it is
-// required; "" for none.
-func yamlName(f reflect.StructField) (string, bool) {
-	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	if name == "-" || f.Type == posType {
-		return "", false
-	}
-	return name, opts == "required"
-}
-
 // reference returns docs/config.md as the definitions make it, or what
 // keeps it from being complete: a field without a doc comment, say.
 func reference() ([]byte, error) {
@@ -171,10 +161,10 @@ func reference() ([]byte, error) {
 	}
 	values := enums()
 	seen := make(map[string]bool)      // the fields' paths
-	needs := make(map[string][]string) // operator field → the types that need it
-	for _, o := range operatorTypes {
-		for _, n := range o.needs {
-			needs[n] = append(needs[n], "`"+o.name+"`")
+	needs := make(map[string][]string) // operator field → the kinds that need it
+	for _, k := range operatorKinds {
+		for _, n := range k.needs {
+			needs[n] = append(needs[n], "`"+k.name+"`")
 		}
 	}
 	var problems []string
@@ -189,19 +179,15 @@ func reference() ([]byte, error) {
 		}
 		b.WriteString("\n| Field | Type | Default | Description |\n|---|---|---|---|\n")
 		var children []section
-		for i := range s.typ.NumField() {
-			f := s.typ.Field(i)
-			name, required := yamlName(f)
-			if name == "" {
-				continue
-			}
+		for _, f := range fileFields(s.typ) {
+			name, required := f.name, f.required
 			path := name
 			if s.path != "" {
 				path = s.path + "." + name
 			}
-			doc := docs[s.typ.Name()+"."+f.Name]
+			doc := docs[f.owner.Name()+"."+f.Name]
 			if doc == "" {
-				problems = append(problems, fmt.Sprintf("%s (%s.%s) has no doc comment", path, s.typ.Name(), f.Name))
+				problems = append(problems, fmt.Sprintf("%s (%s.%s) has no doc comment", path, f.owner.Name(), f.Name))
 			}
 			if s.typ == reflect.TypeOf(Operator{}) && needs[name] != nil {
 				doc += " For " + strings.Join(needs[name], ", ") + "."
@@ -224,7 +210,7 @@ func reference() ([]byte, error) {
 				def = "`" + v + "`"
 				if only := f.Tag.Get("defaultif"); only != "" {
 					cond, _ := s.typ.FieldByName(only)
-					n, _ := yamlName(cond)
+					n, _, _ := strings.Cut(cond.Tag.Get("yaml"), ",")
 					def += " (" + n + ")"
 				}
 			} else if required {
@@ -233,7 +219,7 @@ func reference() ([]byte, error) {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", path, typ, def, strings.ReplaceAll(doc, "|", `\|`))
 		}
 		if s.typ == reflect.TypeOf(Operator{}) {
-			b.WriteString(operatorTypesTable())
+			b.WriteString(operatorKindsTable())
 		}
 		sections = append(children, sections...)
 	}
@@ -244,7 +230,7 @@ func reference() ([]byte, error) {
 	}
 	for need := range needs {
 		if !seen["operators[]."+need] {
-			problems = append(problems, fmt.Sprintf("an operator type needs %s, which is no field of an operator", need))
+			problems = append(problems, fmt.Sprintf("an operator kind needs %s, which is no field of an operator", need))
 		}
 	}
 	if len(problems) > 0 {
@@ -310,27 +296,27 @@ func anchor(text string) string {
 	}, strings.ToLower(text))
 }
 
-// operatorTypesTable returns the reference's table of operator types.
-func operatorTypesTable() string {
+// operatorKindsTable returns the reference's table of operator kinds.
+func operatorKindsTable() string {
 	var b strings.Builder
 	b.WriteString("\n### Operator types\n\n" +
 		"What an operator needs besides `id`, `type` and `inputs`, and what it does. A keyed type keeps its state by key: it needs `key_by`. " +
 		"The records of a type marked *passes fields* carry the payload fields of those it reads, and expressions after it may name them; " +
 		"the others make records of their own, without payload fields.\n\n" +
 		"| Type | Needs | Fields | What it does |\n|---|---|---|---|\n")
-	for _, o := range operatorTypes {
+	for _, k := range operatorKinds {
 		var needs []string
-		if o.keyed {
+		if k.keyed {
 			needs = append(needs, "`key_by`")
 		}
-		for _, n := range o.needs {
+		for _, n := range k.needs {
 			needs = append(needs, "`"+n+"`")
 		}
 		fields := "none"
-		if o.keepsFields {
+		if k.keepsFields {
 			fields = "passes fields"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", o.name, cmp.Or(strings.Join(needs, ", "), "—"), fields, o.doc)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.name, cmp.Or(strings.Join(needs, ", "), "—"), fields, k.doc)
 	}
 	return b.String()
 }
@@ -356,11 +342,11 @@ section shows whole files; ` + "`configs/`" + ` has examples.
 The top level:
 `
 
-// TestOperatorTypes checks what operatorTypes says an operator of each
-// type needs against what the validator asks of one: an operator with it
-// all is accepted, one without key_by refused if the type is keyed, and
+// TestOperatorKinds checks what operatorKinds says an operator of each
+// kind needs against what the validator asks of one: an operator with it
+// all is accepted, one without key_by refused if the kind is keyed, and
 // one without any of its needs refused.
-func TestOperatorTypes(t *testing.T) {
+func TestOperatorKinds(t *testing.T) {
 	// Values of what the types need, by type and field or by field.
 	samples := map[string]string{"filter.expr": "expr: value > 1", "map.expr": "expr: value * 2",
 		"window": "window: {kind: tumbling, size: 1s}", "aggregate": "aggregate: avg", "ttl": "ttl: 1m", "high": "high: 2", "low": "low: 1"}
@@ -368,7 +354,7 @@ func TestOperatorTypes(t *testing.T) {
 		return []byte("sources:\n  - {id: a, simulator: {devices: 1, rate: 1}}\n  - {id: b, simulator: {devices: 1, rate: 1}}\n" +
 			"operators:\n  - {" + strings.Join(fields, ", ") + "}\n")
 	}
-	for _, typ := range operatorTypes {
+	for _, typ := range operatorKinds {
 		all := []string{"id: op", "type: " + typ.name, "inputs: [a, b]"}
 		if typ.keyed {
 			all = append(all, "key_by: key")
@@ -384,12 +370,12 @@ func TestOperatorTypes(t *testing.T) {
 			all = append(all, s)
 		}
 		if _, errs := Parse("op.yaml", file(all), env(nil)); len(errs) > 0 {
-			t.Errorf("%s with what operatorTypes says it needs: %v", typ.name, errs)
+			t.Errorf("%s with what operatorKinds says it needs: %v", typ.name, errs)
 		}
 		for i, field := range all[3:] {
 			without := slices.Delete(slices.Clone(all), 3+i, 4+i)
 			if _, errs := Parse("op.yaml", file(without), env(nil)); len(errs) == 0 {
-				t.Errorf("%s without %q is accepted, yet operatorTypes says it needs it", typ.name, field)
+				t.Errorf("%s without %q is accepted, yet operatorKinds says it needs it", typ.name, field)
 			}
 		}
 	}

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cairn-edge/cairn/graph/exprop"
+)
+
+// Operator is a step of the graph, reading named inputs. What it does is
+// its kind, which its Type names (operatorKinds); the settings of the
+// kinds that take some are declared with them, in their files (op_*.go),
+// and embedded here, where the file gives them as the operator's own:
+// docs/config.md lists the fields in this order.
+type Operator struct {
+	Pos
+	// The operator's name: 1 to 64 letters, digits, `_`, `-` and `.`,
+	// unique among the sources, operators and sinks.
+	ID string `yaml:"id,required"`
+	// What the operator does: see [Operator types](#operator-types).
+	Type string `yaml:"type,required"`
+	// The sources and operators, listed above this one, whose records it
+	// reads.
+	Inputs []string `yaml:"inputs,required"`
+	// The payload field by which the inputs are hash-partitioned, or
+	// `key` for the record's key; records without the field go together.
+	// A keyed type keeps its state by it.
+	KeyBy string `yaml:"key_by"`
+	// How many subtasks run the operator, 1 to 128.
+	Parallelism int `yaml:"parallelism" default:"1"`
+	ExprSettings
+	WindowSettings
+	DedupeSettings
+	ThresholdSettings
+	// What becomes of a record the operator rejects (an expression that
+	// fails on it or gives the wrong type, a total it would make
+	// infinite): `dead-letter` stores it, with the reason, as a dead
+	// letter of the operator and goes on, `drop` counts it and goes on,
+	// `fail` stops the pipeline.
+	OnError string `yaml:"on_error" default:"dead-letter"`
+}
+
+// What an operator does with a record it rejects (Operator.OnError).
+const (
+	OnErrorDeadLetter = "dead-letter"
+	OnErrorDrop       = "drop"
+	OnErrorFail       = "fail"
+)
+
+// An operatorKind is a kind of operator, which a file names in an
+// operator's type: all that the validator and docs/config.md know of it.
+// Each is defined in a file of its own (op_*.go, where kinds that share
+// their settings share a file) and listed in operatorKinds.
+type operatorKind struct {
+	name string
+	// doc says what it does, for docs/config.md.
+	doc string
+	// needs are the settings, by their names in the file, that the kind
+	// needs besides id, type and inputs (and key_by if it is keyed); the
+	// other kinds ignore them. The validation refuses an operator
+	// without one of them (TestOperatorKinds).
+	needs []string
+	// inputs bounds how many inputs the kind reads, if it does.
+	inputs inputCount
+	// keyed is set if the kind keeps its state by key: the validation
+	// refuses an operator of it without key_by.
+	keyed bool
+	// keepsFields is set if the kind's records carry the payload fields
+	// of those it reads; the others' carry none.
+	keepsFields bool
+	// validate, if set, reports what else is wrong with o, an operator
+	// of the kind that reads records carrying the payload fields in (nil:
+	// not known). It runs after the checks that every operator, and its
+	// inputs and key_by, have had.
+	validate func(v *validator, o *Operator, in exprop.Fields)
+}
+
+// An inputCount bounds how many inputs an operator reads.
+type inputCount struct {
+	min, max int // 0: no bound
+	// says what an error says of the kind when an operator reads too few
+	// or too many, after its name: "has exactly two inputs".
+	says string
+}
+
+// operatorKinds are the kinds of operators, in the order errors and
+// docs/config.md list them.
+var operatorKinds = []*operatorKind{&opFilter, &opMap, &opUnion, &opCount, &opSum, &opWindow, &opJoin, &opDedupe, &opThreshold}
+
+// kindNamed returns the kind named name, nil if there is none.
+func kindNamed(name string) *operatorKind {
+	if i := slices.IndexFunc(operatorKinds, func(k *operatorKind) bool { return k.name == name }); i >= 0 {
+		return operatorKinds[i]
+	}
+	return nil
+}
+
+// operator checks operator o, and notes it as defined, with the payload
+// fields of its records: what every operator needs here, what its kind
+// needs of its inputs and key_by, and then the kind's own checks.
+func (v *validator) operator(o *Operator) {
+	c := v.c
+	v.id(o.Pos, &o.ID)
+	v.parallelism(o.Pos, &o.Parallelism)
+	name := c.show(&o.ID)
+	if len(o.Inputs) == 0 {
+		v.errorf(o.Pos, "operator %s: no inputs", name)
+	}
+	for i, in := range o.Inputs {
+		if !v.defined[in] {
+			v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
+		}
+	}
+	k := kindNamed(o.Type)
+	in := merge(o.Inputs, v.fields)
+	v.defined[o.ID] = true
+	if k != nil {
+		// Its records carry the payload fields of those it reads,
+		// or are its own, without a payload or with one that is no
+		// JSON object (graph.WindowResult, say).
+		v.fields[o.ID] = exprop.Fields{}
+		if k.keepsFields {
+			v.fields[o.ID] = in
+		}
+	}
+	if !slices.Contains(onErrors, o.OnError) {
+		v.errorf(o.Pos, "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
+	}
+	if k == nil {
+		known := make([]string, len(operatorKinds))
+		for i, k := range operatorKinds {
+			known[i] = k.name
+		}
+		v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
+		return
+	}
+	if n := len(o.Inputs); n < k.inputs.min || k.inputs.max > 0 && n > k.inputs.max {
+		v.errorf(o.Pos, "operator %s: a %s %s", name, k.name, k.inputs.says)
+	}
+	if k.keyed && o.KeyBy == "" {
+		v.errorf(o.Pos, "operator %s: %s is keyed: set key_by", name, k.name)
+	}
+	if k.validate != nil {
+		k.validate(v, o, in)
+	}
+}
+
+// merge returns the payload fields of the records of all of inputs: those
+// every input has, with their type if all agree (else any); nil if the
+// fields of an input are not known.
+func merge(inputs []string, fields map[string]exprop.Fields) exprop.Fields {
+	var out exprop.Fields
+	for i, in := range inputs {
+		f := fields[in]
+		if f == nil {
+			return nil
+		}
+		if i == 0 {
+			out = maps.Clone(f)
+			continue
+		}
+		for name, t := range out {
+			switch u, ok := f[name]; {
+			case !ok:
+				delete(out, name)
+			case u != t:
+				out[name] = exprop.Any
+			}
+		}
+	}
+	return out
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/graph/exprop"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
@@ -133,7 +132,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		for _, in := range o.Inputs {
 			inputs = append(inputs, graph.In(streams[in], partitioner(o, parallelism[in])))
 		}
-		newOp, err := d.operator(o)
+		newOp, err := o.Build(config.Hooks{Late: d.lateCounter(o.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
@@ -185,38 +184,13 @@ func partitioner(o *config.Operator, upstream int) graph.Partitioner {
 	return graph.Rebalance()
 }
 
-func (d *deps) operator(o *config.Operator) (func(int) graph.Operator, error) {
-	switch o.Type {
-	case "filter":
-		return exprop.Filter(o.Expr, o.PayloadFields)
-	case "map":
-		return exprop.Map(o.Expr, o.PayloadFields)
-	case "union":
-		return graph.Union(), nil
-	case "count":
-		return graph.Count(), nil
-	case "sum":
-		return graph.Sum(), nil
-	case "window", "join":
-		agg, err := graph.ParseAggregate(o.Aggregate)
-		if err != nil {
-			return nil, err
-		}
-		spec, err := o.Window.Spec(agg)
-		if err != nil {
-			return nil, err
-		}
+// lateCounter returns config.Hooks.Late for operator id: a counter of the
+// records it drops as late, in d.late, where the status and the metrics
+// read it.
+func (d *deps) lateCounter(id string) func() func(*graph.Record) {
+	return func() func(*graph.Record) {
 		late := new(atomic.Int64)
-		d.late[o.ID] = late
-		spec.OnLate = func(*graph.Record) { late.Add(1) }
-		if o.Type == "join" {
-			return graph.WindowJoin(spec), nil
-		}
-		return graph.Window(spec), nil
-	case "dedupe":
-		return graph.Dedupe(o.TTL), nil
-	case "threshold":
-		return graph.Threshold(*o.High, *o.Low), nil
+		d.late[id] = late
+		return func(*graph.Record) { late.Add(1) }
 	}
-	return nil, fmt.Errorf("unknown operator type %q", o.Type)
 }

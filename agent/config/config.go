@@ -18,8 +18,9 @@
 //
 // Each kind of operator is defined in one place, a file of its own
 // (op_*.go; kinds that share their settings share one): the settings it
-// takes, which Operator embeds, what it needs, its own checks and what
-// docs/config.md says it does. operatorKinds lists them.
+// takes, which Operator embeds, what it needs, its own checks, what
+// docs/config.md says it does and how it is built (Operator.Build).
+// operatorKinds lists them.
 package config
 
 import (

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
 )
 
@@ -20,4 +21,5 @@ var opDedupe = operatorKind{name: "dedupe", needs: []string{"ttl"}, keyed: true,
 			v.errorf(o.Pos, "operator %s: dedupe needs a ttl of at least 1ms", v.c.show(&o.ID))
 		}
 	},
-	doc: "Passes a key's first record and drops the key's records within `ttl` after it, in event time; the next one passes and starts again."}
+	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) { return graph.Dedupe(o.TTL), nil },
+	doc:   "Passes a key's first record and drops the key's records within `ttl` after it, in event time; the next one passes and starts again."}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
 )
 
@@ -26,12 +27,18 @@ type ExprSettings struct {
 // opFilter passes the records its expression is true of.
 var opFilter = operatorKind{name: "filter", needs: []string{"expr"}, keepsFields: true,
 	validate: func(v *validator, o *Operator, in exprop.Fields) { checkExpr(v, o, in, exprop.CompileFilter) },
-	doc:      "Passes the records for which `expr` is true."}
+	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
+		return exprop.Filter(o.Expr, o.PayloadFields)
+	},
+	doc: "Passes the records for which `expr` is true."}
 
 // opMap sets each record's value to its expression's.
 var opMap = operatorKind{name: "map", needs: []string{"expr"}, keepsFields: true,
 	validate: func(v *validator, o *Operator, in exprop.Fields) { checkExpr(v, o, in, exprop.CompileMap) },
-	doc:      "Sets each record's value to `expr`."}
+	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
+		return exprop.Map(o.Expr, o.PayloadFields)
+	},
+	doc: "Sets each record's value to `expr`."}
 
 // checkExpr checks the expression of filter or map o, which reads
 // records that carry the payload fields in (nil: not known): it is

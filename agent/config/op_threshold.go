@@ -1,6 +1,9 @@
 package config
 
-import "github.com/cairn-edge/cairn/graph/exprop"
+import (
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/graph/exprop"
+)
 
 // ThresholdSettings are the settings of threshold.
 type ThresholdSettings struct {
@@ -21,6 +24,9 @@ var opThreshold = operatorKind{name: "threshold", needs: []string{"high", "low"}
 		case *o.Low > *o.High:
 			v.errorf(o.Pos, "operator %s: threshold's low (%s) is above its high (%s)", v.c.show(&o.ID), v.c.show(&o.Low), v.c.show(&o.High))
 		}
+	},
+	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
+		return graph.Threshold(*o.High, *o.Low), nil
 	},
 	doc: "Emits an alert when a key's value goes above `high`, value 1, and when it then falls below `low`, value 0, " +
 		"its payload `Raised` and `Value`; values in between change nothing, so one hovering at a mark does not flap."}

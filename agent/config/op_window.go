@@ -61,6 +61,7 @@ type windowKind struct {
 // opWindow aggregates each key's values over windows.
 var opWindow = operatorKind{name: "window", needs: []string{"window", "aggregate"}, keyed: true,
 	validate: func(v *validator, o *Operator, _ exprop.Fields) { v.windowed(o) },
+	build:    buildWindowed(graph.Window),
 	doc: "Aggregates each key's values over windows and emits, when a window closes, a record per key: " +
 		"its value the aggregate, its time the window's last millisecond, its payload the window's `Start` and `End` " +
 		"(milliseconds) and `Count` of records."}
@@ -75,6 +76,7 @@ var opJoin = operatorKind{name: "join", needs: []string{"window", "aggregate"}, 
 		}
 		v.windowed(o)
 	},
+	build: buildWindowed(graph.WindowJoin),
 	doc: "Aggregates each of its two inputs over the same tumbling or sliding windows and emits, when a window closes, " +
 		"a record per key that both inputs had in it: its value the first's aggregate minus the second's, its payload " +
 		"`Start`, `End`, `Left`, `Right`, `LeftCount` and `RightCount`."}
@@ -90,6 +92,26 @@ func (v *validator) windowed(o *Operator) {
 	}
 	if _, err := o.Window.spec(graph.AggCount, v.c.show); err != nil {
 		v.errorf(o.Window.Pos, "%v", err)
+	}
+}
+
+// buildWindowed returns the build of window or join: newOp, graph.Window
+// or WindowJoin, with the operator's windows and aggregate, its late
+// records handed to what Hooks.Late returns.
+func buildWindowed(newOp func(graph.WindowSpec) func(int) graph.Operator) func(*Operator, Hooks) (func(int) graph.Operator, error) {
+	return func(o *Operator, h Hooks) (func(int) graph.Operator, error) {
+		agg, err := graph.ParseAggregate(o.Aggregate)
+		if err != nil {
+			return nil, err
+		}
+		spec, err := o.Window.Spec(agg)
+		if err != nil {
+			return nil, err
+		}
+		if h.Late != nil {
+			spec.OnLate = h.Late()
+		}
+		return newOp(spec), nil
 	}
 }
 

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
 )
 
@@ -49,9 +51,10 @@ const (
 )
 
 // An operatorKind is a kind of operator, which a file names in an
-// operator's type: all that the validator and docs/config.md know of it.
-// Each is defined in a file of its own (op_*.go, where kinds that share
-// their settings share a file) and listed in operatorKinds.
+// operator's type: all that the validator, docs/config.md and
+// Operator.Build know of it. Each is defined in a file of its own
+// (op_*.go, where kinds that share their settings share a file) and
+// listed in operatorKinds.
 type operatorKind struct {
 	name string
 	// doc says what it does, for docs/config.md.
@@ -74,6 +77,28 @@ type operatorKind struct {
 	// not known). It runs after the checks that every operator, and its
 	// inputs and key_by, have had.
 	validate func(v *validator, o *Operator, in exprop.Fields)
+	// build makes o, an operator of the kind that the validation
+	// accepted, with the hooks h: what makes each of its subtasks.
+	build func(o *Operator, h Hooks) (func(subtask int) graph.Operator, error)
+}
+
+// Hooks are what Operator.Build takes from the agent besides the
+// operator's settings.
+type Hooks struct {
+	// Late, if set, is called once by a kind whose operators drop the
+	// records that come after their window closed (window, join), and
+	// returns what each such record is handed to.
+	Late func() func(*graph.Record)
+}
+
+// Build makes operator o of a config that Parse accepted, as its kind
+// does: what makes each of its subtasks.
+func (o *Operator) Build(h Hooks) (func(subtask int) graph.Operator, error) {
+	k := kindNamed(o.Type)
+	if k == nil {
+		return nil, fmt.Errorf("unknown operator type %q", o.Type)
+	}
+	return k.build(o, h)
 }
 
 // An inputCount bounds how many inputs an operator reads.

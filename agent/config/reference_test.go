@@ -344,8 +344,8 @@ The top level:
 
 // TestOperatorKinds checks what operatorKinds says an operator of each
 // kind needs against what the validator asks of one: an operator with it
-// all is accepted, one without key_by refused if the kind is keyed, and
-// one without any of its needs refused.
+// all is accepted, and built, one without key_by refused if the kind is
+// keyed, and one without any of its needs refused.
 func TestOperatorKinds(t *testing.T) {
 	// Values of what the types need, by type and field or by field.
 	samples := map[string]string{"filter.expr": "expr: value > 1", "map.expr": "expr: value * 2",
@@ -369,8 +369,16 @@ func TestOperatorKinds(t *testing.T) {
 			}
 			all = append(all, s)
 		}
-		if _, errs := Parse("op.yaml", file(all), env(nil)); len(errs) > 0 {
+		c, errs := Parse("op.yaml", file(all), env(nil))
+		switch {
+		case len(errs) > 0:
 			t.Errorf("%s with what operatorKinds says it needs: %v", typ.name, errs)
+		case typ.build == nil:
+			t.Errorf("%s has no build", typ.name)
+		default:
+			if newOp, err := c.Operators[0].Build(Hooks{}); err != nil || newOp(0) == nil {
+				t.Errorf("%s with what operatorKinds says it needs is not built: %v", typ.name, err)
+			}
 		}
 		for i, field := range all[3:] {
 			without := slices.Delete(slices.Clone(all), 3+i, 4+i)

@@ -13,11 +13,13 @@
 //
 // Files, one concern each: job.go (the Job, its options, start and
 // stop), plan.go (a topology turned into wired subtasks), task.go (a
-// subtask's logic), inbox.go (its input), inflight.go (channel state of
-// unaligned checkpoints), link.go (links between goroutines and control
-// messages), executor.go (the goroutine of each subtask), coordinate.go
-// (the coordinator's goroutine), restore.go (reading a checkpoint back),
-// digest.go (snapshots stored once), status.go (views for displays).
+// subtask's logic), inbox.go (its input), output.go (its output),
+// snapshot.go (the asynchronous phase of its snapshots, incremental
+// chains, snapshots stored once), inflight.go (channel state of unaligned
+// checkpoints), link.go (links between goroutines and control messages),
+// executor.go (the goroutine of each subtask), coordinate.go (the
+// coordinator's goroutine), restore.go (reading a checkpoint back),
+// status.go (views and counters for displays).
 //
 // Flow control. Every channel from an upstream subtask to a downstream one
 // has a fixed number of credits (batches in flight). A sender takes a credit

@@ -4,10 +4,16 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"iter"
+	"slices"
+	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
 )
 
+// The asynchronous phase of a subtask's snapshot, the chains of its
+// incremental snapshots (chains), and what it stores only once.
+//
 // A checkpoint that changes nothing writes nothing. A subtask's snapshot
 // whose bytes are its base's again is not stored: its acknowledgement
 // names the base's state (storeSnapshot). A checkpoint whose every subtask
@@ -113,4 +119,93 @@ func digestOf(parts iter.Seq[[]byte]) digest {
 	for range digesting(parts, &d) {
 	}
 	return d
+}
+
+// chain is a stored snapshot and what it needs to be restored: the handles
+// of an incremental chain, oldest (whole) first, ending with the snapshot's
+// own, the keyed-state version it closed, and, when this process encoded
+// it, the digest of its bytes.
+type chain struct {
+	version graph.Version
+	handles []checkpoint.StateHandle
+	digest  digest
+}
+
+// same reports whether the snapshot of digest d equals this chain's own:
+// known, and the same bytes.
+func (c *chain) same(d digest) bool { return c.digest.size > 0 && c.digest == d }
+
+// chains tracks a subtask's snapshots for incremental checkpoints: base is
+// the newest snapshot of a completed checkpoint, the one new increments
+// build on; taken are snapshots whose checkpoint has no outcome yet. The
+// asynchronous phase fills in handles, so a mutex guards taken.
+type chains struct {
+	incremental bool
+	maxLen      int
+	base        chain // no handles: nothing to build on yet
+	mu          sync.Mutex
+	taken       map[uint64]*chain
+}
+
+// next returns the base version and handles for the snapshot about to be
+// taken, and whether it is incremental; a whole snapshot folds a chain
+// that reached its maximum length.
+func (c *chains) next() (graph.Version, []checkpoint.StateHandle, bool) {
+	if !c.incremental || len(c.base.handles) == 0 || len(c.base.handles) >= c.maxLen {
+		return c.base.version, nil, false
+	}
+	return c.base.version, c.base.handles, true
+}
+
+func (c *chains) took(id uint64, version graph.Version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.taken == nil {
+		c.taken = make(map[uint64]*chain)
+	}
+	c.taken[id] = &chain{version: version}
+}
+
+// stored records where checkpoint id's snapshot went, and its digest;
+// called by the asynchronous phase.
+func (c *chains) stored(id uint64, handles []checkpoint.StateHandle, d digest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.taken[id]; t != nil {
+		t.handles, t.digest = handles, d
+	}
+}
+
+// unchanged returns the chain of the base snapshot, if a snapshot of
+// digest d would store the very same bytes again: the base's handles then
+// describe the new snapshot too. Applying an incremental snapshot twice
+// changes nothing (it sets keys and deletes keys), so a delta equal to the
+// base's own adds nothing to the base's chain.
+func (c *chains) unchanged(d digest) ([]checkpoint.StateHandle, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.base.handles) == 0 || !c.base.same(d) {
+		return nil, false
+	}
+	return slices.Clone(c.base.handles), true
+}
+
+// completed makes checkpoint id's snapshot the base, if it was stored.
+func (c *chains) completed(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.taken[id]; t != nil && t.handles != nil {
+		c.base = *t
+	}
+	for k := range c.taken {
+		if k <= id {
+			delete(c.taken, k)
+		}
+	}
+}
+
+func (c *chains) aborted(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.taken, id)
 }

@@ -1,4 +1,4 @@
-// Package bench measures cairn: the scenarios of `cairn bench`. Each
+// Package bench measures cairn: the scenarios of cairn-bench. Each
 // scenario is a function that takes its sizes, does real work on real
 // parts — the runtime, the stores' files, an MQTT broker, a `cairn run`
 // process — and returns a Result whose fields are the figures and the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -36,10 +37,7 @@ const (
 // FootprintConfig sizes the footprint scenario.
 type FootprintConfig struct {
 	// Binary is the cairn executable to measure and run; required.
-	// Stripped says it was built with -ldflags='-s -w' (no symbol table,
-	// no DWARF), as the binary-size target assumes.
-	Binary   string
-	Stripped bool
+	Binary string
 	// Dir receives the pipeline files and the agents' data; required.
 	Dir string
 	// Broker is the URL of the broker the agent subscribes to and the load
@@ -62,7 +60,7 @@ type FootprintConfig struct {
 	MemoryLimit string
 }
 
-// FootprintMemoryLimit is the memory limit `cairn bench footprint` runs the
+// FootprintMemoryLimit is the memory limit `cairn-bench footprint` runs the
 // load with by default: about 1.7 times the live heap this load peaks at,
 // as the README advises for agent.memory_limit.
 const FootprintMemoryLimit = "44MiB"
@@ -74,8 +72,9 @@ type FootprintResult struct {
 	// Broker is "embedded" (in the agent) or the external broker's URL.
 	Broker      string `json:"broker"`
 	BinaryBytes int64  `json:"binary_bytes"`
-	// BinaryStripped is FootprintConfig.Stripped; the target is for a
-	// stripped binary.
+	// BinaryStripped says the binary has no symbol table (linked with
+	// -ldflags='-s -w', which since Go 1.22 drops DWARF too), as the
+	// target assumes.
 	BinaryStripped bool `json:"binary_stripped"`
 	// Idle figures: resident set (VmRSS), its anonymous and file-backed
 	// parts (the file-backed part is mostly the binary's own code), and
@@ -248,7 +247,7 @@ func Footprint(ctx context.Context, cfg FootprintConfig) (*FootprintResult, erro
 		return nil, err
 	}
 	res.BinaryBytes = fi.Size()
-	res.BinaryStripped = cfg.Stripped
+	res.BinaryStripped = stripped(cfg.Binary)
 
 	idle, err := startAgent(ctx, cfg.Binary, filepath.Join(cfg.Dir, "idle"), cfg.Broker, "100ms", "")
 	if err != nil {
@@ -297,6 +296,17 @@ func Footprint(ctx context.Context, cfg FootprintConfig) (*FootprintResult, erro
 	res.WithinTargets = res.BinaryStripped && res.BinaryBytes <= TargetBinaryBytes &&
 		res.IdleRSSBytes <= TargetIdleRSSBytes && loadWithin
 	return res, nil
+}
+
+// stripped reports whether the ELF executable bin has no symbol table.
+// It reads the file: with -trimpath the build information omits -ldflags.
+func stripped(bin string) bool {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Section(".symtab") == nil
 }
 
 // loadFigures are what one loaded run measured: the rates of publishing and

@@ -54,7 +54,7 @@ func BenchmarkFootprint(b *testing.B) {
 		b.Fatalf("no build for this machine's %s to run", runtime.GOARCH)
 	}
 	for range b.N {
-		r, err := Footprint(context.Background(), FootprintConfig{Binary: host, Stripped: true, Dir: b.TempDir(), MemoryLimit: FootprintMemoryLimit})
+		r, err := Footprint(context.Background(), FootprintConfig{Binary: host, Dir: b.TempDir(), MemoryLimit: FootprintMemoryLimit})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 // Result is a scenario's outcome. Its JSON form is the result's struct.
 type Result interface {
-	// Scenario is the scenario's name, as `cairn bench` takes it.
+	// Scenario is the scenario's name, as cairn-bench takes it.
 	Scenario() string
 	// Rows are the figures for people, in order.
 	Rows() []Row

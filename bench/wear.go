@@ -43,6 +43,11 @@ type WearConfig struct {
 	// same run, before it.
 	Binary   string
 	Baseline string
+	// BareSubscriber is the command line of a bare subscriber, to which
+	// --broker URL --topic FILTER are added: a program that runs
+	// BareSubscriber until SIGTERM and then prints how many messages it
+	// received (cairn-bench bare-subscriber); required.
+	BareSubscriber []string
 	// Dir receives the brokers', pipelines' and agents' files; required.
 	Dir string
 	// The reference load: Devices devices sending a reading of about 100
@@ -198,6 +203,9 @@ const readingBytes = 100
 // measured cairn, the reference load, idle, and the busy load.
 func Wear(ctx context.Context, cfg WearConfig) (*WearResult, error) {
 	cfg.setDefaults()
+	if len(cfg.BareSubscriber) == 0 {
+		return nil, errors.New("no bare subscriber to run beside the agent (WearConfig.BareSubscriber)")
+	}
 	res := &WearResult{Devices: cfg.Devices, BusyRate: cfg.BusyRate}
 	if cfg.Baseline != "" {
 		run, err := wearRun(ctx, cfg, cfg.Baseline, filepath.Join(cfg.Dir, "baseline"), false)
@@ -303,7 +311,7 @@ func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref
 		return nil, nil, err
 	}
 	defer p.kill()
-	bare, err := startBare(ctx, broker.URL)
+	bare, err := startBare(ctx, cfg.BareSubscriber, broker.URL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -369,7 +377,7 @@ func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current b
 		return nil, err
 	}
 	defer p.kill()
-	bare, err := startBare(ctx, broker.URL)
+	bare, err := startBare(ctx, cfg.BareSubscriber, broker.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -424,20 +432,18 @@ func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, s
 }
 
 // bareProc is a bare paho subscriber of the readings, a process of its
-// own so that its CPU time is its own: this binary, which has one (cairn
-// bench bare-subscriber).
+// own so that its CPU time is its own (WearConfig.BareSubscriber).
 type bareProc struct {
 	cmd   *exec.Cmd
 	heard strings.Builder
 	done  bool
 }
 
-func startBare(ctx context.Context, broker string) (*bareProc, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	b := &bareProc{cmd: exec.CommandContext(ctx, self, "bench", "bare-subscriber", "--broker", broker, "--topic", "wear/+/telemetry")}
+// startBare starts the command line command of a bare subscriber of
+// broker's readings.
+func startBare(ctx context.Context, command []string, broker string) (*bareProc, error) {
+	args := append(command[1:len(command):len(command)], "--broker", broker, "--topic", "wear/+/telemetry")
+	b := &bareProc{cmd: exec.CommandContext(ctx, command[0], args...)}
 	b.cmd.Stdout, b.cmd.Stderr = &b.heard, os.Stderr
 	return b, b.cmd.Start()
 }

@@ -39,7 +39,7 @@ func newState(b *testing.B, keys int) *bench.State {
 }
 
 // BenchmarkSnapshotWrite measures a whole snapshot: freeze, encode, and
-// the write to the store's log (bench.State.Write, as `cairn bench
+// the write to the store's log (bench.State.Write, as `cairn-bench
 // snapshot`); its sync comes with the checkpoint's completion record.
 func BenchmarkSnapshotWrite(b *testing.B) {
 	for _, keys := range []int{100_000, 1_000_000} {

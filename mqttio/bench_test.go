@@ -14,7 +14,7 @@ import (
 
 // BenchmarkIngestLogAppend measures durable appends: groups of 1000
 // telemetry messages of about 100 bytes, one fdatasync per group, as
-// `cairn bench ingest` does.
+// `cairn-bench ingest` does.
 func BenchmarkIngestLogAppend(b *testing.B) {
 	db, err := mqttio.OpenLogs(filepath.Join(b.TempDir(), "ingest"), mqttio.LogOptions{})
 	if err != nil {
@@ -39,7 +39,7 @@ func BenchmarkIngestLogAppend(b *testing.B) {
 // publisher through mosquitto into (a) a bare paho subscriber that only
 // counts and (b) cairn: durable ingest log, JSON decoding, a pipeline
 // ending in a counter, with checkpoints every 100 ms (bench.MQTTRig, as
-// `cairn bench mqtt --broker URL`).
+// `cairn-bench mqtt --broker URL`).
 func BenchmarkMQTTThroughput(b *testing.B) {
 	rig, err := bench.NewMQTTRig(context.Background(), mqttio.MosquittoURL(b), b.TempDir(), 100*time.Millisecond)
 	if err != nil {

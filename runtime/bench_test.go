@@ -11,7 +11,7 @@ import (
 // BenchmarkPipeline measures records per second through bench.RunPipeline's
 // graph, source(2) -key-by-> keyed count(2) -forward-> sink(2), on
 // pre-built records over 10,000 keys, with checkpoints off and every
-// 100 ms; `cairn bench pipeline` runs the same. One op is one record, so
+// 100 ms; `cairn-bench pipeline` runs the same. One op is one record, so
 // allocs/op is allocations per record.
 func BenchmarkPipeline(b *testing.B) {
 	records := bench.KeyedRecords(10_000)

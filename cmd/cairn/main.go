@@ -11,11 +11,11 @@
 //	cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
 //	cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
 //	cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
-//	cairn bench [--json] [flags] [scenario...]
 //	cairn completion bash|zsh|fish
 //	cairn version
 //
-// cairn COMMAND -h prints a command's flags.
+// cairn COMMAND -h prints a command's flags. The benchmarks are a program
+// of their own, cairn-bench (cmd/cairn-bench).
 package main
 
 import (
@@ -86,8 +86,6 @@ func commands() []command {
 		{name: "checkpoints", args: "[--verify] " + agent, summary: "list the retained checkpoints", main: cmdCheckpoints},
 		{name: "deadletters", args: "[--json] [--follow] " + agent, summary: "the input set aside, and why", main: cmdDeadLetters},
 		{name: "top", args: "[--stall DURATION] " + agent, summary: "live terminal UI: barriers, stalls, history", main: cmdTop},
-		{name: "bench", args: "[--json] [flags] [" + strings.Join(scenarios, "|") + "...]",
-			summary: "measure this machine (cairn bench -h: flags)", operands: scenarios, main: cmdBench},
 		{name: "completion", args: strings.Join(shells, "|"), summary: "print a shell completion script",
 			operands: shells, main: cmdCompletion},
 		{name: "version", summary: "print the version"},
@@ -147,7 +145,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return c.main(fs, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "cairn: unknown command %q\n\n%s", args[0], usage)
+	moved := ""
+	if args[0] == "bench" {
+		moved = " (the benchmarks moved to a program of their own, cairn-bench)"
+	}
+	fmt.Fprintf(stderr, "cairn: unknown command %q%s\n\n%s", args[0], moved, usage)
 	return 2
 }
 

@@ -50,10 +50,11 @@ func requireDpkg(t *testing.T) {
 // TestRelease runs .ci/release for the architectures CAIRN_RELEASE_ARCHS
 // names (default amd64, to keep the test suite fast; CI's release step
 // names all three) into a scratch directory and checks what it made: the
-// checksums, static stripped binaries for the right machine, and a .deb
-// per architecture whose files, modes, control fields and maintainer
-// scripts are as they should be, and whose cairn says the version and
-// commit it was built from.
+// checksums, static stripped binaries of cairn and cairn-bench for the
+// right machine, and a .deb per architecture whose files, modes, control
+// fields and maintainer scripts are as they should be (cairn-bench is not
+// among them), and whose cairn says the version and commit it was built
+// from.
 func TestRelease(t *testing.T) {
 	requireDpkg(t)
 	names := strings.Fields(os.Getenv("CAIRN_RELEASE_ARCHS"))
@@ -89,7 +90,7 @@ func TestRelease(t *testing.T) {
 	files := checkSums(t, out)
 	var want []string
 	for _, n := range names {
-		want = append(want, "cairn-linux-"+releaseArchs[n].name)
+		want = append(want, "cairn-linux-"+releaseArchs[n].name, "cairn-bench-linux-"+releaseArchs[n].name)
 	}
 	for _, n := range names {
 		a := releaseArchs[n]
@@ -99,6 +100,7 @@ func TestRelease(t *testing.T) {
 		}
 		want = append(want, filepath.Base(debs[0]))
 		t.Run(n+"/binary", func(t *testing.T) { checkBinary(t, filepath.Join(out, "cairn-linux-"+a.name), a) })
+		t.Run(n+"/bench", func(t *testing.T) { checkBench(t, out, a) })
 		t.Run(n+"/deb", func(t *testing.T) { checkDeb(t, debs[0], a, version, commit) })
 	}
 	slices.Sort(want)
@@ -191,6 +193,19 @@ func checkBinary(t *testing.T, bin string, a releaseArch) {
 		if settings[k] != v {
 			t.Errorf("built with %s=%q, want %q", k, settings[k], v)
 		}
+	}
+}
+
+// checkBench checks the cairn-bench of a's in dir, a binary as the
+// agent's is, and, when this machine can run it, that it runs.
+func checkBench(t *testing.T, dir string, a releaseArch) {
+	bin := filepath.Join(dir, "cairn-bench-linux-"+a.name)
+	checkBinary(t, bin, a)
+	if a.goarch != runtime.GOARCH {
+		return
+	}
+	if out, err := exec.Command(bin, "-h").Output(); err != nil || !strings.HasPrefix(string(out), "usage: cairn-bench ") {
+		t.Errorf("cairn-bench -h: %v\n%s", err, out)
 	}
 }
 

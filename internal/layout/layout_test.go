@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,8 @@ var rules = map[string]rule{
 	"agent/savepoint": {allowed: []string{"checkpoint"}},
 	"tui":             {allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},
 	"bench":           {allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "mqttio", "agent/api", "internal/loopback", "internal/mosquittotest", "internal/procfs", "github.com/eclipse/paho.mqtt.golang"}},
-	"cmd/cairn":       {allowed: []string{"agent", "tui", "bench"}},
+	"cmd/cairn":       {allowed: []string{"agent", "tui"}},
+	"cmd/cairn-bench": {allowed: []string{"bench"}},
 }
 
 var ioPackages = []string{"os", "net", "syscall", "plugin", "unsafe"}
@@ -68,6 +70,29 @@ func TestPackageDependencies(t *testing.T) {
 	}
 	if seen < len(rules) {
 		t.Fatalf("checked %d packages, want the %d of the layout", seen, len(rules))
+	}
+}
+
+// gatewayInternal are the packages of internal/ that the gateway's binary
+// may link: the product's. The others are for tests and benchmarks.
+var gatewayInternal = []string{"internal/procfs"}
+
+// TestGatewayLinksNoTestHelper: the gateway's binary, cmd/cairn, links
+// neither the benchmarks nor a helper made for tests, not even through
+// another package (docs/DESIGN.md section 3).
+func TestGatewayLinksNoTestHelper(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/cairn").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for pkg := range strings.Lines(string(out)) {
+		rel, own := strings.CutPrefix(strings.TrimSpace(pkg), module+"/")
+		if !own {
+			continue
+		}
+		if rel == "bench" || strings.HasPrefix(rel, "internal/") && !slices.Contains(gatewayInternal, rel) {
+			t.Errorf("cmd/cairn links %s, which is for tests and benchmarks", rel)
+		}
 	}
 }
 

@@ -1,12 +1,25 @@
+// Command cairn-bench measures cairn on this machine: the scenarios of
+// package bench, each a table or, with --json, one JSON object per line.
+// It is a program of its own, not a command of the gateway's binary: it
+// links test helpers (a mosquitto runner, a free-port finder) and the
+// scenarios' code, which the agent has no use for.
+//
+// Usage:
+//
+//	cairn-bench [--json] [--cairn PATH] [flags] [scenario...]
+//	cairn-bench bare-subscriber --broker URL --topic FILTER
+//
+// cairn-bench -h lists the scenarios and the flags.
 package main
 
 import (
 	"context"
-	"debug/elf"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -17,31 +30,39 @@ import (
 	"github.com/cairn-edge/cairn/bench"
 )
 
-// scenarios are `cairn bench`'s scenarios, in the order `cairn bench` runs
-// them all.
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// scenarios are the scenarios, in the order cairn-bench runs them all.
 var scenarios = []string{"pipeline", "ingest", "mqtt", "snapshot", "restore", "footprint", "wear"}
 
-const benchUsage = `usage: cairn bench [flags] [scenario...]
+const usage = `usage: cairn-bench [--json] [--cairn PATH] [flags] [scenario...]
 
-Scenarios (all of them when none is named): %s.
-Each prints a table, or with --json one JSON object per line.
-wear needs mosquitto installed; it runs "cairn bench bare-subscriber
---broker URL --topic T", a bare paho subscriber, beside the agent.
+Measures cairn on this machine. Scenarios (all of them when none is
+named): %s. Each prints a table, or with --json one JSON object per line.
+footprint and wear run the cairn binary (--cairn); wear needs mosquitto
+installed, and runs "cairn-bench bare-subscriber --broker URL --topic T",
+a bare paho subscriber, beside the agent.
 
 Flags:
 `
 
-// cmdBench runs the benchmark scenarios named in args, or all of them.
-func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+// run executes the command line args and returns the exit status: 0, 1
+// when a scenario failed, 2 on a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "bare-subscriber" {
-		return cmdBareSubscriber(args[1:], stdout, stderr)
+		return bareSubscriber(args[1:], stdout, stderr)
 	}
+	fs := flag.NewFlagSet("cairn-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), benchUsage, strings.Join(scenarios, ", "))
+		fmt.Fprintf(fs.Output(), usage, strings.Join(scenarios, ", "))
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario")
 	dir := fs.String("dir", "", "directory for the scenarios' files (default: a temporary one, removed after)")
+	cairn := fs.String("cairn", "", "footprint, wear: the cairn binary to measure (default: the cairn beside cairn-bench, named as it is without -bench, else cairn on the PATH)")
 	var (
 		pipe = bench.PipelineConfig{}
 		ing  = bench.IngestConfig{}
@@ -76,14 +97,14 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	// Scenario names and flags may come in any order.
 	var names []string
 	for rest := args; ; {
-		if code, ok := parseFlags(fs, rest, stdout); !ok {
+		if code, ok := parse(fs, rest, stdout); !ok {
 			return code
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		if !slices.Contains(scenarios, fs.Arg(0)) {
-			fmt.Fprintf(stderr, "cairn bench: unknown scenario %q (known: %s)\n", fs.Arg(0), strings.Join(scenarios, ", "))
+			fmt.Fprintf(stderr, "cairn-bench: unknown scenario %q (known: %s)\n", fs.Arg(0), strings.Join(scenarios, ", "))
 			return 2
 		}
 		names, rest = append(names, fs.Arg(0)), fs.Args()[1:]
@@ -92,13 +113,18 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		names = scenarios
 	}
 
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "cairn-bench:", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	root := *dir
 	if root == "" {
 		tmp, err := os.MkdirTemp("", "cairn-bench-")
 		if err != nil {
-			fmt.Fprintln(stderr, "cairn bench:", err)
+			fmt.Fprintln(stderr, "cairn-bench:", err)
 			return 1
 		}
 		defer os.RemoveAll(tmp)
@@ -108,7 +134,7 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	for _, name := range names {
 		d := filepath.Join(root, name)
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			fmt.Fprintln(stderr, "cairn bench:", err)
+			fmt.Fprintln(stderr, "cairn-bench:", err)
 			return 1
 		}
 		var r bench.Result
@@ -129,13 +155,13 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 			rest.Dir, rest.Keys = d, snap.Keys
 			r, err = bench.Restore(rest)
 		case "footprint":
-			foot.Dir, foot.Broker, foot.Stripped = d, mq.Broker, stripped()
-			if foot.Binary, err = os.Executable(); err == nil {
+			foot.Dir, foot.Broker = d, mq.Broker
+			if foot.Binary, err = findCairn(*cairn, self); err == nil {
 				r, err = bench.Footprint(ctx, foot)
 			}
 		case "wear":
-			wear.Dir = d
-			if wear.Binary, err = os.Executable(); err == nil {
+			wear.Dir, wear.BareSubscriber = d, []string{self, "bare-subscriber"}
+			if wear.Binary, err = findCairn(*cairn, self); err == nil {
 				r, err = bench.Wear(ctx, wear)
 			}
 		}
@@ -143,7 +169,7 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 			err = bench.Print(stdout, r, *asJSON)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "cairn bench %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "cairn-bench %s: %v\n", name, err)
 			code = 1
 		}
 		if ctx.Err() != nil {
@@ -153,47 +179,75 @@ func cmdBench(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// cmdBareSubscriber runs a bare paho subscriber until SIGTERM or SIGINT,
+// parse parses args with fs's flags. Given -h or --help it prints the
+// usage to stdout; given a bad flag, the complaint and the usage to fs's
+// output. When not ok, cairn-bench exits with code: 0 after -h, 2 after a
+// bad flag.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	stderr := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package would print both to one writer
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, false
+	case err != nil:
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "%s: %v\n\n", fs.Name(), err)
+		fs.Usage()
+		return 2, false
+	}
+	fs.SetOutput(stderr)
+	return 0, true
+}
+
+// findCairn returns the cairn binary that footprint and wear run: path if
+// one is given; else the one beside self, this program, named as it is
+// without "-bench" (cairn beside cairn-bench, cairn-linux-arm64 beside the
+// release's cairn-bench-linux-arm64); else cairn on the PATH.
+func findCairn(path, self string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	beside := filepath.Join(filepath.Dir(self), strings.Replace(filepath.Base(self), "cairn-bench", "cairn", 1))
+	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && beside != self {
+		return beside, nil
+	}
+	path, err := exec.LookPath("cairn")
+	if err != nil {
+		return "", errors.New("no cairn beside cairn-bench or on the PATH: name the binary to measure with --cairn PATH")
+	}
+	return path, nil
+}
+
+// bareSubscriber runs a bare paho subscriber until SIGTERM or SIGINT,
 // then prints how many messages it received: the wear scenario measures
 // its CPU time beside the agent's.
-func cmdBareSubscriber(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("cairn bench bare-subscriber", flag.ContinueOnError)
+func bareSubscriber(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cairn-bench bare-subscriber", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: cairn bench bare-subscriber --broker URL --topic FILTER\n\na bare paho subscriber that acknowledges what it receives, for cairn bench wear\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "usage: cairn-bench bare-subscriber --broker URL --topic FILTER\n\na bare paho subscriber that acknowledges what it receives, for cairn-bench wear\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	broker := fs.String("broker", "", "broker URL")
 	topic := fs.String("topic", "", "topic filter, subscribed at QoS 1")
-	if code, ok := parseFlags(fs, args, stdout); !ok {
+	if code, ok := parse(fs, args, stdout); !ok {
 		return code
 	}
 	if *broker == "" || *topic == "" {
-		return usageError(fs, "--broker and --topic are required")
+		fmt.Fprintf(stderr, "%s: --broker and --topic are required\n\n", fs.Name())
+		fs.Usage()
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	n, err := bench.BareSubscriber(ctx, *broker, *topic)
 	if err != nil {
-		fmt.Fprintln(stderr, "cairn bench bare-subscriber:", err)
+		fmt.Fprintln(stderr, "cairn-bench bare-subscriber:", err)
 		return 1
 	}
 	fmt.Fprintln(stdout, n)
 	return 0
-}
-
-// stripped reports whether this binary has no symbol table (linked with
-// -s, which since Go 1.22 drops DWARF too), as the size target assumes.
-// It reads the ELF file: with -trimpath the build info omits -ldflags.
-func stripped() bool {
-	exe, err := os.Executable()
-	if err != nil {
-		return false
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return f.Section(".symtab") == nil
 }

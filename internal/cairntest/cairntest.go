@@ -1,0 +1,61 @@
+// Package cairntest runs cairn's own binaries in tests: it builds them
+// once per test process, beside each other as a release ships them.
+package cairntest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// built is what Build built, in the directory Main made.
+var built struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]bool
+}
+
+// Main runs a package's tests and then removes the binaries Build built:
+// a package whose tests call Build runs it from TestMain, as
+// os.Exit(cairntest.Main(m)).
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "cairntest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cairntest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	built.dir, built.bins = dir, make(map[string]bool)
+	return m.Run()
+}
+
+// Build builds the command ./cmd/name of this module, as go build does
+// by default, once per test process, and returns the binary's path. The
+// binaries are beside each other, named as their commands.
+func Build(t testing.TB, name string) string {
+	t.Helper()
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.dir == "" {
+		t.Fatal("cairntest.Build: the package's TestMain does not run cairntest.Main")
+	}
+	bin := filepath.Join(built.dir, name)
+	if built.bins[name] {
+		return bin
+	}
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	built.bins[name] = true
+	return bin
+}

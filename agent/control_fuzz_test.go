@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
 )
@@ -73,13 +74,7 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 		}
 		store.Close()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for ctl.current.Load() == nil {
-		if time.Now().After(deadline) {
-			tb.Fatal("the pipeline did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(tb, 10*time.Second, "the pipeline to start", func() bool { return ctl.current.Load() != nil })
 	return ctl, ctl.handler()
 }
 

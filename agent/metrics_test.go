@@ -16,12 +16,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // exposed is one scrape of the metrics, parsed strictly.
@@ -321,30 +322,6 @@ const avgOperator = `  - id: avg
     aggregate: avg
 `
 
-// syncBuffer is a log the test reads while the agent writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) count(substr string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), substr)
-}
-
 // TestMetricsAcrossReload runs an agent and scrapes its metrics all along,
 // each scrape parsed strictly, while checkpoints complete and a reload
 // replaces the graph (another parallelism of one operator, another
@@ -373,7 +350,7 @@ func TestMetricsAcrossReload(t *testing.T) {
 		}
 	}
 	write(1, avgOperator)
-	logs := new(syncBuffer)
+	logs := new(testlog.Buffer)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() {
@@ -388,10 +365,8 @@ func TestMetricsAcrossReload(t *testing.T) {
 	}()
 	until := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in 30s; the log:\n%s", what, logs)
-			}
+		if !testwait.Poll(30*time.Second, cond) {
+			t.Fatalf("no %s in 30s; the log:\n%s", what, logs)
 		}
 	}
 	scrape := func() (*exposed, error) {
@@ -428,7 +403,7 @@ func TestMetricsAcrossReload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logged := float64(logs.count(`msg="checkpoint complete"`))
+		logged := float64(strings.Count(logs.String(), `msg="checkpoint complete"`))
 		for _, s := range []string{"cairn_checkpoints_completed_total{}", "cairn_checkpoint_duration_seconds_count{}",
 			"cairn_checkpoint_alignment_seconds_count{}", "cairn_checkpoint_size_bytes_count{}"} {
 			if e.values[s] != logged {
@@ -438,7 +413,7 @@ func TestMetricsAcrossReload(t *testing.T) {
 		return e
 	}
 
-	until("pipeline", func() bool { return logs.count(`msg="pipeline running"`) == 1 })
+	until("pipeline", func() bool { return strings.Count(logs.String(), `msg="pipeline running"`) == 1 })
 	// Scrape all along: no scrape may see a counter lower than the one
 	// before it did.
 	stopScraping, scraped := make(chan struct{}), make(chan struct{})
@@ -489,7 +464,7 @@ func TestMetricsAcrossReload(t *testing.T) {
 		t.Fatalf("no cairn_build_info of the options: %v", before.values)
 	}
 	write(2, "")
-	until("reload", func() bool { return logs.count(`msg="pipeline running"`) == 2 })
+	until("reload", func() bool { return strings.Count(logs.String(), `msg="pipeline running"`) == 2 })
 	after := complete(2)
 	stopScraper()
 	if scrapes < 10 {

@@ -12,6 +12,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // TestBrokerLogKeepsPacketsOut: the embedded broker's records never dump a
@@ -75,11 +77,7 @@ func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
 		t.Fatalf("delivered %d bytes, want %d", n, EmbeddedMaxPacket-100)
 	}
 	c.Publish("big/huge", 1, false, make([]byte, 4*EmbeddedMaxPacket))
-	select {
-	case <-lost:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a client that sent a packet over the limit is still connected")
-	}
+	testwait.Recv(t, lost, 10*time.Second, "the client that sent a packet over the limit to be disconnected")
 }
 
 // TestEmbeddedBrokerLetsInWhomItShould: users with their passwords, the

@@ -2,7 +2,6 @@ package mqttio
 
 import (
 	"testing"
-	"time"
 
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
@@ -46,18 +45,4 @@ func mosquittoBroker(t testing.TB) testBroker {
 func forEachBroker(t *testing.T, f func(t *testing.T, b testBroker)) {
 	t.Run("embedded", func(t *testing.T) { f(t, embeddedBroker(t)) })
 	t.Run("mosquitto", func(t *testing.T) { f(t, mosquittoBroker(t)) })
-}
-
-// waitFor returns what ch delivers, failing the test if nothing comes
-// within d; it stands for an event with a deadline, never for a sleep.
-func waitFor[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %v waiting for %s", d, what)
-	}
-	var zero T
-	return zero
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // TestBrokerStateOfAClient connects a client first to a port where no
@@ -14,7 +17,7 @@ import (
 // it is down with the error; then to the embedded broker: it says it is
 // up.
 func TestBrokerStateOfAClient(t *testing.T) {
-	var log lockedBuffer
+	var log testlog.Buffer
 	state := new(BrokerState)
 	cfg := ClientConfig{Broker: "tcp://cairn:s3cret@127.0.0.1:1", ClientID: "state", Name: "plant", State: state,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))}
@@ -23,7 +26,7 @@ func TestBrokerStateOfAClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer down.Disconnect(0)
-	eventually(t, 20*time.Second, "four failed attempts", func() bool {
+	testwait.For(t, 20*time.Second, "four failed attempts", func() bool {
 		return strings.Count(log.String(), "MQTT connect failed") == 3 && strings.Contains(log.String(), "failures=4")
 	})
 	if got := log.String(); strings.Contains(got, "s3cret") || !strings.Contains(got, "broker=plant url=tcp://cairn:xxxxx@127.0.0.1:1 client=state-down failures=1 err=") ||
@@ -44,7 +47,7 @@ func TestBrokerStateOfAClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Disconnect(0)
-	eventually(t, 20*time.Second, "the second client connected", func() bool { return state.Status().Connected == 1 })
+	testwait.For(t, 20*time.Second, "the second client connected", func() bool { return state.Status().Connected == 1 })
 	if st := state.Status(); st.Clients != 2 {
 		t.Fatalf("state of one client up and one down: %+v", st)
 	}

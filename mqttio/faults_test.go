@@ -1,7 +1,6 @@
 package mqttio
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -135,36 +136,6 @@ func (s *seqs) snapshot() []int {
 	return append([]int(nil), s.got...)
 }
 
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// eventually polls cond until it holds, failing after d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // publishSeqs publishes readings seq from..to-1 to topic at QoS 1 and waits
 // for the broker's acknowledgements (to the publisher).
 func publishSeqs(t testing.TB, c paho.Client, topic string, from, to int) {
@@ -200,7 +171,7 @@ func TestIngestLogFullDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer logs.Close()
-		var logged lockedBuffer
+		var logged testlog.Buffer
 		metrics := new(SourceMetrics)
 		presubscribe(t, br.url, "full-0", "full/+/t")
 		got := new(seqs)
@@ -221,16 +192,16 @@ func TestIngestLogFullDisk(t *testing.T) {
 		defer pub.Disconnect(100)
 		// Publish once the source is connected: a broker may deliver what
 		// it queued for an offline session in any order (mochi does).
-		eventually(t, 20*time.Second, "the source's subscription", func() bool { return proxy.subscribes.Load() > 0 })
+		testwait.For(t, 20*time.Second, "the source's subscription", func() bool { return proxy.subscribes.Load() > 0 })
 
 		publishSeqs(t, pub, "full/d1/t", 0, 100)
-		eventually(t, 20*time.Second, "100 messages logged, acknowledged and processed", func() bool {
+		testwait.For(t, 20*time.Second, "100 messages logged, acknowledged and processed", func() bool {
 			return proxy.pubacks.Load() == 100 && len(got.snapshot()) == 100
 		})
 
 		full.Store(true)
 		publishSeqs(t, pub, "full/d1/t", 100, 300)
-		eventually(t, 20*time.Second, "the 200 messages received and appends failing", func() bool {
+		testwait.For(t, 20*time.Second, "the 200 messages received and appends failing", func() bool {
 			return metrics.Received.Load() == 300 && metrics.AppendFailures.Load() >= 3
 		})
 		if n := proxy.pubacks.Load(); n != 100 {
@@ -250,7 +221,7 @@ func TestIngestLogFullDisk(t *testing.T) {
 		}
 
 		full.Store(false)
-		eventually(t, 20*time.Second, "all 300 messages logged, acknowledged and processed", func() bool {
+		testwait.For(t, 20*time.Second, "all 300 messages logged, acknowledged and processed", func() bool {
 			return proxy.pubacks.Load() == 300 && metrics.Logged.Load() == 300 && len(got.snapshot()) == 300
 		})
 		stop()
@@ -326,7 +297,9 @@ func BenchmarkIngestSlowDisk(b *testing.B) {
 		start := time.Now()
 		stop := runInBackground(b, topo, runtime.Options{Checkpoints: checkpoint.DefaultConfig()})
 		defer stop()
-		eventually(b, 5*time.Minute, "the backlog logged", func() bool { return metrics.Logged.Load() == n })
+		if !testwait.PollEvery(5*time.Minute, time.Millisecond, func() bool { return metrics.Logged.Load() == n }) {
+			b.Fatalf("the backlog was not logged in 5 minutes: %d of %d", metrics.Logged.Load(), n)
+		}
 		return time.Since(start), commits.Load()
 	}
 	var fast, slow time.Duration

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // TestResumeGate: a client's gate shuts at every attempt to connect and
@@ -40,27 +42,19 @@ func TestResumeGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Disconnect(0)
-	// await polls a state that no event tells.
-	await := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 30s for %s", what)
-			}
-		}
-	}
 	publish := func(what string) {
 		t.Helper()
 		if tok := cl.Publish("gate/t", 1, false, "x"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 			t.Fatalf("publishing %s: %v", what, tok.Error())
 		}
 	}
-	await("the gate to open", func() bool { return cl.IsConnectionOpen() && gate.open() })
+	// The gate's states, which no event tells, are polled.
+	testwait.For(t, 30*time.Second, "the gate to open", func() bool { return cl.IsConnectionOpen() && gate.open() })
 	publish("after connecting")
 	first := gate.attempt.Load()
 	b.restart()
-	await("paho's attempt to reconnect to reach the gate", func() bool { return gate.attempt.Load() > first })
-	await("the gate to open again", func() bool { return cl.IsConnectionOpen() && gate.open() })
+	testwait.For(t, 30*time.Second, "paho's attempt to reconnect to reach the gate", func() bool { return gate.attempt.Load() > first })
+	testwait.For(t, 30*time.Second, "the gate to open again", func() bool { return cl.IsConnectionOpen() && gate.open() })
 	publish("after reconnecting")
 }
 
@@ -89,11 +83,9 @@ func TestDeadLettersWaitForTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.client.Disconnect(0)
-	for deadline := time.Now().Add(30 * time.Second); !s.client.IsConnectionOpen() || !s.gate.open(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("waited 30s for the source's client to connect") // no event tells
-		}
-	}
+	testwait.For(t, 30*time.Second, "the source's client to connect", func() bool { // no event tells
+		return s.client.IsConnectionOpen() && s.gate.open()
+	})
 	s.gate.notify(nil, paho.ConnectionNotificationConnecting{}) // as paho does before it resumes
 	s.publishDeadLetters([]DeadLetter{{Reason: "while shut"}})
 	if !strings.Contains(logged.String(), "dead letters not published") {
@@ -101,12 +93,7 @@ func TestDeadLettersWaitForTheGate(t *testing.T) {
 	}
 	s.gate.All() // paho lists what it resends
 	s.publishDeadLetters([]DeadLetter{{Reason: "while open"}})
-	select {
-	case r := <-heard:
-		if r != "while open" {
-			t.Fatalf("the consumer heard %q first: a letter went out while the gate was shut", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the letter sent while the gate was open never came")
+	if r := testwait.Recv(t, heard, 10*time.Second, "the letter sent while the gate was open"); r != "while open" {
+		t.Fatalf("the consumer heard %q first: a letter went out while the gate was shut", r)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -355,14 +356,14 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		cfg.Interval = 20 * time.Millisecond
 		stop := runInBackground(t, countPipeline(t, b.url, id, logs, metrics), runtime.Options{Checkpoints: cfg})
 		defer stop()
-		waitFor(t, out.done, 30*time.Second, "every count at the sink")
+		testwait.Recv(t, out.done, 30*time.Second, "every count at the sink")
 		// The malformed messages came last, in a group of their own.
-		eventually(t, 30*time.Second, "the dead letters counted", func() bool { return metrics.DeadLetters.Load() >= 4 })
+		testwait.For(t, 30*time.Second, "the dead letters counted", func() bool { return metrics.DeadLetters.Load() >= 4 })
 		// They are published as they are read, without waiting for the
 		// broker: wait for them before the source stops.
 		var published []DeadLetter
 		for range 4 {
-			published = append(published, waitFor(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic"))
+			published = append(published, testwait.Recv(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic"))
 		}
 		stop()
 		out.check(t)
@@ -419,7 +420,7 @@ func TestParallelSourcePartitionsTopics(t *testing.T) {
 		cfg.Interval = 20 * time.Millisecond
 		stop := runInBackground(t, countPipelineN(t, b.url, id, 2, logs, metrics), runtime.Options{Checkpoints: cfg})
 		defer stop()
-		waitFor(t, out.done, 30*time.Second, "every count at the sink")
+		testwait.Recv(t, out.done, 30*time.Second, "every count at the sink")
 		stop()
 		out.check(t)
 		if got, skipped := metrics.Logged.Load(), metrics.Skipped.Load(); got != 2000 || skipped != 2000 {

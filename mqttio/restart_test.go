@@ -14,6 +14,8 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -233,47 +235,10 @@ func queued(t *testing.T, url, id string) []string {
 	if tok := c.Publish("fence/"+id, 1, false, "fence"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("publish: %v", tok.Error())
 	}
-	waitFor(t, fence, 10*time.Second, "the fence behind "+id+"'s queue")
+	testwait.Recv(t, fence, 10*time.Second, "the fence behind "+id+"'s queue")
 	mu.Lock()
 	defer mu.Unlock()
 	return slices.Clone(got)
-}
-
-// mosquittoLog is mosquitto's log, which a test awaits lines of.
-type mosquittoLog struct {
-	mu    sync.Mutex
-	text  strings.Builder
-	grown chan struct{}
-}
-
-func (l *mosquittoLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	l.text.Write(p)
-	l.mu.Unlock()
-	select {
-	case l.grown <- struct{}{}:
-	default:
-	}
-	return len(p), nil
-}
-
-// await returns once the log holds s, failing the test after d.
-func (l *mosquittoLog) await(t *testing.T, s string, d time.Duration) {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		l.mu.Lock()
-		ok := strings.Contains(l.text.String(), s)
-		l.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-l.grown:
-		case <-deadline:
-			t.Fatalf("mosquitto did not log %q within %v", s, d)
-		}
-	}
 }
 
 // TestParallelSourceDropsAnEarlierSharedSubscription starts a source of
@@ -286,7 +251,7 @@ func (l *mosquittoLog) await(t *testing.T, s string, d time.Duration) {
 func TestParallelSourceDropsAnEarlierSharedSubscription(t *testing.T) {
 	mosquittotest.Require(t)
 	dir := t.TempDir()
-	blog := &mosquittoLog{grown: make(chan struct{}, 1)}
+	blog := new(testlog.Buffer)
 	broker, err := mosquittotest.Run(dir, fmt.Sprintf(mosquittotest.TestSettings, dir)+"log_type unsubscribe\n", blog)
 	if err != nil {
 		t.Fatal(err)
@@ -310,11 +275,12 @@ func TestParallelSourceDropsAnEarlierSharedSubscription(t *testing.T) {
 	stop := runInBackground(t, topo, runtime.Options{Checkpoints: cfg})
 	defer stop()
 	for i := range 2 {
-		blog.await(t, fmt.Sprintf("%s-%d $share/%s/sensors/+/telemetry", id, i, id), 10*time.Second)
+		unsubscribed := fmt.Sprintf("%s-%d $share/%s/sensors/+/telemetry", id, i, id)
+		testwait.For(t, 10*time.Second, "mosquitto to log "+unsubscribed, func() bool { return strings.Contains(blog.String(), unsubscribed) })
 	}
 	seq := map[string]int{}
 	readings(t, broker.URL, n, 10, seq)
-	waitFor(t, rec.done, 30*time.Second, "every reading")
+	testwait.Recv(t, rec.done, 30*time.Second, "every reading")
 	stop()
 	rec.check(t, seq)
 	if got := metrics.Logged.Load(); got != n {

@@ -12,6 +12,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // TestSinkPublishesOnlyCompletedCheckpoints: a checkpoint's output goes out
@@ -48,7 +49,7 @@ func TestSinkPublishesOnlyCompletedCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			waitFor(t, got, 10*time.Second, "checkpoint 1's output")
+			testwait.Recv(t, got, 10*time.Second, "checkpoint 1's output")
 		}
 		// The batches of 2 and 3 are still in the state, whole: nothing
 		// of them was acknowledged. (Checkpoint 1's may be there too, until
@@ -76,7 +77,7 @@ func TestSinkPublishesOnlyCompletedCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			waitFor(t, got, 10*time.Second, "the output of checkpoints 2 and 3")
+			testwait.Recv(t, got, 10*time.Second, "the output of checkpoints 2 and 3")
 		}
 		// One numbering, begun at checkpoint 1, across the checkpoints.
 		if want := []string{"sink-1-0-0", "sink-1-0-1", "sink-1-0-2", "sink-1-0-3"}; !slices.Equal(ids(), want) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // rejects is a subtask's Output that keeps what its operator rejects
@@ -81,7 +82,7 @@ func TestSinkRejectsKeysThatMakeNoTopic(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			waitFor(t, got, 10*time.Second, "the outputs of the valid keys")
+			testwait.Recv(t, got, 10*time.Second, "the outputs of the valid keys")
 		}
 		if want := []string{"out-1-0-0", "out-1-0-1", "out-1-0-2"}; !slices.Equal(ids(), want) {
 			t.Fatalf("ids %v, want %v", ids(), want)
@@ -143,18 +144,14 @@ func TestSinkDropsRestoredTopicsNoBrokerTakes(t *testing.T) {
 			t.Fatalf("rejected\n%q\nwant\n%q", got, want)
 		}
 		for range 4 {
-			waitFor(t, got, 10*time.Second, "the restored outputs with valid topics")
+			testwait.Recv(t, got, 10*time.Second, "the restored outputs with valid topics")
 		}
 		if want := []string{"7-0-2", "7-0-4", "8-0-1", "9-0-0"}; !slices.Equal(ids(), want) {
 			t.Fatalf("ids %v, want %v", ids(), want)
 		}
 		// All acknowledged: the state holds no batch.
-		deadline := time.Now().Add(10 * time.Second)
-		for metrics.Published.Load() < 4 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d acknowledged, want 4", metrics.Published.Load())
-			}
-			time.Sleep(10 * time.Millisecond) // polling a counter
+		if !testwait.Poll(10*time.Second, func() bool { return metrics.Published.Load() >= 4 }) {
+			t.Fatalf("%d acknowledged, want 4", metrics.Published.Load())
 		}
 		data, err := s.SnapshotState(10)
 		if _, left, derr := decodeBatches(data, 0); err != nil || derr != nil || len(left) != 0 {

@@ -26,6 +26,8 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -127,21 +129,21 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer runInBackground(t, topo, runtime.Options{Checkpoints: checkpoint.DefaultConfig()})()
-	waitFor(t, online, 10*time.Second, `the agent's "online" status over TLS`)
+	testwait.Recv(t, online, 10*time.Second, `the agent's "online" status over TLS`)
 	// At-most-once: only what is published after the subscription counts.
 	// Publish until 50 arrived, from the broker's inline client.
-	for i := 0; ; i++ {
+	if !testwait.Poll(10*time.Second, func() bool {
 		select {
 		case <-done:
-			return
-		case <-time.After(20 * time.Millisecond):
-			if i > 500 {
-				t.Fatalf("only %d messages arrived over TLS", got.Load())
-			}
-			for range 10 {
-				srv.Publish("in/x", []byte("hello"), false, 0)
-			}
+			return true
+		default:
 		}
+		for range 10 {
+			srv.Publish("in/x", []byte("hello"), false, 0)
+		}
+		return false
+	}) {
+		t.Fatalf("only %d messages arrived over TLS", got.Load())
 	}
 }
 
@@ -161,7 +163,7 @@ func TestTLSVerificationFailureIsSeen(t *testing.T) {
 	}
 	go srv.Serve()
 	defer srv.Close()
-	var log lockedBuffer
+	var log testlog.Buffer
 	state := new(BrokerState)
 	cfg := ClientConfig{Broker: "ssl://" + l.Address(), ClientID: "tls-wrong-ca", CAFile: other.caFile, Name: "plant", State: state,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))}
@@ -170,7 +172,7 @@ func TestTLSVerificationFailureIsSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Disconnect(0)
-	eventually(t, 20*time.Second, "the failed attempt logged", func() bool { return strings.Contains(log.String(), "MQTT connect failed") })
+	testwait.For(t, 20*time.Second, "the failed attempt logged", func() bool { return strings.Contains(log.String(), "MQTT connect failed") })
 	if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "certificate") {
 		t.Fatalf("the log of a connection to a broker the CA does not vouch for:\n%s", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/internal/s3test"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/remote"
 	"github.com/cairn-edge/cairn/runtime"
@@ -67,15 +68,14 @@ func BenchmarkUpload(b *testing.B) {
 			b.Fatal(err)
 		}
 		u.Upload(m)
-		for {
+		if !testwait.PollEvery(time.Minute, time.Millisecond, func() bool {
 			s := u.State(id)
-			if s.Status == remote.Uploaded {
-				break
-			}
-			if s.Status != remote.Pending {
+			if s.Status != remote.Uploaded && s.Status != remote.Pending {
 				b.Fatalf("checkpoint %d: %+v", id, s)
 			}
-			time.Sleep(time.Millisecond)
+			return s.Status == remote.Uploaded
+		}) {
+			b.Fatalf("checkpoint %d not uploaded in a minute", id)
 		}
 	}
 	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/(float64(b.N)*4*blob/1e6), "cpu-ms/MB")

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/internal/s3test"
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // Every test here runs against a real versitygw (internal/s3test).
@@ -28,7 +29,7 @@ type fixture struct {
 	srv   *s3test.Server
 	r     *Remote
 	local *checkpoint.MemStore
-	log   *logBuffer
+	log   *testlog.Buffer
 }
 
 func newFixture(t *testing.T, prefix string) *fixture {
@@ -39,7 +40,7 @@ func newFixture(t *testing.T, prefix string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{srv: srv, r: r, local: checkpoint.NewMemStore(0), log: new(logBuffer)}
+	return &fixture{srv: srv, r: r, local: checkpoint.NewMemStore(0), log: new(testlog.Buffer)}
 }
 
 func (f *fixture) logger() *slog.Logger {
@@ -93,21 +94,9 @@ func (f *fixture) complete(t *testing.T, id uint64, base *checkpoint.Manifest) *
 	return m
 }
 
-// await polls cond until it holds, failing after d.
-func await(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func awaitState(t *testing.T, u *Uploader, id uint64, status string) {
 	t.Helper()
-	await(t, 30*time.Second, fmt.Sprintf("checkpoint %d is not %s", id, status), func() bool {
+	testwait.For(t, 30*time.Second, fmt.Sprintf("checkpoint %d to be %s", id, status), func() bool {
 		s := u.State(id)
 		if s.Status == Failed && status != Failed {
 			t.Fatalf("upload of checkpoint %d failed: %s", id, s.Err)
@@ -189,7 +178,10 @@ func TestManifestUploadedLast(t *testing.T) {
 	}
 	u.Upload(big)
 	seenBlobs := 0
-	for u.State(4).Status == Pending {
+	testwait.For(t, 30*time.Second, "checkpoint 4's upload to end", func() bool {
+		if u.State(4).Status != Pending {
+			return true
+		}
 		keys := f.srv.Keys(t, bucket, "gw-1/")
 		blobs := 0
 		for _, k := range keys {
@@ -201,8 +193,8 @@ func TestManifestUploadedLast(t *testing.T) {
 			t.Fatalf("the manifest is in the bucket before its blobs: %q", keys)
 		}
 		seenBlobs = max(seenBlobs, blobs)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	awaitState(t, u, 4, Uploaded)
 	if seenBlobs == 0 {
 		t.Fatal("the upload was too fast to watch: no intermediate state seen")
@@ -264,9 +256,7 @@ func TestRetention(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	await(t, 10*time.Second, "retention did not settle", func() bool {
-		return slices.Equal(f.srv.Keys(t, bucket, "p/"), want)
-	})
+	testwait.Poll(10*time.Second, func() bool { return slices.Equal(f.srv.Keys(t, bucket, "p/"), want) }) // retention settles
 	if got := f.srv.Keys(t, bucket, "p/"); !slices.Equal(got, want) {
 		t.Fatalf("after retention the bucket holds\n%q\nwant\n%q", got, want)
 	}
@@ -275,7 +265,7 @@ func TestRetention(t *testing.T) {
 	}
 	// A new uploader learns what is in the bucket by listing it.
 	u2 := f.uploader(t, UploadOptions{Retain: 2})
-	await(t, 10*time.Second, "a new uploader does not know checkpoint 6 is uploaded", func() bool { return u2.State(6).Status == Uploaded })
+	testwait.For(t, 10*time.Second, "a new uploader to know checkpoint 6 is uploaded", func() bool { return u2.State(6).Status == Uploaded })
 	if s := u2.State(4); s.Status != "" {
 		t.Fatalf("checkpoint 4 is no longer in the bucket, state %+v", s)
 	}
@@ -441,30 +431,12 @@ func TestOpenRefusals(t *testing.T) {
 	}
 }
 
-// logBuffer is a log destination safe for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Over TLS, the server is verified with ca_file's certificates: uploads go
 // through with them and fail without them.
 func TestTLS(t *testing.T) {
 	srv, ca := s3test.StartTLS(t)
 	srv.Bucket(t, bucket)
-	f := &fixture{srv: srv, local: checkpoint.NewMemStore(0), log: new(logBuffer)}
+	f := &fixture{srv: srv, local: checkpoint.NewMemStore(0), log: new(testlog.Buffer)}
 	var err error
 	f.r, err = Open(Config{Endpoint: srv.Endpoint, Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey, TLS: true, CAFile: ca})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // fakeAgent is a stand-in for the agent (the real one is driven by the
@@ -69,11 +70,10 @@ func startFakeAgent(t *testing.T, sock string) *fakeAgent {
 // watched is the UI under test, publishing every frame it renders.
 type watched struct {
 	*Model
-	frame    atomic.Pointer[string]
-	rendered chan struct{} // signalled after each frame
+	frame atomic.Pointer[string]
 }
 
-func watch(m *Model) *watched { return &watched{Model: m, rendered: make(chan struct{}, 1)} }
+func watch(m *Model) *watched { return &watched{Model: m} }
 
 func (w *watched) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	_, cmd := w.Model.Update(msg)
@@ -84,38 +84,29 @@ func (w *watched) View() tea.View {
 	v := w.Model.View()
 	s := ansi.Strip(v.Content)
 	w.frame.Store(&s)
-	select {
-	case w.rendered <- struct{}{}:
-	default:
-	}
 	return v
 }
 
 // await waits until the rendered screen contains every one of texts.
 func (w *watched) await(t *testing.T, texts ...string) string {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		var screen string
+	var screen, missing string
+	if !testwait.Poll(10*time.Second, func() bool {
+		screen, missing = "", ""
 		if p := w.frame.Load(); p != nil {
 			screen = *p
 		}
-		missing := ""
 		for _, s := range texts {
 			if !strings.Contains(screen, s) {
 				missing = s
 				break
 			}
 		}
-		if missing == "" {
-			return screen
-		}
-		select {
-		case <-w.rendered:
-		case <-deadline:
-			t.Fatalf("the screen never showed %q; last frame:\n%s", missing, screen)
-		}
+		return missing == ""
+	}) {
+		t.Fatalf("the screen never showed %q; last frame:\n%s", missing, screen)
 	}
+	return screen
 }
 
 // TestProgramFollowsTheAgent runs the program as `cairn top` does, with its

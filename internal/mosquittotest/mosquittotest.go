@@ -27,6 +27,7 @@ import (
 
 	"github.com/cairn-edge/cairn/internal/loopback"
 	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // TestSettings are the tests' settings: queues raised, sessions kept.
@@ -198,14 +199,12 @@ func (b *Broker) Stop() {
 // for up to 10s.
 func (b *Broker) Restart() error {
 	b.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := b.start()
-		if err == nil || !strings.Contains(err.Error(), "Address already in use") || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond) // a retry's pause
-	}
+	var err error
+	testwait.Poll(10*time.Second, func() bool {
+		err = b.start()
+		return err == nil || !strings.Contains(err.Error(), "Address already in use")
+	})
+	return err
 }
 
 // Gate is a TCP proxy in front of a broker that a test shuts and opens:

@@ -39,6 +39,8 @@ import (
 
 	"github.com/cairn-edge/cairn/internal/loopback"
 	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // Credentials of every test server. The secret is long and odd enough that
@@ -55,7 +57,7 @@ type Server struct {
 	// Client talks to it with the test credentials.
 	Client *minio.Client
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testlog.Buffer // the server's output, for failure messages
 }
 
 // Binary returns the path of versitygw, or "" when there is none.
@@ -131,7 +133,7 @@ func start(t testing.TB, tlsDir string, background bool) *Server {
 	}
 	dir := t.TempDir()
 	port := freePort(t)
-	s := &Server{Endpoint: fmt.Sprintf("127.0.0.1:%d", port), out: new(syncBuffer)}
+	s := &Server{Endpoint: fmt.Sprintf("127.0.0.1:%d", port), out: new(testlog.Buffer)}
 	args := []string{"--port", s.Endpoint, "--access", AccessKey, "--secret", SecretKey, "--quiet"}
 	opts := &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, "")}
 	if tlsDir != "" {
@@ -163,19 +165,15 @@ func start(t testing.TB, tlsDir string, background bool) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !testwait.Poll(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := s.Client.ListBuckets(ctx)
-		cancel()
-		if err == nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not answer on %s: %v\n%s", s.Endpoint, err, s.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer cancel()
+		_, err = s.Client.ListBuckets(ctx)
+		return err == nil
+	}) {
+		t.Fatalf("versitygw did not answer on %s: %v\n%s", s.Endpoint, err, s.out.String())
 	}
+	return s
 }
 
 // CPUTime is the CPU time the server has used so far.
@@ -333,22 +331,4 @@ func freePort(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return port
-}
-
-// syncBuffer collects the server's output for failure messages.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

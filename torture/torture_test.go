@@ -49,7 +49,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 var (
@@ -86,6 +89,10 @@ type row struct {
 	done    bool // the run got to its final check
 }
 
+// TestMain builds the binary the runs start once (cairntest.Build), and
+// removes it after.
+func TestMain(m *testing.M) { os.Exit(cairntest.Main(m)) }
+
 // TestTorture runs every pipeline in every mode under SIGKILLs of the
 // agent and broker restarts, then checks the sink's output exactly.
 func TestTorture(t *testing.T) {
@@ -94,7 +101,7 @@ func TestTorture(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (replay the schedule with -torture.seed=%d)", seed, seed)
-	bin := buildCairn(t, t.TempDir())
+	bin := cairntest.Build(t, "cairn")
 	runs := len(pipelines) * len(modes)
 	var rows []*row
 	for _, p := range pipelines {
@@ -157,6 +164,8 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	}
 	t.Cleanup(cons.close)
 	dataDir := filepath.Join(dir, "data")
+	socket := filepath.Join(dataDir, "cairn.sock")
+	running := func(st api.Status) bool { return st.State == "running" }
 	config := filepath.Join(dir, "pipeline.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(configHead, dataDir, b.URL, m.name)+p.body), 0o600); err != nil {
 		t.Fatal(err)
@@ -209,7 +218,7 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 			}
 		}
 		fmt.Fprintf(log, "=== torture: incarnation %d\n", r.kills+1)
-		a := startAgent(t, bin, config, dataDir, log)
+		a := cairntest.Start(t, log, bin, "run", "-c", config)
 		if rng.IntN(3) == 0 || restartsAsked == 0 && r.kills == kills-1 {
 			select {
 			case pub.restart <- struct{}{}:
@@ -222,17 +231,14 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 			delay = time.Duration(rng.IntN(400)) * time.Millisecond
 			r.early++
 		} else {
-			if err := a.waitRunning(30 * time.Second); err != nil {
-				a.kill()
-				fail("incarnation %d: %v", r.kills+1, err)
-			}
+			cairntest.AwaitStatus(t, socket, fmt.Sprintf("incarnation %d to run (its log: %s)", r.kills+1, logPath), 30*time.Second, running)
 			delay = time.Duration(20+rng.IntN(1500)) * time.Millisecond
 		}
 		select {
 		case <-time.After(delay): // the fault schedule, not a synchronisation
-		case <-a.exited:
+		case <-a.Ended():
 		}
-		if err := a.kill(); err != nil {
+		if err := a.Kill(); err != nil {
 			fail("incarnation %d: %v", r.kills+1, err)
 		}
 		r.kills++
@@ -252,31 +258,27 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	// output, then stops with SIGTERM; a fence message published after
 	// its exit shows when the consumer has seen all it ever published.
 	fmt.Fprintf(log, "=== torture: final incarnation\n")
-	a := startAgent(t, bin, config, dataDir, log)
-	if err := a.waitRunning(60 * time.Second); err != nil {
-		a.kill()
-		fail("final incarnation: %v", err)
-	}
+	a := cairntest.Start(t, log, bin, "run", "-c", config)
+	cairntest.AwaitStatus(t, socket, "the final incarnation to run (its log: "+logPath+")", 60*time.Second, running)
 	faults := time.Since(began)
 	const drain = 2 * time.Minute
 	began = time.Now()
-	for deadline := began.Add(drain); ; {
+	if !testwait.Poll(drain, func() bool {
 		outs, _, _ := cons.snapshot()
 		if p.check(published, outs).lost == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the consumer lacks outputs %v after the final start", drain)
-			break
+			return true
 		}
 		select {
-		case <-a.exited:
-			fail("the final incarnation ended on its own: %v", a.err)
-		case <-time.After(100 * time.Millisecond):
+		case <-a.Ended():
+			fail("the final incarnation ended on its own: %v", a.Wait())
+		default:
 		}
+		return false
+	}) {
+		t.Errorf("the consumer lacks outputs %v after the final start", drain)
 	}
 	drained := time.Since(began)
-	if err := a.stop(30 * time.Second); err != nil {
+	if err := a.Stop(30 * time.Second); err != nil {
 		// Not fatal: the agent is gone either way, and the outputs
 		// still tell whether anything was lost.
 		t.Errorf("stopping the final incarnation with SIGTERM: %v\nthe agent's log ends:\n%s", err, tail(logPath, 40))
@@ -286,11 +288,7 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	if err := publishFence(b.URL); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-cons.fence:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the consumer did not get the fence within 30s")
-	}
+	testwait.Recv(t, cons.fence, 30*time.Second, "the consumer to get the fence")
 
 	outs, repeats, garbled := cons.snapshot()
 	r.tally, r.repeats, r.done = p.check(published, outs), repeats, true

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,18 +19,7 @@ func TestMain(m *testing.M) { os.Exit(cairntest.Main(m)) }
 // status and output.
 func benchRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	cmd := exec.Command(cairntest.Build(t, "cairn-bench"), args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), out.String(), errOut.String()
-	}
-	if err != nil {
-		t.Fatalf("cairn-bench %v: %v", args, err)
-	}
-	return 0, out.String(), errOut.String()
+	return cairntest.Run(t, cairntest.Build(t, "cairn-bench"), args...)
 }
 
 // TestPipeline runs `cairn-bench pipeline` with small sizes: with --json

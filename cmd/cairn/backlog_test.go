@@ -10,7 +10,9 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 const backlogConfig = `agent:
@@ -54,7 +56,7 @@ sinks:
 // too.
 func TestOutputBacklogHoldsInput(t *testing.T) {
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 
 	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("backlog-watcher").
 		SetCleanSession(false).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(100*time.Millisecond).
@@ -65,18 +67,17 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	local := freePort(t)
 	replaceFile(t, file, fmt.Sprintf(backlogConfig, data, local, broker.URL))
 	p := startAgent(t, bin, file)
-	p.drain()
 	socket := filepath.Join(data, "cairn.sock")
 	sourceOut := func(st api.Status) int64 { return st.RecordsOut("fleet") }
-	awaitStatus(t, socket, "3 checkpoints", time.Minute, func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })
+	cairntest.AwaitStatus(t, socket, "3 checkpoints", time.Minute, func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })
 
 	broker.Stop()
-	held := awaitStatus(t, socket, "the input to be held", time.Minute, func(st api.Status) bool { return st.InputHeld })
+	held := cairntest.AwaitStatus(t, socket, "the input to be held", time.Minute, func(st api.Status) bool { return st.InputHeld })
 	// Checkpoints go on while the input is held, and the backlog in them
 	// stays near the limit: no record enters the graph.
-	st := awaitStatus(t, socket, "5 more checkpoints while held", time.Minute,
+	st := cairntest.AwaitStatus(t, socket, "5 more checkpoints while held", time.Minute,
 		func(st api.Status) bool { return st.Checkpoints.Completed >= held.Checkpoints.Completed+5 })
-	later := awaitStatus(t, socket, "5 more checkpoints while held", time.Minute,
+	later := cairntest.AwaitStatus(t, socket, "5 more checkpoints while held", time.Minute,
 		func(s api.Status) bool { return s.Checkpoints.Completed >= st.Checkpoints.Completed+5 })
 	if !later.InputHeld || sourceOut(later) != sourceOut(st) {
 		t.Fatalf("while the broker is away: held %v, the source emitted %d then %d records", later.InputHeld, sourceOut(st), sourceOut(later))
@@ -94,7 +95,7 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 			t.Fatalf("a reading was not acknowledged while the input was held: %v", tok.Error())
 		}
 	}
-	waiting := awaitStatus(t, socket, "the readings to wait in the ingest log", time.Minute,
+	waiting := cairntest.AwaitStatus(t, socket, "the readings to wait in the ingest log", time.Minute,
 		func(s api.Status) bool { return s.IngestLag >= readings })
 	if !waiting.InputHeld || waiting.RecordsOut("readings") != later.RecordsOut("readings") {
 		t.Fatalf("held %v; the MQTT source emitted %d, then %d records", waiting.InputHeld, later.RecordsOut("readings"), waiting.RecordsOut("readings"))
@@ -108,15 +109,15 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	if err := broker.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	resumed := awaitStatus(t, socket, "the input to read again", time.Minute, func(s api.Status) bool { return !s.InputHeld })
-	awaitStatus(t, socket, "the source to emit again", time.Minute, func(s api.Status) bool { return sourceOut(s) > sourceOut(resumed)+1000 })
+	resumed := cairntest.AwaitStatus(t, socket, "the input to read again", time.Minute, func(s api.Status) bool { return !s.InputHeld })
+	cairntest.AwaitStatus(t, socket, "the source to emit again", time.Minute, func(s api.Status) bool { return sourceOut(s) > sourceOut(resumed)+1000 })
 	// Each device's count when the input was held: the subscriber must get
 	// past it, every device, once the backlog has drained, and count every
 	// reading.
 	outage := sourceOut(later) / 20
-	deadline := time.Now().Add(time.Minute)
-	for {
-		past, probes := 0, 0
+	var past, probes int
+	if !testwait.Poll(time.Minute, func() bool {
+		past, probes = 0, 0
 		outputs.read(func(counts map[string][]float64) {
 			for key, cs := range counts {
 				if key != "probe" && int64(len(cs)) > outage {
@@ -125,17 +126,13 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 			}
 			probes = len(counts["probe"])
 		})
-		if past == 20 && probes == readings {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a minute %d of 20 devices had counts past the outage (about %d each), and %d of %d readings were counted",
-				past, outage, probes, readings)
-		}
-		time.Sleep(50 * time.Millisecond) // polling what the subscriber received
+		return past == 20 && probes == readings
+	}) {
+		t.Fatalf("after a minute %d of 20 devices had counts past the outage (about %d each), and %d of %d readings were counted",
+			past, outage, probes, readings)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.cmd.Wait(); err != nil {
+	p.Signal(syscall.SIGTERM)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
 

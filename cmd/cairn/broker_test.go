@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
@@ -52,7 +53,7 @@ sinks:
 func TestBrokerAwayAtStartIsSeen(t *testing.T) {
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
 	broker.Stop()
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	metricsPort := freePort(t)
@@ -60,12 +61,11 @@ func TestBrokerAwayAtStartIsSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, file)
-	p.await(t, regexp.MustCompile(`level=WARN msg="MQTT connect failed; retrying" broker=plant url=`+regexp.QuoteMeta(broker.URL)+` client=down-\S+ failures=1 err=".*refused`), 20*time.Second)
-	p.drain()
+	p.Await(t, regexp.MustCompile(`level=WARN msg="MQTT connect failed; retrying" broker=plant url=`+regexp.QuoteMeta(broker.URL)+` client=down-\S+ failures=1 err=".*refused`), 20*time.Second)
 	socket := filepath.Join(data, "cairn.sock")
 	// Both clients (source and sink) tried: the sink's may start after
 	// the source's first failure.
-	st := awaitStatus(t, socket, "the broker shown down", 20*time.Second, func(st api.Status) bool {
+	st := cairntest.AwaitStatus(t, socket, "the broker shown down", 20*time.Second, func(st api.Status) bool {
 		return len(st.Brokers) == 1 && st.Brokers[0].LastError != "" && st.Brokers[0].Clients == 2
 	})
 	if b := st.Brokers[0]; b.ID != "plant" || b.Connected || b.Clients != 2 || b.ConnectedClients != 0 || !strings.Contains(b.LastError, "refused") {
@@ -91,14 +91,14 @@ func TestBrokerAwayAtStartIsSeen(t *testing.T) {
 	if err := broker.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	awaitStatus(t, socket, "the broker shown connected", 30*time.Second, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, socket, "the broker shown connected", 30*time.Second, func(st api.Status) bool {
 		return len(st.Brokers) == 1 && st.Brokers[0].Connected && st.Brokers[0].ConnectedClients == 2
 	})
 	if m := metrics(); !strings.Contains(m, "\ncairn_mqtt_connected{broker=\"plant\"} 1\n") {
 		t.Fatalf("metrics once the broker is up:\n%s", m)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.cmd.Wait(); err != nil {
+	p.Signal(syscall.SIGTERM)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
 }
@@ -108,7 +108,7 @@ func TestBrokerAwayAtStartIsSeen(t *testing.T) {
 // an anonymous client, a wrong password and a client claiming the agent's
 // own client id are refused, and the agent's clients are not disturbed.
 func TestEmbeddedBrokerUsers(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data, file, pwFile := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "dev.pw")
 	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
@@ -122,10 +122,9 @@ func TestEmbeddedBrokerUsers(t *testing.T) {
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startAgent(t, bin, file)
-	p.drain()
+	startAgent(t, bin, file)
 	socket := filepath.Join(data, "cairn.sock")
-	awaitStatus(t, socket, "connected to its own broker", 30*time.Second, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, socket, "connected to its own broker", 30*time.Second, func(st api.Status) bool {
 		return len(st.Brokers) == 1 && st.Brokers[0].Connected
 	})
 	url := fmt.Sprintf("tcp://127.0.0.1:%d", port)
@@ -150,7 +149,7 @@ func TestEmbeddedBrokerUsers(t *testing.T) {
 		t.Fatalf("the user: %v", err)
 	}
 	defer dev.Disconnect(0)
-	awaitStatus(t, socket, "the user's readings counted", 30*time.Second, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, socket, "the user's readings counted", 30*time.Second, func(st api.Status) bool {
 		dev.Publish("u/d1/t", 1, false, `{"v":1}`).Wait()
 		return st.RecordsOut("readings") > 0 && st.Brokers[0].Connected
 	})
@@ -187,7 +186,7 @@ sinks:
 func TestParallelSourceAcrossBrokerRestart(t *testing.T) {
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
 	gate := mosquittotest.NewGate(t, broker.URL)
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("restart-watcher").
 		SetCleanSession(false).SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(100*time.Millisecond).
 		SetMaxReconnectInterval(200*time.Millisecond), "restart/out/#")
@@ -207,7 +206,6 @@ func TestParallelSourceAcrossBrokerRestart(t *testing.T) {
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	replaceFile(t, file, fmt.Sprintf(parallelRestartConfig, data, gate.URL))
 	p := startAgent(t, bin, file)
-	p.drain()
 
 	const devices, perPhase = 10, 200
 	seq := map[string]int{}
@@ -244,8 +242,8 @@ func TestParallelSourceAcrossBrokerRestart(t *testing.T) {
 	gate.Open()
 	publish()
 	outputs.await(t, time.Minute, "every reading", all)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.cmd.Wait(); err != nil {
+	p.Signal(syscall.SIGTERM)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
 	outputs.read(func(values map[string][]float64) {

@@ -17,23 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/loopback"
 	"github.com/cairn-edge/cairn/internal/procfs"
-	"golang.org/x/sys/unix"
 )
-
-// buildCairn builds the binary once per test run.
-func buildCairn(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cairn")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 func freePort(t *testing.T) int {
 	port, err := loopback.FreePort()
@@ -76,87 +66,11 @@ sinks:
     topic: e2e/avg/{key}
 `
 
-// agentProc is a running `cairn run` whose log lines can be awaited.
-type agentProc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	log   *bytes.Buffer
-}
-
 // startAgent runs `cairn run -c config args...` at log level debug, where
 // every checkpoint's completion is logged (completeLine).
-func startAgent(t *testing.T, bin, config string, args ...string) *agentProc {
+func startAgent(t *testing.T, bin, config string, args ...string) *cairntest.Proc {
 	t.Helper()
-	return startCairn(t, bin, append([]string{"run", "-c", config, "--log-level", "debug"}, args...)...)
-}
-
-// startCairn runs the cairn command args, its log read line by line.
-func startCairn(t *testing.T, bin string, args ...string) *agentProc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // when the test failed before it stopped the agent
-	p := &agentProc{cmd: cmd, lines: make(chan string, 1024), log: new(bytes.Buffer)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	return p
-}
-
-// await returns the first log line matching re, failing after d.
-func (p *agentProc) await(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("the agent exited before logging %v:\n%s", re, p.log)
-			}
-			p.log.WriteString(line + "\n")
-			if m := re.FindStringSubmatch(line); m != nil {
-				return m
-			}
-		case <-deadline:
-			t.Fatalf("no log line matching %v after %v:\n%s", re, d, p.log)
-		}
-	}
-}
-
-// awaitStatus polls the agent's control API at socket until ok holds,
-// failing after d; it returns the status that satisfied ok.
-func awaitStatus(t *testing.T, socket, what string, d time.Duration, ok func(api.Status) bool) api.Status {
-	t.Helper()
-	client := api.NewClient(socket)
-	deadline := time.Now().Add(d)
-	for {
-		st, err := client.Status(t.Context())
-		if err == nil && ok(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s (last status error %v; state %q, %d checkpoints, input held %v, ingest lag %d)",
-				d, what, err, st.State, st.Checkpoints.Completed, st.InputHeld, st.IngestLag)
-		}
-		time.Sleep(50 * time.Millisecond) // polling the control API
-	}
-}
-
-func (p *agentProc) drain() {
-	go func() {
-		for range p.lines {
-		}
-	}()
+	return cairntest.Start(t, nil, bin, append([]string{"run", "-c", config, "--log-level", "debug"}, args...)...)
 }
 
 var (
@@ -170,7 +84,7 @@ var (
 // newest checkpoint that `cairn checkpoints` lists, and SIGTERM stops with
 // a final checkpoint and exit status 0.
 func TestAgentCrashRestartInPlace(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
 	metricsPort, apiPort := freePort(t), freePort(t)
@@ -184,11 +98,9 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 
 	first := startAgent(t, bin, config)
 	for range 3 {
-		first.await(t, completeLine, 30*time.Second)
+		first.Await(t, completeLine, 30*time.Second)
 	}
-	first.cmd.Process.Signal(syscall.SIGKILL)
-	first.drain()
-	first.cmd.Wait()
+	first.Kill()
 
 	out, err := exec.Command(bin, "checkpoints", "--data-dir", filepath.Join(dir, "data")).CombinedOutput()
 	if err != nil {
@@ -201,12 +113,12 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	newest := strings.Fields(rows[1])[0]
 
 	second := startAgent(t, bin, config)
-	if got := second.await(t, restoreLine, 30*time.Second)[1]; got != newest {
+	if got := second.Await(t, restoreLine, 30*time.Second)[1]; got != newest {
 		t.Fatalf("restored checkpoint %s, but the newest listed is %s", got, newest)
 	}
 	var before, after int
 	fmt.Sscan(newest, &before)
-	fmt.Sscan(second.await(t, completeLine, 30*time.Second)[1], &after)
+	fmt.Sscan(second.Await(t, completeLine, 30*time.Second)[1], &after)
 	if after <= before {
 		t.Fatalf("checkpoint id %d after the restore does not follow %d (ids must increase across restarts)", after, before)
 	}
@@ -226,7 +138,7 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 		t.Fatalf("status after the restart:\n%s", out)
 	}
 	// Its memory, as the kernel and the Go runtime see it.
-	procStatus, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", second.cmd.Process.Pid))
+	procStatus, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", second.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +149,8 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	}
 	// What it wrote to its disk: at most what the kernel says it did, its
 	// checkpoint store synced and written, and a rate (after a second).
-	st = awaitStatus(t, filepath.Join(data, "cairn.sock"), "a disk rate", 10*time.Second, func(st api.Status) bool { return st.Disk.PerDayBytes > 0 })
-	kernel, err := procfs.WriteBytes(second.cmd.Process.Pid)
+	st = cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "a disk rate", 10*time.Second, func(st api.Status) bool { return st.Disk.PerDayBytes > 0 })
+	kernel, err := procfs.WriteBytes(second.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,10 +221,9 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 		t.Fatalf("cairn checkpoint printed %q (%v); want an id above %d", out, err, before)
 	}
 
-	second.cmd.Process.Signal(syscall.SIGTERM)
-	second.await(t, finalLine, 30*time.Second)
-	second.drain()
-	if err := second.cmd.Wait(); err != nil {
+	second.Signal(syscall.SIGTERM)
+	second.Await(t, finalLine, 30*time.Second)
+	if err := second.Wait(); err != nil {
 		t.Fatalf("after SIGTERM the agent exited with %v, want 0", err)
 	}
 	err = exec.Command(bin, "status", "--data-dir", data).Run()
@@ -327,7 +238,7 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 // once naming the first one's pid, before it starts anything (its broker
 // would fail on the address first), and leave the first running.
 func TestSecondAgentOnADataDir(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
 	tokenFile := filepath.Join(dir, "token")
@@ -339,15 +250,14 @@ func TestSecondAgentOnADataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := startAgent(t, bin, config)
-	first.await(t, completeLine, 30*time.Second)
-	first.drain()
+	first.Await(t, completeLine, 30*time.Second)
 	out, err := exec.Command(bin, "run", "-c", config).CombinedOutput()
 	var ee *exec.ExitError
-	want := fmt.Sprintf("data directory %s is in use by cairn (pid %d)", data, first.cmd.Process.Pid)
+	want := fmt.Sprintf("data directory %s is in use by cairn (pid %d)", data, first.Pid())
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), want) || strings.Contains(string(out), "embedded MQTT broker listening") {
 		t.Fatalf("a second agent on the data directory: %v, want exit status 1 and %q before anything starts:\n%s", err, want, out)
 	}
-	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the first agent still running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "the first agent still running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
 }
 
 // TestDataDirRemovedUnderTheAgent removes, then replaces, the data
@@ -355,7 +265,7 @@ func TestSecondAgentOnADataDir(t *testing.T) {
 // with status 1 within a few checkpoint intervals, not go on checkpointing
 // into deleted files.
 func TestDataDirRemovedUnderTheAgent(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	for _, c := range []struct {
 		name, want string
 		mutate     func(data string) error
@@ -380,15 +290,15 @@ func TestDataDirRemovedUnderTheAgent(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := startAgent(t, bin, config)
-			p.await(t, completeLine, 30*time.Second)
+			p.Await(t, completeLine, 30*time.Second)
 			if err := c.mutate(data); err != nil {
 				t.Fatal(err)
 			}
 			removed := time.Now()
-			line := p.await(t, regexp.MustCompile(`level=ERROR msg="cairn stopped".*data directory: .*`+c.want), 10*time.Second)
+			line := p.Await(t, regexp.MustCompile(`level=ERROR msg="cairn stopped".*data directory: .*`+c.want), 10*time.Second)
 			var ee *exec.ExitError
-			if err := p.cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
-				t.Fatalf("the agent exited with %v, want status 1:\n%s", err, p.log)
+			if err := p.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("the agent exited with %v, want status 1:\n%s", err, p.Log())
 			}
 			if d := time.Since(removed); d > 5*time.Second {
 				t.Fatalf("the agent took %v to notice, with checkpoints every 200ms: %s", d, line[0])
@@ -405,7 +315,7 @@ func TestStatusWithoutPermission(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("running a command as another user needs root (CI runs as root)")
 	}
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir, err := os.MkdirTemp("", "cairn-perm-")
 	if err != nil {
 		t.Fatal(err)
@@ -424,7 +334,7 @@ func TestStatusWithoutPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, shared, config)
-	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
 	status := exec.Command(shared, "status", "-c", config)
 	status.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := status.CombinedOutput()
@@ -432,8 +342,8 @@ func TestStatusWithoutPermission(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "permission denied: run this as the agent's user") {
 		t.Fatalf("status as another user: %v, want exit status 1 and permission denied:\n%s", err, out)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
 }
 
 // TestControlGroup runs the agent with --control-group: the socket is the
@@ -446,7 +356,7 @@ func TestControlGroup(t *testing.T) {
 		t.Skip("running a command as another user needs root (CI runs as root)")
 	}
 	const gid = 65534 // nogroup
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir, err := os.MkdirTemp("", "cairn-group-")
 	if err != nil {
 		t.Fatal(err)
@@ -468,9 +378,9 @@ func TestControlGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, shared, config, "--control-group", fmt.Sprint(gid))
-	p.await(t, regexp.MustCompile(`level=WARN msg="members of the control group cannot reach the control socket.*group=65534 dir=`+regexp.QuoteMeta(data)), 30*time.Second)
+	p.Await(t, regexp.MustCompile(`level=WARN msg="members of the control group cannot reach the control socket.*group=65534 dir=`+regexp.QuoteMeta(data)), 30*time.Second)
 	socket := filepath.Join(data, "cairn.sock")
-	awaitStatus(t, socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cairntest.AwaitStatus(t, socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
 	st, err := os.Stat(socket)
 	if err != nil {
 		t.Fatal(err)
@@ -499,8 +409,8 @@ func TestControlGroup(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "permission denied") {
 		t.Fatalf("status as a user outside the control group: %v, want exit status 1 and permission denied:\n%s", err, out)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
 }
 
 // TestDataDirIsNotShared: a data directory in which the checkpoint store
@@ -508,7 +418,7 @@ func TestControlGroup(t *testing.T) {
 // write) is refused, naming the link; one that other users may write is
 // used, with a warning that says what to do.
 func TestDataDirIsNotShared(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
 	text := fmt.Sprintf("agent:\n  data_dir: %s\ncheckpoints:\n  interval: 200ms\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 10}\n", data)
@@ -539,8 +449,8 @@ func TestDataDirIsNotShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, config)
-	p.await(t, regexp.MustCompile(`level=WARN msg="the data directory may be written by other users.*chmod go-w it" data_dir=`+regexp.QuoteMeta(data)+` mode=-rwxrwxrwx`), 30*time.Second)
-	p.await(t, completeLine, 30*time.Second)
+	p.Await(t, regexp.MustCompile(`level=WARN msg="the data directory may be written by other users.*chmod go-w it" data_dir=`+regexp.QuoteMeta(data)+` mode=-rwxrwxrwx`), 30*time.Second)
+	p.Await(t, completeLine, 30*time.Second)
 }
 
 // TestLogToAClosedPipe runs the agent with its log into a pipe that is
@@ -548,7 +458,7 @@ func TestDataDirIsNotShared(t *testing.T) {
 // leave it: SIGTERM must still end in the final checkpoint, exit status
 // 0 and no socket left behind.
 func TestLogToAClosedPipe(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
 	data := filepath.Join(dir, "data")
@@ -572,7 +482,7 @@ func TestLogToAClosedPipe(t *testing.T) {
 	for sc.Scan() && !strings.Contains(sc.Text(), `msg="pipeline running"`) {
 	}
 	r.Close() // the reader is gone: the agent's next log line meets a closed pipe
-	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("with its log pipe closed, the agent ended with %v after SIGTERM, want exit status 0", err)
@@ -587,7 +497,7 @@ func TestLogToAClosedPipe(t *testing.T) {
 }
 
 func TestValidateReportsPositions(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("sources:\n  - id: a\n    simulator: {devices: 1, rate: 1}\n    colour: red\noperators:\n  - id: b\n    type: spin\n    inputs: [a]\n"), 0o600)
@@ -655,23 +565,23 @@ sinks:
 // checkpoints to complete, and stops it; its log is the agent's own and
 // clean.
 func TestDemoRuns(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	p := startAgent(t, bin, filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
 	for range 3 {
-		p.await(t, completeLine, 60*time.Second)
+		p.Await(t, completeLine, 60*time.Second)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.await(t, regexp.MustCompile(`msg="cairn stopped"`), 30*time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	p.Await(t, regexp.MustCompile(`msg="cairn stopped"`), 30*time.Second)
 	// Every line is the agent's own structured log, whose level log_level
 	// sets: none comes from a part that fell back to another logger. And a
 	// healthy run warns of nothing, stopping included.
-	for line := range strings.Lines(p.log.String()) {
+	for line := range strings.Lines(p.Log()) {
 		if !strings.HasPrefix(line, "time=") {
 			t.Fatalf("a line not from the agent's logger: %q", line)
 		}
 		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-			t.Fatalf("the demo warned:\n%s", p.log)
+			t.Fatalf("the demo warned:\n%s", p.Log())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // TestConnectionFlood opens 300 connections to each of the agent's TCP
@@ -26,7 +27,7 @@ import (
 // cairn status on its socket throughout, and serve a scrape once the flood
 // is gone.
 func TestConnectionFlood(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config, token, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "token"), filepath.Join(dir, "data")
 	if err := os.WriteFile(token, []byte(e2eToken+"\n"), 0o600); err != nil {
@@ -37,11 +38,10 @@ func TestConnectionFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, config)
-	p.drain()
 	socket := filepath.Join(data, "cairn.sock")
-	awaitStatus(t, socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cairntest.AwaitStatus(t, socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
 	fds := func() int {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.Pid()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestConnectionFlood(t *testing.T) {
 	}
 	// Status answers on the socket while the flood holds, and the agent
 	// holds at most its connection limit per listener.
-	awaitStatus(t, socket, "status during the flood", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
+	cairntest.AwaitStatus(t, socket, "status during the flood", 10*time.Second, func(st api.Status) bool { return st.State == "running" })
 	if held := fds() - before; held > 2*32+16 { // the limits, and a few files the agent opens meanwhile
 		t.Fatalf("the agent holds %d more file descriptors with %d connections open, want at most its limits", held, 2*flood)
 	}
@@ -111,7 +111,7 @@ func TestConnectionFlood(t *testing.T) {
 // or readable by every user: each refuses to start, saying which and what
 // to do, and never serves the API.
 func TestWeakTokenRefused(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	for _, c := range []struct {
 		name, token string
 		mode        os.FileMode

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // TestHelpAndCompletion runs the built binary: asked for help, cairn and
@@ -19,21 +19,10 @@ import (
 // usage lists with every flag its -h lists; the zsh and fish scripts
 // parse where those shells are installed.
 func TestHelpAndCompletion(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	cairn := func(args ...string) (code int, stdout, stderr string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), out.String(), errOut.String()
-		}
-		if err != nil {
-			t.Fatalf("cairn %v: %v", args, err)
-		}
-		return 0, out.String(), errOut.String()
+		return cairntest.Run(t, bin, args...)
 	}
 	_, usage, _ := cairn("help")
 	var commands []string // as the usage lists them

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/procfs"
 )
 
@@ -40,7 +41,7 @@ operators:
 // each the same as that one, and the agent writes nothing, by its own
 // count or the kernel's.
 func TestIdleAgentWritesNothing(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data, port := filepath.Join(dir, "data"), freePort(t)
 	config := filepath.Join(dir, "pipeline.yaml")
@@ -48,21 +49,27 @@ func TestIdleAgentWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := startAgent(t, bin, config)
-	agent.await(t, regexp.MustCompile(`msg="pipeline running"`), 30*time.Second)
-	agent.drain()
+	agent.Await(t, regexp.MustCompile(`msg="pipeline running"`), 30*time.Second)
 	feed(t, bin, data, port, 100)
 	socket := filepath.Join(data, "cairn.sock")
-	st := awaitStatus(t, socket, "a checkpoint that changed nothing", 30*time.Second, func(st api.Status) bool {
-		return st.IngestLag == 0 && st.Checkpoints.LastCompleted != nil && st.Checkpoints.LastCompleted.SameAs != 0
+	// The readings are read: a checkpoint begun from now on holds them (one
+	// may be under way, begun before).
+	var fed uint64
+	if c := remoteStatus(t, bin, data).Checkpoints.LastCompleted; c != nil {
+		fed = c.ID
+	}
+	st := cairntest.AwaitStatus(t, socket, "a checkpoint that changed nothing", 30*time.Second, func(st api.Status) bool {
+		c := st.Checkpoints.LastCompleted
+		return st.IngestLag == 0 && c != nil && c.ID >= fed+2 && c.SameAs != 0
 	})
-	kernel, err := procfs.WriteBytes(agent.cmd.Process.Pid)
+	kernel, err := procfs.WriteBytes(agent.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	idle := awaitStatus(t, socket, "ten more checkpoints", 30*time.Second, func(s api.Status) bool {
+	idle := cairntest.AwaitStatus(t, socket, "ten more checkpoints", 30*time.Second, func(s api.Status) bool {
 		return s.Checkpoints.Completed >= st.Checkpoints.Completed+10
 	})
-	kernelIdle, err := procfs.WriteBytes(agent.cmd.Process.Pid)
+	kernelIdle, err := procfs.WriteBytes(agent.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}

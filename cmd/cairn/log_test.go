@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // TestLogSummaryInJSON runs the agent at the default log level with
@@ -17,7 +19,7 @@ import (
 // no checkpoint is logged one by one at info level, the first one is, and
 // the summary counts the others.
 func TestLogSummaryInJSON(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "pipeline.yaml")
 	text := fmt.Sprintf("agent:\n  data_dir: %s\n  log_format: json\n  log_summary_interval: 1s\ncheckpoints:\n  interval: 100ms\n"+
@@ -26,19 +28,19 @@ func TestLogSummaryInJSON(t *testing.T) {
 	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startCairn(t, bin, "run", "-c", config)
+	p := cairntest.Start(t, nil, bin, "run", "-c", config)
 	// A summary a second counts the checkpoints of that second (the first
 	// may count fewer, the pipeline starting).
 	deadline := time.Now().Add(30 * time.Second)
 	for completed := 0; completed < 2; {
-		summary := p.await(t, regexp.MustCompile(`"msg":"checkpoints".*"completed":(\d+)`), time.Until(deadline))
+		summary := p.Await(t, regexp.MustCompile(`"msg":"checkpoints".*"completed":(\d+)`), time.Until(deadline))
 		fmt.Sscan(summary[1], &completed)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, regexp.MustCompile(`"msg":"final checkpoint complete"`), 30*time.Second)
-	p.await(t, regexp.MustCompile(`"msg":"cairn stopped"`), 30*time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, regexp.MustCompile(`"msg":"final checkpoint complete"`), 30*time.Second)
+	p.Await(t, regexp.MustCompile(`"msg":"cairn stopped"`), 30*time.Second)
 	firsts := 0
-	for i, line := range strings.Split(strings.TrimRight(p.log.String(), "\n"), "\n") {
+	for i, line := range strings.Split(strings.TrimRight(p.Log(), "\n"), "\n") {
 		var l struct {
 			Level, Msg string
 		}
@@ -53,6 +55,6 @@ func TestLogSummaryInJSON(t *testing.T) {
 		}
 	}
 	if firsts != 1 {
-		t.Fatalf("%d lines say the first checkpoint completed, want 1:\n%s", firsts, p.log)
+		t.Fatalf("%d lines say the first checkpoint completed, want 1:\n%s", firsts, p.Log())
 	}
 }

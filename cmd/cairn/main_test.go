@@ -10,7 +10,13 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
+
+// TestMain builds the binaries the tests run once (cairntest.Build), and
+// removes them after.
+func TestMain(m *testing.M) { os.Exit(cairntest.Main(m)) }
 
 // TestBinaryVersion builds the real binary, stamped as .ci/release stamps
 // it, and runs it, as a user would.

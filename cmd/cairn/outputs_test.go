@@ -15,7 +15,9 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
@@ -24,18 +26,17 @@ import (
 // exactly-once after dropping them), and every message as it arrived,
 // repeats included.
 type outputWatcher struct {
-	mu      sync.Mutex
-	values  map[string][]float64
-	ids     map[string]bool
-	all     []mqttio.Output
-	changed chan struct{} // a message arrived
+	mu     sync.Mutex
+	values map[string][]float64
+	ids    map[string]bool
+	all    []mqttio.Output
 }
 
 // watchOutputs connects a client made from opts, subscribes it to filter
 // at QoS 1, and keeps what it hears until the test ends.
 func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *outputWatcher {
 	t.Helper()
-	w := &outputWatcher{values: make(map[string][]float64), ids: make(map[string]bool), changed: make(chan struct{}, 1)}
+	w := &outputWatcher{values: make(map[string][]float64), ids: make(map[string]bool)}
 	c := paho.NewClient(opts.SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
 		var out mqttio.Output
 		if err := json.Unmarshal(m.Payload(), &out); err != nil {
@@ -48,10 +49,6 @@ func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *output
 		if !w.ids[out.ID] {
 			w.ids[out.ID] = true
 			w.values[out.Key] = append(w.values[out.Key], out.Value)
-		}
-		select {
-		case w.changed <- struct{}{}:
-		default:
 		}
 	}))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -72,37 +69,67 @@ func (w *outputWatcher) read(f func(values map[string][]float64)) {
 	f(w.values)
 }
 
-// await returns once f holds for the values heard, checking each time a
-// message arrives, and fails the test if it does not within d.
+// await returns once f holds for the values heard, and fails the test
+// if it does not within d.
 func (w *outputWatcher) await(t *testing.T, d time.Duration, what string, f func(values map[string][]float64) bool) {
 	t.Helper()
 	w.awaitAll(t, d, what, func([]mqttio.Output) bool { return f(w.values) })
 }
 
 // awaitAll returns every message heard, repeats included, once f holds
-// for them, checking each time one arrives; it fails the test if f does
-// not hold within d. f is called with the watcher locked.
+// for them; it fails the test if f does not hold within d. f is called
+// with the watcher locked.
 func (w *outputWatcher) awaitAll(t *testing.T, d time.Duration, what string, f func(all []mqttio.Output) bool) []mqttio.Output {
 	t.Helper()
-	deadline := time.After(d)
-	for {
+	var all []mqttio.Output
+	if testwait.Poll(d, func() bool {
 		w.mu.Lock()
+		defer w.mu.Unlock()
 		if f(w.all) {
-			defer w.mu.Unlock()
-			return slices.Clone(w.all)
+			all = slices.Clone(w.all)
 		}
-		w.mu.Unlock()
-		select {
-		case <-w.changed:
-		case <-deadline:
-			w.mu.Lock()
-			heard := make([]string, 0, len(w.values))
-			for _, k := range slices.Sorted(maps.Keys(w.values)) {
-				heard = append(heard, fmt.Sprintf("%s:%d", k, len(w.values[k])))
+		return all != nil
+	}) {
+		return all
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	heard := make([]string, 0, len(w.values))
+	for _, k := range slices.Sorted(maps.Keys(w.values)) {
+		heard = append(heard, fmt.Sprintf("%s:%d", k, len(w.values[k])))
+	}
+	t.Fatalf("waited %v for %s; values heard per key: %s", d, what, strings.Join(heard, " "))
+	return nil
+}
+
+// awaitCounts waits at most d until every key of want has had the counts
+// 1..want[key], each once and in order: a count per reading, none lost or
+// counted twice. Each time they are not yet there it calls between, if
+// set.
+func (w *outputWatcher) awaitCounts(t *testing.T, d time.Duration, want map[string]int, between func()) {
+	t.Helper()
+	var heard string
+	if !testwait.Poll(d, func() bool {
+		w.mu.Lock()
+		done := true
+		for k, n := range want {
+			cs := w.values[k]
+			done = done && len(cs) == n
+			for i, c := range cs {
+				done = done && c == float64(i+1)
 			}
-			w.mu.Unlock()
-			t.Fatalf("waited %v for %s; values heard per key: %s", d, what, strings.Join(heard, " "))
 		}
+		heard = fmt.Sprint(w.values)
+		w.mu.Unlock()
+		if done {
+			return true
+		}
+		if between != nil {
+			between()
+		}
+		return false
+	}) {
+		t.Fatalf("each key's counts must go 1..%v once; after %v: %s", want, d, heard)
 	}
 }
 
@@ -119,7 +146,7 @@ type brokerRun struct {
 // newBrokerRun sets up a brokerRun; name prefixes its clients' ids.
 func newBrokerRun(t *testing.T, name, config string) *brokerRun {
 	t.Helper()
-	r := &brokerRun{broker: mosquittotest.Start(t, t.TempDir(), nil), bin: buildCairn(t)}
+	r := &brokerRun{broker: mosquittotest.Start(t, t.TempDir(), nil), bin: cairntest.Build(t, "cairn")}
 	dir := t.TempDir()
 	r.data, r.file = filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	r.socket = filepath.Join(r.data, "cairn.sock")
@@ -138,7 +165,7 @@ func newBrokerRun(t *testing.T, name, config string) *brokerRun {
 // record: its subscription then stands (it subscribes once connected).
 func (r *brokerRun) awaitSubscribed(t *testing.T, source, topic, probe string) {
 	t.Helper()
-	awaitStatus(t, r.socket, "the source's subscription", time.Minute, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, r.socket, "the source's subscription", time.Minute, func(st api.Status) bool {
 		r.pub.Publish(topic, 1, false, probe)
 		return st.RecordsOut(source) > 0
 	})

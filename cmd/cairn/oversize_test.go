@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // TestHugeMessageCostsNoMemory publishes to an agent with a 48 MiB memory
@@ -28,7 +29,6 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 		"operators:\n  - id: counts\n    type: count\n    inputs: [readings]\n    key_by: key\n")
 	bin, file, socket, pub := r.bin, r.file, r.socket, r.pub
 	p := startAgent(t, bin, file)
-	p.drain()
 	r.awaitSubscribed(t, "readings", "huge/probe/t", `{"v":1}`)
 	huge := append([]byte(`{"v":1,"pad":"`), bytes.Repeat([]byte{'x'}, 100<<20)...)
 	huge = append(huge, `"}`...)
@@ -51,7 +51,7 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 		t.Fatalf("publish: %v", tok.Error())
 	}
 	const hostile = 1 + manyKeys
-	awaitStatus(t, socket, "the hostile messages dead-lettered and the next one read", time.Minute, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, socket, "the hostile messages dead-lettered and the next one read", time.Minute, func(st api.Status) bool {
 		return st.DeadLetters == hostile && st.RecordsOut("readings") >= 2
 	})
 	out, err := exec.Command(bin, "deadletters", "--json", "-c", file).Output()
@@ -59,19 +59,17 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 	if err != nil || json.NewDecoder(bytes.NewReader(out)).Decode(&dl) != nil || dl.Topic != "huge/d1/t" || !strings.Contains(dl.Reason, "over the limit") || dl.PayloadBytes != 256<<10+1 {
 		t.Fatalf("cairn deadletters: %v\n%.2000s", err, out)
 	}
-	peak := peakResident(t, p.cmd.Process.Pid)
+	peak := peakResident(t, p.Pid())
 	t.Logf("peak resident %d MB", peak>>20)
 	if peak > 80<<20 {
 		t.Fatalf("the agent's resident memory peaked at %d MB for a 100 MB message and %d of many keys", peak>>20, manyKeys)
 	}
 	// A kill before the next checkpoint: the restart replays from the
 	// last one; the messages are in the log as they were cut.
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
+	p.Kill()
 	p = startAgent(t, bin, file)
-	p.drain()
-	awaitStatus(t, socket, "the agent running again", time.Minute, func(st api.Status) bool { return st.State == "running" })
-	if peak := peakResident(t, p.cmd.Process.Pid); peak > 80<<20 {
+	cairntest.AwaitStatus(t, socket, "the agent running again", time.Minute, func(st api.Status) bool { return st.State == "running" })
+	if peak := peakResident(t, p.Pid()); peak > 80<<20 {
 		t.Fatalf("after a restart, the agent's resident memory peaked at %d MB", peak>>20)
 	}
 }

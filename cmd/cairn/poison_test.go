@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // poisonConfig counts, per device, the readings whose humidity is over 50:
@@ -100,47 +100,22 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 	first := startAgent(t, bin, file)
 	subscribed()
 	poison := feed(0, 150)
-	first.await(t, regexp.MustCompile(`level=WARN msg="operator rejected a record" operator=humid subtask=0 on_error=dead-letter reason=`), time.Minute)
-	first.drain()
-	awaitStatus(t, socket, "the poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) == poison })
-	first.cmd.Process.Signal(syscall.SIGKILL)
-	first.cmd.Wait()
+	first.Await(t, regexp.MustCompile(`level=WARN msg="operator rejected a record" operator=humid subtask=0 on_error=dead-letter reason=`), time.Minute)
+	cairntest.AwaitStatus(t, socket, "the poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) == poison })
+	first.Kill()
 
 	second := startAgent(t, bin, file)
-	second.drain()
 	subscribed()
 	poison = feed(150, 300)
-	st := awaitStatus(t, socket, "the second half's poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) >= poison })
+	st := cairntest.AwaitStatus(t, socket, "the second half's poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) >= poison })
 	if st.State != "running" {
 		t.Fatalf("agent state %q after poison readings, want running", st.State)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		done, snapshot := 0, ""
-		outputs.read(func(counts map[string][]float64) {
-			for d, n := range hot {
-				want := make([]float64, n)
-				for i := range want {
-					want[i] = float64(i + 1)
-				}
-				if slices.Equal(counts[d], want) {
-					done++
-				}
-			}
-			snapshot = fmt.Sprint(counts)
-		})
-		if done == len(hot) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("each device's counts must go 1..%v once; after a minute: %s", hot, snapshot)
-		}
-		time.Sleep(100 * time.Millisecond) // polling what the subscriber received
-	}
+	outputs.awaitCounts(t, time.Minute, hot, nil)
 	// The sink counts what it staged and what the broker acknowledged
 	// (not as many: this run also published what the one before staged
 	// in its last checkpoint).
-	awaitStatus(t, socket, "the sink's output acknowledged", time.Minute, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, socket, "the sink's output acknowledged", time.Minute, func(st api.Status) bool {
 		for _, op := range st.Operators {
 			if k := op.Sink; op.ID == "out" && k != nil && k.Published > 0 && k.Staged > 0 {
 				return true
@@ -183,8 +158,8 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 	if got := reasons(out); err != nil || len(got) != 2 {
 		t.Fatalf("cairn deadletters of the running agent: %v, the reasons %v; want some, for a missing humidity and for \"wet\"", err, got)
 	}
-	second.cmd.Process.Signal(syscall.SIGTERM)
-	if err := second.cmd.Wait(); err != nil {
+	second.Signal(syscall.SIGTERM)
+	if err := second.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
 	running := out

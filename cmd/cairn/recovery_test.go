@@ -15,6 +15,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
@@ -51,13 +52,12 @@ func runUntilCheckpoints(t *testing.T, bin, config string, n int, args ...string
 	t.Helper()
 	p := startAgent(t, bin, config, args...)
 	for range n {
-		p.await(t, completeLine, 30*time.Second)
+		p.Await(t, completeLine, 30*time.Second)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	id, _ := strconv.ParseUint(p.await(t, finalLine, 30*time.Second)[1], 10, 64)
-	p.drain()
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("after SIGTERM: %v\n%s", err, p.log)
+	p.Signal(syscall.SIGTERM)
+	id, _ := strconv.ParseUint(p.Await(t, finalLine, 30*time.Second)[1], 10, 64)
+	if err := p.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, p.Log())
 	}
 	return id
 }
@@ -68,7 +68,7 @@ func runUntilCheckpoints(t *testing.T, bin, config string, n int, args ...string
 // ones (I6), as they do after the store is truncated to half, when an
 // older checkpoint restores.
 func TestLostStoreIsNotSilent(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	config := filepath.Join(dir, "pipeline.yaml")
@@ -87,14 +87,13 @@ func TestLostStoreIsNotSilent(t *testing.T) {
 	}
 
 	p := startAgent(t, bin, config, "--accept-state-loss")
-	p.await(t, regexp.MustCompile(`msg="accepting lost state: starting with empty state"`), 30*time.Second)
-	if id, _ := strconv.ParseUint(p.await(t, completeLine, 30*time.Second)[1], 10, 64); id <= taken {
+	p.Await(t, regexp.MustCompile(`msg="accepting lost state: starting with empty state"`), 30*time.Second)
+	if id, _ := strconv.ParseUint(p.Await(t, completeLine, 30*time.Second)[1], 10, 64); id <= taken {
 		t.Fatalf("first checkpoint after the loss is %d, not above the %d taken before", id, taken)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	taken, _ = strconv.ParseUint(p.await(t, finalLine, 30*time.Second)[1], 10, 64)
-	p.drain()
-	p.cmd.Wait()
+	p.Signal(syscall.SIGTERM)
+	taken, _ = strconv.ParseUint(p.Await(t, finalLine, 30*time.Second)[1], 10, 64)
+	p.Wait()
 	taken = max(taken, runUntilCheckpoints(t, bin, config, 5))
 
 	// Truncated to half: the newest checkpoints are gone, an older one
@@ -124,15 +123,14 @@ func TestLostStoreIsNotSilent(t *testing.T) {
 		t.Fatal("cairn checkpoints changed the store's file")
 	}
 	p = startAgent(t, bin, config)
-	restored, _ := strconv.ParseUint(p.await(t, restoreLine, 30*time.Second)[1], 10, 64)
-	next, _ := strconv.ParseUint(p.await(t, completeLine, 30*time.Second)[1], 10, 64)
+	restored, _ := strconv.ParseUint(p.Await(t, restoreLine, 30*time.Second)[1], 10, 64)
+	next, _ := strconv.ParseUint(p.Await(t, completeLine, 30*time.Second)[1], 10, 64)
 	if restored >= taken || next <= taken {
 		t.Fatalf("after truncation: restored %d, next checkpoint %d; want an older one than %d, and ids above it", restored, next, taken)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.drain()
-	p.cmd.Wait()
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	p.Wait()
 }
 
 const fallbackConfig = `agent:
@@ -186,16 +184,15 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 			t.Fatal(tok.Error())
 		}
 		if i%100 == 99 {
-			p.await(t, completeLine, 30*time.Second) // the input spreads over checkpoints
+			p.Await(t, completeLine, 30*time.Second) // the input spreads over checkpoints
 		}
 	}
 	first := out.awaitAll(t, 30*time.Second, "every reading's count", func(m []mqttio.Output) bool {
 		return slices.ContainsFunc(m, func(o mqttio.Output) bool { return o.Key == "d3" && o.Value == readings/4 })
 	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	final, _ := strconv.ParseUint(p.await(t, finalLine, 30*time.Second)[1], 10, 64)
-	p.drain()
-	if err := p.cmd.Wait(); err != nil {
+	p.Signal(syscall.SIGTERM)
+	final, _ := strconv.ParseUint(p.Await(t, finalLine, 30*time.Second)[1], 10, 64)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("after SIGTERM: %v", err)
 	}
 	first = out.awaitAll(t, 0, "", func([]mqttio.Output) bool { return true }) // all the first run published
@@ -227,7 +224,7 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p = startAgent(t, bin, config)
-	restored, _ := strconv.ParseUint(p.await(t, restoreLine, 30*time.Second)[1], 10, 64)
+	restored, _ := strconv.ParseUint(p.Await(t, restoreLine, 30*time.Second)[1], 10, 64)
 	if restored >= final {
 		t.Fatalf("restored %d, not older than the final %d", restored, final)
 	}
@@ -242,10 +239,9 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 		}
 	}
 	t.Logf("fell back from checkpoint %d to %d; %d outputs published again under their first ids", final, restored, len(again))
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.drain()
-	p.cmd.Wait()
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	p.Wait()
 
 	// The ingest log deleted: the messages acknowledged after the last
 	// checkpoint went with it, and the start says so.
@@ -257,12 +253,11 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 		t.Fatalf("start without the ingest log: %v, want exit status 1 naming the log:\n%s", err, out2)
 	}
 	p = startAgent(t, bin, config, "--accept-state-loss")
-	p.await(t, regexp.MustCompile(`msg="accepting lost state"`), 30*time.Second)
-	p.await(t, completeLine, 30*time.Second)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.drain()
-	if err := p.cmd.Wait(); err != nil {
+	p.Await(t, regexp.MustCompile(`msg="accepting lost state"`), 30*time.Second)
+	p.Await(t, completeLine, 30*time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("after SIGTERM: %v", err)
 	}
 }

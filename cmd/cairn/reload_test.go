@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 const reloadConfig = `agent:
@@ -70,7 +71,7 @@ func replaceFile(t *testing.T, path, data string) {
 // from where it was. Then an invalid edit is rejected with its position
 // while the pipeline keeps running.
 func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	port := freePort(t)
@@ -79,7 +80,7 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, file)
-	p.await(t, regexp.MustCompile(`embedded MQTT broker listening`), 30*time.Second)
+	p.Await(t, regexp.MustCompile(`embedded MQTT broker listening`), 30*time.Second)
 
 	// Collect the counts published after the reload's checkpoint.
 	var mu sync.Mutex
@@ -105,19 +106,19 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 	}).Wait()
 
 	for range 5 {
-		p.await(t, completeLine, 30*time.Second)
+		p.Await(t, completeLine, 30*time.Second)
 	}
 	replaceFile(t, file, fmt.Sprintf(reloadConfig, data, port, "300ms"))
 	var final uint64
-	fmt.Sscan(p.await(t, finalLine, 30*time.Second)[1], &final)
+	fmt.Sscan(p.Await(t, finalLine, 30*time.Second)[1], &final)
 	mu.Lock()
 	reloadedAt = final
 	mu.Unlock()
-	if got := p.await(t, restoreLine, 30*time.Second)[1]; got != fmt.Sprint(final) {
+	if got := p.Await(t, restoreLine, 30*time.Second)[1]; got != fmt.Sprint(final) {
 		t.Fatalf("after the reload the agent restored checkpoint %s, want the final one %d", got, final)
 	}
 	for range 5 {
-		p.await(t, completeLine, 30*time.Second)
+		p.Await(t, completeLine, 30*time.Second)
 	}
 	mu.Lock()
 	if len(after) == 0 {
@@ -134,11 +135,11 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 
 	// An invalid edit: reported with its position, the pipeline goes on.
 	replaceFile(t, file, strings.Replace(fmt.Sprintf(reloadConfig, data, port, "300ms"), "type: count", "type: tally", 1))
-	line := p.await(t, regexp.MustCompile(`pipeline file changed but is invalid.*`), 30*time.Second)[0]
+	line := p.Await(t, regexp.MustCompile(`pipeline file changed but is invalid.*`), 30*time.Second)[0]
 	if !strings.Contains(line, file+`:13:5: operator \"counts\": unknown type \"tally\"`) {
 		t.Fatalf("the rejection does not name the position: %s", line)
 	}
-	p.await(t, completeLine, 30*time.Second)
+	p.Await(t, completeLine, 30*time.Second)
 	out, err := exec.Command(bin, "status", "--json", "--data-dir", data).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -151,10 +152,9 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !strings.Contains(string(out), want) {
 		t.Fatalf("cairn status after an invalid edit: %v, want %q:\n%s", err, want, out)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.drain()
-	if err := p.cmd.Wait(); err != nil {
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
@@ -178,24 +178,24 @@ operators:
 // says nothing, then reloads the file at debug: from then on the runtime's
 // debug lines appear, and none was written before the reload.
 func TestLogLevel(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "warn"))
-	p := startCairn(t, bin, "run", "-c", file)
+	p := cairntest.Start(t, nil, bin, "run", "-c", file)
 
-	awaitStatus(t, filepath.Join(data, "cairn.sock"), "3 checkpoints", 60*time.Second,
+	cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "3 checkpoints", 60*time.Second,
 		func(st api.Status) bool { return st.Checkpoints.Completed >= 3 })
 	reloaded := time.Now()
 	replaceFile(t, file, fmt.Sprintf(logLevelConfig, data, "debug"))
-	p.await(t, regexp.MustCompile(`level=DEBUG msg="checkpoint complete"`), 60*time.Second)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	first := regexp.MustCompile(`^time=(\S+)`).FindStringSubmatch(p.log.String())
+	p.Await(t, regexp.MustCompile(`level=DEBUG msg="checkpoint complete"`), 60*time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	first := regexp.MustCompile(`^time=(\S+)`).FindStringSubmatch(p.Log())
 	if first == nil {
-		t.Fatalf("the log does not start with a time:\n%s", p.log)
+		t.Fatalf("the log does not start with a time:\n%s", p.Log())
 	}
 	if at, err := time.Parse(time.RFC3339Nano, first[1]); err != nil || at.Before(reloaded) {
-		t.Fatalf("a line was logged at warn level before the reload at %v:\n%s", reloaded.Format(time.RFC3339Nano), p.log)
+		t.Fatalf("a line was logged at warn level before the reload at %v:\n%s", reloaded.Format(time.RFC3339Nano), p.Log())
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +19,9 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/s3test"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/remote"
 )
 
@@ -63,84 +64,14 @@ remote:
   timeout: 2s
 `
 
-// remoteAgent is a running agent whose every log line is kept.
-type remoteAgent struct {
-	*agentProc
-	mu    sync.Mutex
-	all   []string
-	read  int // lines await has looked at
-	ended chan struct{}
-}
-
-func startRemoteAgent(t *testing.T, bin, config string) *remoteAgent {
+// stopAgent sends SIGTERM to the agent, which takes a final checkpoint
+// (and uploads it) and must exit with status 0, and waits for it.
+func stopAgent(t *testing.T, a *cairntest.Proc) {
 	t.Helper()
-	a := &remoteAgent{agentProc: startAgent(t, bin, config), ended: make(chan struct{})}
-	go func() {
-		defer close(a.ended)
-		for line := range a.lines {
-			a.mu.Lock()
-			a.all = append(a.all, line)
-			a.mu.Unlock()
-		}
-	}()
-	return a
-}
-
-// await returns the submatches of the first line after the last awaited
-// one that matches re.
-func (a *remoteAgent) await(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		a.mu.Lock()
-		for ; a.read < len(a.all); a.read++ {
-			if m := re.FindStringSubmatch(a.all[a.read]); m != nil {
-				a.read++
-				a.mu.Unlock()
-				return m
-			}
-		}
-		a.mu.Unlock()
-		select {
-		case <-a.ended:
-			t.Fatalf("the agent exited before logging %v:\n%s", re, a.log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line matching %v after %v:\n%s", re, d, a.log())
-		}
-		time.Sleep(10 * time.Millisecond)
+	a.Signal(syscall.SIGTERM)
+	if err := a.Wait(); err != nil {
+		t.Fatalf("the agent exited with %v:\n%s", err, a.Log())
 	}
-}
-
-func (a *remoteAgent) log() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return strings.Join(a.all, "\n")
-}
-
-// stop sends sig and waits for the process and its last log line; after
-// SIGTERM, the agent must exit with status 0.
-func (a *remoteAgent) stop(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	a.cmd.Process.Signal(sig)
-	if sig != syscall.SIGTERM {
-		a.cmd.Wait()
-		<-a.ended
-		return
-	}
-	a.wait(t)
-}
-
-// wait waits for the process to exit with status 0, and for its last log
-// line.
-func (a *remoteAgent) wait(t *testing.T) {
-	t.Helper()
-	if err := a.cmd.Wait(); err != nil {
-		<-a.ended
-		t.Fatalf("the agent exited with %v:\n%s", err, a.log())
-	}
-	<-a.ended
 }
 
 // status runs cairn status --json against dataDir.
@@ -155,18 +86,6 @@ func remoteStatus(t *testing.T, bin, dataDir string) api.Status {
 		t.Fatalf("status is not JSON: %v\n%s", err, out)
 	}
 	return st
-}
-
-// pollUntil polls cond until it holds, failing after d.
-func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // s3Env is a bucket on a fresh server, over TLS, and the credentials for
@@ -247,7 +166,7 @@ func newestSums(t *testing.T, dev *remote.Device, after uint64) (*checkpoint.Man
 	t.Helper()
 	var m *checkpoint.Manifest
 	var got map[string]float64
-	pollUntil(t, 30*time.Second, fmt.Sprintf("no checkpoint after %d was uploaded and could be read", after), func() bool {
+	testwait.For(t, 30*time.Second, fmt.Sprintf("a checkpoint after %d uploaded and readable", after), func() bool {
 		var ok bool
 		if m = newest(t, dev); m == nil || m.ID <= after {
 			return false
@@ -273,8 +192,8 @@ func newest(t *testing.T, dev *remote.Device) *checkpoint.Manifest {
 
 // feed publishes readings to the agent's embedded broker once its
 // subscription is live: probes of value 0 (key "probe") until the sum
-// operator has seen one, then count readings of devices d0..d9. It returns
-// the sums the state must hold.
+// operator has seen one, then count readings of devices d0..d9, and waits
+// until the source has read them. It returns the sums the state must hold.
 func feed(t *testing.T, bin, dataDir string, port, count int) map[string]float64 {
 	t.Helper()
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", port)).SetClientID("e2e-feeder"))
@@ -287,9 +206,11 @@ func feed(t *testing.T, bin, dataDir string, port, count int) map[string]float64
 			t.Fatal(tok.Error())
 		}
 	}
-	pollUntil(t, 30*time.Second, "the agent never received a probe", func() bool {
+	var read int64 // what the source had read when the probe was seen
+	testwait.For(t, 30*time.Second, "the agent to receive a probe", func() bool {
 		pub("probe", 0)
 		st := remoteStatus(t, bin, dataDir)
+		read = st.RecordsOut("readings")
 		for _, op := range st.Operators {
 			for _, s := range op.Subtasks {
 				if op.ID == "total" && s.RecordsIn > 0 {
@@ -306,6 +227,9 @@ func feed(t *testing.T, bin, dataDir string, port, count int) map[string]float64
 		pub(device, v)
 		want[device] += v
 	}
+	testwait.For(t, 30*time.Second, "the source to read the readings", func() bool {
+		return remoteStatus(t, bin, dataDir).RecordsOut("readings") >= read+int64(count)
+	})
 	return want
 }
 
@@ -321,7 +245,7 @@ var (
 // checkpoint by naming it, and after losing its own disk restores its own
 // newer uploads. No log line holds the credentials.
 func TestRemoteRestore(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	env := newS3Env(t)
 	devA := env.device(t, "gw-a")
 	dir := t.TempDir()
@@ -332,19 +256,19 @@ func TestRemoteRestore(t *testing.T) {
 	var logs []string
 
 	// 1. Device A runs and uploads.
-	a := startRemoteAgent(t, bin, configA)
-	a.await(t, regexp.MustCompile(`msg="remote upload on" remote="endpoint=`+regexp.QuoteMeta(env.srv.Endpoint)+`.* tls=true"`), 30*time.Second)
-	a.await(t, completeLine, 30*time.Second)
+	a := startAgent(t, bin, configA)
+	a.Await(t, regexp.MustCompile(`msg="remote upload on" remote="endpoint=`+regexp.QuoteMeta(env.srv.Endpoint)+`.* tls=true"`), 30*time.Second)
+	a.Await(t, completeLine, 30*time.Second)
 	want := feed(t, bin, dataA, portA, 500)
 	var uploaded *checkpoint.Manifest
-	pollUntil(t, 60*time.Second, "no uploaded checkpoint holds every reading", func() bool {
+	testwait.For(t, 60*time.Second, "an uploaded checkpoint that holds every reading", func() bool {
 		if uploaded = newest(t, devA); uploaded == nil {
 			return false
 		}
 		got, ok := sums(t, devA, uploaded)
 		return ok && maps.Equal(got, want)
 	})
-	pollUntil(t, 30*time.Second, "the status shows no uploaded checkpoint", func() bool {
+	testwait.For(t, 30*time.Second, "the status to show an uploaded checkpoint", func() bool {
 		for _, c := range remoteStatus(t, bin, dataA).History {
 			if c.Upload == "uploaded" {
 				return true
@@ -353,26 +277,26 @@ func TestRemoteRestore(t *testing.T) {
 		return false
 	})
 	// Retention: at most 3 manifests of gw-a stay in the bucket.
-	pollUntil(t, 30*time.Second, "remote retention keeps more than 3 checkpoints", func() bool {
+	testwait.For(t, 30*time.Second, "remote retention to keep at most 3 checkpoints", func() bool {
 		return len(env.srv.Keys(t, "cairn", "fleet/gw-a/checkpoints/")) <= 3
 	})
-	a.stop(t, syscall.SIGKILL)
-	logs = append(logs, a.log())
+	a.Kill()
+	logs = append(logs, a.Log())
 
 	// 2. The disk is lost: A restarts from the newest uploaded checkpoint.
 	last := newest(t, devA)
 	if err := os.RemoveAll(dataA); err != nil {
 		t.Fatal(err)
 	}
-	a = startRemoteAgent(t, bin, configA)
-	if m := a.await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-a" || m[2] != fmt.Sprint(last.ID) {
+	a = startAgent(t, bin, configA)
+	if m := a.Await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-a" || m[2] != fmt.Sprint(last.ID) {
 		t.Fatalf("restoring from remote: %q, want gw-a's newest, %d", m[0], last.ID)
 	}
-	if id := a.await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(last.ID) {
+	if id := a.Await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(last.ID) {
 		t.Fatalf("restored checkpoint %s, want %d", id, last.ID)
 	}
 	var next uint64
-	fmt.Sscan(a.await(t, completeLine, 30*time.Second)[1], &next)
+	fmt.Sscan(a.Await(t, completeLine, 30*time.Second)[1], &next)
 	if next <= last.ID {
 		t.Fatalf("checkpoint %d after restoring %d: ids must go on increasing", next, last.ID)
 	}
@@ -386,13 +310,15 @@ func TestRemoteRestore(t *testing.T) {
 		t.Fatalf("state after the remote restore:\n%v\nwant\n%v", got, want)
 	}
 	// SIGTERM: the final checkpoint is uploaded before the agent exits.
-	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.Signal(syscall.SIGTERM)
 	var final uint64
-	fmt.Sscan(a.await(t, finalLine, 30*time.Second)[1], &final)
-	a.wait(t)
-	logs = append(logs, a.log())
+	fmt.Sscan(a.Await(t, finalLine, 30*time.Second)[1], &final)
+	if err := a.Wait(); err != nil {
+		t.Fatalf("after SIGTERM the agent exited with %v:\n%s", err, a.Log())
+	}
+	logs = append(logs, a.Log())
 	if m := newest(t, devA); m.ID != final {
-		t.Fatalf("newest uploaded checkpoint %d, want the final one, %d:\n%s", m.ID, final, a.log())
+		t.Fatalf("newest uploaded checkpoint %d, want the final one, %d:\n%s", m.ID, final, a.Log())
 	}
 	// Stopped, the agent's checkpoints say what remote storage holds.
 	if out, err := exec.Command(bin, "checkpoints", "-c", configA).Output(); err != nil ||
@@ -419,23 +345,23 @@ func TestRemoteRestore(t *testing.T) {
 	}
 	env.srv.FlipBit(t, "cairn", "fleet/gw-a/state/"+damaged.Key)
 	os.RemoveAll(dataA)
-	a = startRemoteAgent(t, bin, configA)
-	skip := a.await(t, skippedLine, 30*time.Second)
+	a = startAgent(t, bin, configA)
+	skip := a.Await(t, skippedLine, 30*time.Second)
 	if skip[1] != fmt.Sprint(ms[0].ID) || skip[2] != "fleet/gw-a/state/"+damaged.Key {
 		t.Fatalf("skipped %s for %s, want %d for %s", skip[1], skip[2], ms[0].ID, damaged.Key)
 	}
-	if id := a.await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(ms[intact].ID) {
+	if id := a.Await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(ms[intact].ID) {
 		t.Fatalf("after the damaged %d, restored %s, want %d", ms[0].ID, id, ms[intact].ID)
 	}
-	a.await(t, completeLine, 30*time.Second)
+	a.Await(t, completeLine, 30*time.Second)
 	if st := remoteStatus(t, bin, dataA); st.RestoredFrom == nil || st.RestoredFrom.Source != "remote" || st.RestoredFrom.ID != ms[intact].ID {
 		t.Fatalf("restored_from = %+v, want remote %d", st.RestoredFrom, ms[intact].ID)
 	}
 	if _, got := newestSums(t, devA, ms[0].ID); !maps.Equal(got, want) {
 		t.Fatalf("state after the fallback:\n%v\nwant\n%v", got, want)
 	}
-	a.stop(t, syscall.SIGTERM)
-	logs = append(logs, a.log())
+	stopAgent(t, a)
+	logs = append(logs, a.Log())
 
 	// 4. A replacement device, with its own data directory and name,
 	// restores gw-a's newest checkpoint and uploads as gw-b.
@@ -444,11 +370,11 @@ func TestRemoteRestore(t *testing.T) {
 	configB := filepath.Join(dir, "b.yaml")
 	portB := freePort(t)
 	os.WriteFile(configB, []byte(fmt.Sprintf(remoteConfig, dataB, portB, env.srv.Endpoint, "gw-b", "gw-a", env.secretFile, env.caFile)), 0o600)
-	b := startRemoteAgent(t, bin, configB)
-	if m := b.await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-a" || m[2] != fmt.Sprint(aLast.ID) {
+	b := startAgent(t, bin, configB)
+	if m := b.Await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-a" || m[2] != fmt.Sprint(aLast.ID) {
 		t.Fatalf("replacement: %q, want gw-a's %d", m[0], aLast.ID)
 	}
-	if id := b.await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(aLast.ID) {
+	if id := b.Await(t, restoreLine, 30*time.Second)[1]; id != fmt.Sprint(aLast.ID) {
 		t.Fatalf("replacement restored %s, want gw-a's %d", id, aLast.ID)
 	}
 	devB := env.device(t, "gw-b")
@@ -468,28 +394,30 @@ func TestRemoteRestore(t *testing.T) {
 	for k, v := range want {
 		more[k] += v
 	}
-	pollUntil(t, 60*time.Second, "no checkpoint of gw-b holds its own input", func() bool {
+	testwait.For(t, 60*time.Second, "a checkpoint of gw-b that holds its own input", func() bool {
 		m := newest(t, devB)
 		got, ok := sums(t, devB, m)
 		return ok && maps.Equal(got, more)
 	})
-	b.cmd.Process.Signal(syscall.SIGTERM)
+	b.Signal(syscall.SIGTERM)
 	var bFinal uint64
-	fmt.Sscan(b.await(t, finalLine, 30*time.Second)[1], &bFinal)
-	b.wait(t)
-	logs = append(logs, b.log())
+	fmt.Sscan(b.Await(t, finalLine, 30*time.Second)[1], &bFinal)
+	if err := b.Wait(); err != nil {
+		t.Fatalf("after SIGTERM the agent exited with %v:\n%s", err, b.Log())
+	}
+	logs = append(logs, b.Log())
 	if err := os.RemoveAll(dataB); err != nil {
 		t.Fatal(err)
 	}
-	b = startRemoteAgent(t, bin, configB)
-	if m := b.await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-b" || m[2] != fmt.Sprint(bFinal) {
+	b = startAgent(t, bin, configB)
+	if m := b.Await(t, remoteRestoreLine, 30*time.Second); m[1] != "gw-b" || m[2] != fmt.Sprint(bFinal) {
 		t.Fatalf("replacement after losing its disk: %q, want its own newest, %d", m[0], bFinal)
 	}
 	if m, got := newestSums(t, devB, bFinal); !maps.Equal(got, more) {
 		t.Fatalf("gw-b's checkpoint %d after restoring its own %d holds %v, want %v", m.ID, bFinal, got, more)
 	}
-	b.stop(t, syscall.SIGTERM)
-	logs = append(logs, b.log())
+	stopAgent(t, b)
+	logs = append(logs, b.Log())
 
 	all := strings.Join(logs, "\n")
 	for _, secret := range []string{s3test.SecretKey, s3test.AccessKey} {
@@ -510,7 +438,7 @@ func TestRemoteRestore(t *testing.T) {
 // are skipped, and the status says so; once the storage answers again,
 // uploads resume.
 func TestRemoteHangDoesNotDelayCheckpoints(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	env := newS3Env(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -526,30 +454,21 @@ func TestRemoteHangDoesNotDelayCheckpoints(t *testing.T) {
 	local := filepath.Join(dir, "local.yaml")
 	withoutRemote, _, _ := strings.Cut(fmt.Sprintf(sim, filepath.Join(dir, "local"), freePort(t), "", "", "", "", ""), "remote:")
 	os.WriteFile(local, []byte(withoutRemote), 0o600)
-	a := startRemoteAgent(t, bin, config)
-	control := startRemoteAgent(t, bin, local)
+	a := startAgent(t, bin, config)
+	control := startAgent(t, bin, local)
 	dev := env.device(t, "gw-h")
-	pollUntil(t, 30*time.Second, "nothing uploaded", func() bool { return newest(t, dev) != nil })
-	control.await(t, completeLine, 30*time.Second)
+	testwait.For(t, 30*time.Second, "an upload", func() bool { return newest(t, dev) != nil })
+	control.Await(t, completeLine, 30*time.Second)
 
 	// completions counts each agent's "checkpoint complete" lines over d.
 	completions := func(d time.Duration) (n [2]int) {
-		agents := [2]*remoteAgent{a, control}
+		agents := [2]*cairntest.Proc{a, control}
 		for _, p := range agents {
-			p.mu.Lock()
-			p.read = len(p.all)
-			p.mu.Unlock()
+			p.Skip(nil)
 		}
 		time.Sleep(d) // a measurement window, not a synchronisation
 		for i, p := range agents {
-			p.mu.Lock()
-			for _, l := range p.all[p.read:] {
-				if completeLine.MatchString(l) {
-					n[i]++
-				}
-			}
-			p.read = len(p.all)
-			p.mu.Unlock()
+			n[i] = p.Skip(completeLine)
 		}
 		return n
 	}
@@ -563,10 +482,10 @@ func TestRemoteHangDoesNotDelayCheckpoints(t *testing.T) {
 		before[0], before[1], during[0], during[1])
 	for i, n := range [][2]int{before, during} {
 		if n[1] < 10 || float64(n[0]) < 0.5*float64(n[1]) {
-			t.Fatalf("%s, %d checkpoints completed in 5s with upload, %d without:\n%s", []string{"over a slow link", "while the storage hung"}[i], n[0], n[1], a.log())
+			t.Fatalf("%s, %d checkpoints completed in 5s with upload, %d without:\n%s", []string{"over a slow link", "while the storage hung"}[i], n[0], n[1], a.Log())
 		}
 	}
-	control.stop(t, syscall.SIGTERM)
+	stopAgent(t, control)
 	var failed, skipped int
 	for _, c := range remoteStatus(t, bin, data).History {
 		switch c.Upload {
@@ -587,11 +506,13 @@ func TestRemoteHangDoesNotDelayCheckpoints(t *testing.T) {
 	// that follows one. Either is logged, and logged as mended once the
 	// storage answers.
 	env.srv.Resume(t)
-	what := a.await(t, regexp.MustCompile(`msg="remote (upload|retention) works again"`), 60*time.Second)[1]
+	what := a.Await(t, regexp.MustCompile(`msg="remote (upload|retention) works again"`), 60*time.Second)[1]
 	hung := newest(t, dev).ID
-	pollUntil(t, 30*time.Second, "uploads did not resume:\n"+a.log(), func() bool { return newest(t, dev).ID > hung })
-	a.stop(t, syscall.SIGTERM)
-	if !slices.ContainsFunc(strings.Split(a.log(), "\n"), func(l string) bool { return strings.Contains(l, "remote "+what+" failed") }) {
-		t.Fatalf("%s works again, but its failure was not logged:\n%s", what, a.log())
+	if !testwait.Poll(30*time.Second, func() bool { return newest(t, dev).ID > hung }) {
+		t.Fatalf("uploads did not resume in 30s:\n%s", a.Log())
+	}
+	stopAgent(t, a)
+	if !slices.ContainsFunc(strings.Split(a.Log(), "\n"), func(l string) bool { return strings.Contains(l, "remote "+what+" failed") }) {
+		t.Fatalf("%s works again, but its failure was not logged:\n%s", what, a.Log())
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // TestSavepointMovesStateToAnotherAgent writes a savepoint from a running
 // agent and starts a second agent, on an empty data directory, from it; a
 // pipeline that lost an operator is refused unless told to drop its state.
 func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte(e2eToken), 0o600)
@@ -33,7 +34,7 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 	}
 	first := write("first.yaml", fmt.Sprintf(e2eConfig, filepath.Join(dir, "one"), freePort(t), freePort(t), token, freePort(t)))
 	p := startAgent(t, bin, first)
-	p.await(t, completeLine, 30*time.Second)
+	p.Await(t, completeLine, 30*time.Second)
 	out, err := exec.Command(bin, "savepoint", "-c", first).Output()
 	if err != nil {
 		t.Fatalf("cairn savepoint: %v", err)
@@ -43,10 +44,9 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 	if id == nil {
 		t.Fatalf("cairn savepoint printed %q", sp)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.drain()
-	p.cmd.Wait()
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	p.Wait()
 
 	// A pipeline without the window operator refuses the savepoint's state.
 	second := fmt.Sprintf(e2eConfig, filepath.Join(dir, "two"), freePort(t), freePort(t), token, freePort(t))
@@ -59,10 +59,10 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 	}
 
 	q := startAgent(t, bin, write("second.yaml", second), "--from-savepoint", sp)
-	if got := q.await(t, restoreLine, 30*time.Second)[1]; got != id[1] {
+	if got := q.Await(t, restoreLine, 30*time.Second)[1]; got != id[1] {
 		t.Fatalf("restored checkpoint %s, want the savepoint's %s", got, id[1])
 	}
-	q.await(t, completeLine, 30*time.Second)
+	q.Await(t, completeLine, 30*time.Second)
 	out, err = exec.Command(bin, "status", "--json", "--data-dir", filepath.Join(dir, "two")).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestSavepointMovesStateToAnotherAgent(t *testing.T) {
 // TestSavepointsAreRetained takes three savepoints of an agent that keeps
 // two: the oldest file is deleted, the two newest stay.
 func TestSavepointsAreRetained(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
 	text := fmt.Sprintf("agent:\n  data_dir: %s\n  retained_savepoints: 2\ncheckpoints:\n  interval: 1h\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 100}\n"+
@@ -84,9 +84,8 @@ func TestSavepointsAreRetained(t *testing.T) {
 	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startAgent(t, bin, config)
-	p.drain()
-	awaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	startAgent(t, bin, config)
+	cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
 	var paths []string
 	for range 3 {
 		out, err := exec.Command(bin, "savepoint", "-c", config).Output()
@@ -107,7 +106,7 @@ func TestSavepointsAreRetained(t *testing.T) {
 // agent, running and stopped: their kind is at-least-once, not aligned,
 // and --verify reads their state and finds it whole.
 func TestCheckpointsSaysWhatTheyAre(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	config, data := filepath.Join(dir, "pipeline.yaml"), filepath.Join(dir, "data")
 	text := fmt.Sprintf("agent:\n  data_dir: %s\ncheckpoints:\n  interval: 100ms\n  mode: at-least-once\nsources:\n  - id: fleet\n    simulator: {devices: 5, rate: 100}\n"+
@@ -131,13 +130,12 @@ func TestCheckpointsSaysWhatTheyAre(t *testing.T) {
 	}
 	p := startAgent(t, bin, config)
 	for range 3 {
-		p.await(t, completeLine, 30*time.Second)
+		p.Await(t, completeLine, 30*time.Second)
 	}
 	check("running")
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	p.await(t, finalLine, 30*time.Second)
-	p.drain()
-	if err := p.cmd.Wait(); err != nil {
+	p.Signal(syscall.SIGTERM)
+	p.Await(t, finalLine, 30*time.Second)
+	if err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	check("stopped")

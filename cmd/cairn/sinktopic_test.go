@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 )
 
 // sinkTopicConfig counts readings per device, the key a payload field,
@@ -92,37 +92,16 @@ func TestSinkTopicPoisonKey(t *testing.T) {
 			t.Fatalf("publish: %v", tok.Error())
 		}
 	}
-	agent.await(t, regexp.MustCompile(`level=WARN msg="operator rejected a record" operator=out subtask=0 on_error=dead-letter `+
+	agent.Await(t, regexp.MustCompile(`level=WARN msg="operator rejected a record" operator=out subtask=0 on_error=dead-letter `+
 		regexp.QuoteMeta(`reason="sink out: topic \"sinktopic/out/a#b/count\" is not a valid MQTT topic: contains the wildcard #" stored=true`)), time.Minute)
-	agent.drain()
 
-	deadline := time.Now().Add(time.Minute)
-	for {
-		done, snapshot := 0, ""
-		outputs.read(func(counts map[string][]float64) {
-			for d, n := range want {
-				w := make([]float64, n)
-				for i := range w {
-					w[i] = float64(i + 1)
-				}
-				if slices.Equal(counts[d], w) {
-					done++
-				}
-			}
-			if len(counts["a#b"]) > 0 {
-				t.Errorf("a#b's counts were published: %v", counts["a#b"])
-			}
-			snapshot = fmt.Sprint(counts)
-		})
-		if done == len(want) {
-			break
+	outputs.awaitCounts(t, time.Minute, want, nil)
+	outputs.read(func(counts map[string][]float64) {
+		if len(counts["a#b"]) > 0 {
+			t.Errorf("a#b's counts were published: %v", counts["a#b"])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("each device's counts must go 1..%v once; after a minute: %s", want, snapshot)
-		}
-		time.Sleep(100 * time.Millisecond) // polling what the subscriber received
-	}
-	st := awaitStatus(t, socket, "every poison count rejected", time.Minute, func(st api.Status) bool {
+	})
+	st := cairntest.AwaitStatus(t, socket, "every poison count rejected", time.Minute, func(st api.Status) bool {
 		for _, op := range st.Operators {
 			if op.ID == "out" {
 				return op.Rejected() == poison
@@ -156,8 +135,8 @@ func TestSinkTopicPoisonKey(t *testing.T) {
 	if n < 1 || n > 10 {
 		t.Fatalf("%d dead letters, want 1 to 10 of the %d rejected:\n%s", n, poison, out)
 	}
-	agent.cmd.Process.Signal(syscall.SIGTERM)
-	if err := agent.cmd.Wait(); err != nil {
+	agent.Signal(syscall.SIGTERM)
+	if err := agent.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testwait"
 )
 
 // terminal is a tmux server of the test's own, running one program in an
@@ -54,28 +56,23 @@ func (term *terminal) keys(t *testing.T, keys ...string) {
 // matches re, and returns the match.
 func (term *terminal) await(t *testing.T, re *regexp.Regexp, d time.Duration) []string {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		s := term.screen(t)
-		if m := re.FindStringSubmatch(s); m != nil {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the screen never matched %v in %v; it shows:\n%s", re, d, s)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var s string
+	var m []string
+	if !testwait.Poll(d, func() bool {
+		s = term.screen(t)
+		m = re.FindStringSubmatch(s)
+		return m != nil
+	}) {
+		t.Fatalf("the screen never matched %v in %v; it shows:\n%s", re, d, s)
 	}
+	return m
 }
 
 // awaitExit waits until the program quits, which ends the session.
 func (term *terminal) awaitExit(t *testing.T, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for exec.Command("tmux", "-L", term.socket, "has-session", "-t", "top").Run() == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the program did not quit in %v; it shows:\n%s", d, term.screen(t))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testwait.Poll(d, func() bool { return exec.Command("tmux", "-L", term.socket, "has-session", "-t", "top").Run() != nil }) {
+		t.Fatalf("the program did not quit in %v; it shows:\n%s", d, term.screen(t))
 	}
 }
 
@@ -85,7 +82,7 @@ func (term *terminal) awaitExit(t *testing.T, d time.Duration) {
 // highlighted and names the lagging input, and after the agent is killed
 // the UI says so, then picks up the restarted agent and what it restored.
 func TestTopInTmux(t *testing.T) {
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dataDir := t.TempDir()
 	skew, err := os.ReadFile(filepath.Join("..", "..", "configs", "skew.yaml"))
 	if err != nil {
@@ -97,8 +94,7 @@ func TestTopInTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, config, "--data-dir", dataDir)
-	p.await(t, completeLine, 60*time.Second)
-	p.drain()
+	p.Await(t, completeLine, 60*time.Second)
 
 	term := startTerminal(t, bin, "top", "--data-dir", dataDir, "--stall", "100ms") // the join aligns for about 300ms
 	term.await(t, regexp.MustCompile(`cairn top .* skew.yaml · exactly-once · running`), 20*time.Second)
@@ -112,13 +108,11 @@ func TestTopInTmux(t *testing.T) {
 	stall := term.await(t, regexp.MustCompile(`▲ STALL (drift/0) waits \S+ for (score/0) \(backlog \d+`), 60*time.Second)
 	t.Logf("stall seen: %s waiting on %s", stall[1], stall[2])
 
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
+	p.Kill()
 	term.await(t, regexp.MustCompile(`unreachable since \d\d:\d\d:\d\d · last seen running *\n⟳ reconnecting, attempt \d+: `), 20*time.Second)
 
 	p = startAgent(t, bin, config, "--data-dir", dataDir)
-	restored := p.await(t, restoreLine, 60*time.Second)[1]
-	p.drain()
+	restored := p.Await(t, restoreLine, 60*time.Second)[1]
 	term.await(t, regexp.MustCompile(`restored local #`+restored+` `), 30*time.Second)
 	term.await(t, regexp.MustCompile(`reconnected: the agent restarted and restored local checkpoint `+restored), 10*time.Second)
 	t.Logf("screen after the restart:\n%s", term.screen(t))

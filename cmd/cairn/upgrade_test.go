@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
 )
 
@@ -55,7 +55,7 @@ sinks:
 // and on to 31 with one more reading each.
 func TestUpgradeKeepsTheIngestLog(t *testing.T) {
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
-	bin := buildCairn(t)
+	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
 	data, file := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	if err := os.MkdirAll(data, 0o700); err != nil {
@@ -77,16 +77,15 @@ func TestUpgradeKeepsTheIngestLog(t *testing.T) {
 	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(broker.URL).SetClientID("upgrade-watcher"), "upgrade/count/#")
 
 	p := startAgent(t, bin, file)
-	p.await(t, regexp.MustCompile(`msg="ingest log moved to segment files`), 30*time.Second)
-	if m := p.await(t, restoreLine, 30*time.Second); m[1] != "1" {
+	p.Await(t, regexp.MustCompile(`msg="ingest log moved to segment files`), 30*time.Second)
+	if m := p.Await(t, restoreLine, 30*time.Second); m[1] != "1" {
 		t.Fatalf("restored checkpoint %s, want 1", m[1])
 	}
-	p.drain()
 	if _, err := os.Stat(filepath.Join(data, "ingest.db")); !os.IsNotExist(err) {
 		t.Fatalf("ingest.db is still there after the move: %v", err)
 	}
 	socket := filepath.Join(data, "cairn.sock")
-	awaitStatus(t, socket, "the 50 readings after the checkpoint replayed", time.Minute,
+	cairntest.AwaitStatus(t, socket, "the 50 readings after the checkpoint replayed", time.Minute,
 		func(st api.Status) bool { return st.RecordsOut("readings") == 50 && st.IngestLag == 0 })
 
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL).SetClientID("upgrade-feeder"))
@@ -94,7 +93,7 @@ func TestUpgradeKeepsTheIngestLog(t *testing.T) {
 		t.Fatalf("feeder: %v", tok.Error())
 	}
 	defer pub.Disconnect(100)
-	awaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
+	cairntest.AwaitStatus(t, socket, "the source's subscription", time.Minute, func(st api.Status) bool {
 		// A reading of a sixth device until one gets through: the source
 		// subscribes once connected.
 		pub.Publish("upgrade/probe/t", 1, false, `{"seq":0}`)
@@ -105,36 +104,15 @@ func TestUpgradeKeepsTheIngestLog(t *testing.T) {
 			t.Fatalf("publish: %v", tok.Error())
 		}
 	}
-	want := make([]float64, 31)
-	for i := range want {
-		want[i] = float64(i + 1)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		done, snapshot := 0, ""
-		outputs.read(func(counts map[string][]float64) {
-			for d := range 5 {
-				if slices.Equal(counts[fmt.Sprintf("d%d", d)], want) {
-					done++
-				}
-			}
-			snapshot = fmt.Sprint(counts)
-		})
-		if done == 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("each device's counts must go 1..31 once; after a minute: %s", snapshot)
-		}
-		// The sink publishes what a checkpoint holds once it completes:
-		// take one until the new readings are in one.
+	// The sink publishes what a checkpoint holds once it completes: take
+	// one until the new readings are in one.
+	outputs.awaitCounts(t, time.Minute, map[string]int{"d0": 31, "d1": 31, "d2": 31, "d3": 31, "d4": 31}, func() {
 		if out, err := exec.Command(bin, "checkpoint", "-c", file).CombinedOutput(); err != nil {
 			t.Fatalf("cairn checkpoint: %v\n%s", err, out)
 		}
-		time.Sleep(200 * time.Millisecond) // polling what the subscriber received
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.cmd.Wait(); err != nil {
+	})
+	p.Signal(syscall.SIGTERM)
+	if err := p.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)
 	}
 }

@@ -1,5 +1,8 @@
 // Package cairntest runs cairn's own binaries in tests: it builds them
-// once per test process, beside each other as a release ships them.
+// once per test process, beside each other as a release ships them
+// (Build), starts them and reads their logs line by line (Start, Proc),
+// and waits on a running agent's status (AwaitStatus). The tests of
+// cmd/cairn, cmd/cairn-bench and torture share it.
 package cairntest
 
 import (

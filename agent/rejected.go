@@ -32,7 +32,6 @@ type rejections struct {
 	policy map[string]string // operator id → config.OnError*
 	store  func(dl mqttio.DeadLetter, origin uint64) error
 	log    *slog.Logger
-	now    func() time.Time
 
 	mu  sync.Mutex
 	ops map[string]*rejectCount
@@ -47,7 +46,7 @@ type rejectCount struct {
 }
 
 func newRejections(cfg *config.Config, store func(dl mqttio.DeadLetter, origin uint64) error, log *slog.Logger) *rejections {
-	r := &rejections{policy: make(map[string]string), store: store, log: log, now: time.Now, ops: make(map[string]*rejectCount)}
+	r := &rejections{policy: make(map[string]string), store: store, log: log, ops: make(map[string]*rejectCount)}
 	for _, o := range cfg.Operators {
 		r.policy[o.ID] = o.OnError
 	}
@@ -67,7 +66,7 @@ func (r *rejections) handle(id checkpoint.TaskID, rec *graph.Record, err error) 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
+	now := time.Now()
 	c := r.ops[id.Operator]
 	first := c == nil || now.Sub(c.start) >= rejectPeriod
 	if first {

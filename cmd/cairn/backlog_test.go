@@ -55,6 +55,7 @@ sinks:
 // session sees every key's running count without a gap, the readings'
 // too.
 func TestOutputBacklogHoldsInput(t *testing.T) {
+	t.Parallel() // its own broker, ports and directories; it mostly waits, with deadlines of a minute
 	broker := mosquittotest.Start(t, t.TempDir(), nil)
 	bin := cairntest.Build(t, "cairn")
 

@@ -82,6 +82,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 }
 
 func TestVersionLine(t *testing.T) {
+	t.Parallel()
 	goes := runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
 	built := &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201090000-0123456789ab+dirty"}, Settings: []debug.BuildSetting{
 		{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},

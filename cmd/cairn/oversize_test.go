@@ -24,6 +24,7 @@ import (
 // huge one whole, twice; the keys, decoded and held in flight, took an
 // agent to 2.3 GB); nor after a kill, when the restart replays them.
 func TestHugeMessageCostsNoMemory(t *testing.T) {
+	t.Parallel() // its own broker, ports and directories; what it measures is the agent's memory, not time
 	r := newBrokerRun(t, "huge", "agent:\n  data_dir: %s\n  memory_limit: 48MiB\nbrokers:\n  local:\n    url: %s\n    client_id: huge\n"+
 		"checkpoints:\n  interval: 200ms\nsources:\n  - id: readings\n    broker: local\n    topics: [\"huge/{device}/t\"]\n    key: device\n    value: v\n"+
 		"operators:\n  - id: counts\n    type: count\n    inputs: [readings]\n    key_by: key\n")

@@ -56,6 +56,7 @@ func requireDpkg(t *testing.T) {
 // among them), and whose cairn says the version and commit it was built
 // from.
 func TestRelease(t *testing.T) {
+	t.Parallel() // builds in a directory of its own, CPU-bound: beside a test that mostly waits
 	requireDpkg(t)
 	names := strings.Fields(os.Getenv("CAIRN_RELEASE_ARCHS"))
 	if len(names) == 0 {

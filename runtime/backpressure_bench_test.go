@@ -10,6 +10,7 @@ import (
 	"github.com/cairn-edge/cairn/bench"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -97,8 +98,7 @@ func BenchmarkCheckpointUnderBackpressure(b *testing.B) {
 // awaitBackpressure waits until the sinks' inputs are full and the maps
 // wait for credits: the state in which aligned checkpoints crawl.
 func awaitBackpressure(b *testing.B, job *runtime.Job) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(b, 30*time.Second, "the pipeline to back up", func() bool {
 		full := 0
 		for _, t := range job.Status().Tasks {
 			var queued int64
@@ -109,12 +109,6 @@ func awaitBackpressure(b *testing.B, job *runtime.Job) {
 				full++
 			}
 		}
-		if full == 2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the pipeline never backed up")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the job's status
-	}
+		return full == 2
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 )
 
@@ -166,18 +167,6 @@ func runJob(t *testing.T, topo *graph.Topology, opts Options) (*Job, func()) {
 	return job, stop
 }
 
-// next returns the next event, failing after d.
-func next(t *testing.T, events <-chan timerEvent, d time.Duration, what string) timerEvent {
-	t.Helper()
-	select {
-	case e := <-events:
-		return e
-	case <-time.After(d):
-		t.Fatalf("timed out after %v waiting for %s", d, what)
-	}
-	return timerEvent{}
-}
-
 // TestProcessingTimersAcrossWallClockJumps: a processing-time timer fires
 // by the wall clock, never before its time. When the clock jumps back an
 // hour after a timer was set 300 ms ahead, the timer does not fire when the
@@ -224,7 +213,7 @@ func processingTimersAcrossWallClockJumps(t *testing.T) {
 	marker := func(name string) timerEvent {
 		in.push(graph.Record{Key: name, Value: -1})
 		for {
-			e := next(t, events, 10*time.Second, "marker "+name)
+			e := testwait.Recv(t, events, 10*time.Second, "marker "+name)
 			if e.fired {
 				t.Fatalf("timer %d of %s fired at %d while waiting for a marker", e.at, e.key, e.clock)
 			}
@@ -238,7 +227,7 @@ func processingTimersAcrossWallClockJumps(t *testing.T) {
 	// timer cannot come due first.
 	clock.freeze()
 	in.push(graph.Record{Key: "a", Value: 300})
-	set := next(t, events, 10*time.Second, "the timer of a to be set")
+	set := testwait.Recv(t, events, 10*time.Second, "the timer of a to be set")
 	clock.jump(-time.Hour)
 	clock.thaw()
 	time.Sleep(400 * time.Millisecond) // the time under test passes
@@ -249,17 +238,17 @@ func processingTimersAcrossWallClockJumps(t *testing.T) {
 		t.Fatalf("processing time %d after the jump back, timer at %d: the job does not read Options.WallClock", m.clock, set.at)
 	}
 	clock.jump(time.Hour)
-	e := next(t, events, 5*time.Second, "the timer of a, the clock set right again")
+	e := testwait.Recv(t, events, 5*time.Second, "the timer of a, the clock set right again")
 	if !e.fired || e.key != "a" || e.at != set.at || e.clock < e.at {
 		t.Fatalf("got %+v, want the timer %d of a firing at or after its time", e, set.at)
 	}
 
 	// Forwards.
 	in.push(graph.Record{Key: "b", Value: float64(time.Hour.Milliseconds())})
-	set = next(t, events, 10*time.Second, "the timer of b to be set")
+	set = testwait.Recv(t, events, 10*time.Second, "the timer of b to be set")
 	clock.jump(2 * time.Hour)
 	start := time.Now()
-	e = next(t, events, 5*time.Second, "the timer of b after the clock jumped two hours forward")
+	e = testwait.Recv(t, events, 5*time.Second, "the timer of b after the clock jumped two hours forward")
 	if !e.fired || e.key != "b" || e.at != set.at || e.clock < e.at {
 		t.Fatalf("got %+v, want the timer %d of b firing at or after its time", e, set.at)
 	}
@@ -385,14 +374,13 @@ func TestCheckpointIDsAcrossRestartsAndClockJumps(t *testing.T) {
 		}
 		waitUntil := func(n int) {
 			t.Helper()
-			deadline := time.Now().Add(20 * time.Second)
-			for count() < n {
-				if time.Now().After(deadline) {
-					t.Fatalf("run %d: %d checkpoints completed, want %d", run, count(), n)
+			testwait.For(t, 20*time.Second, fmt.Sprintf("run %d: %d checkpoints completed", run, n), func() bool {
+				if count() >= n {
+					return true
 				}
 				in.push(graph.Record{Key: fmt.Sprintf("k%d", count()), Value: 1})
-				time.Sleep(5 * time.Millisecond)
-			}
+				return false
+			})
 		}
 		waitUntil(3)
 		clock.jump(-6 * time.Hour) // while running

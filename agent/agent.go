@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -245,7 +246,7 @@ func checkRestore(store *localrecovery.Store, restore []*checkpoint.Manifest, fr
 	}
 	if accept {
 		for i, m := range restore {
-			err := verifyState(from, m)
+			err := recovery.Verify(from, m)
 			if err == nil {
 				return restore[i:], nil
 			}
@@ -325,6 +326,9 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			return nil, false, err
 		}
 	}
+	if restoreStore == nil {
+		restoreStore = store
+	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
 	said := &checkpointLog{log: log}
@@ -332,7 +336,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
-		Store: store, Restore: restore, RestoreStore: restoreStore, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
+		Store: store, Restore: recovery.Candidates(restoreStore, restore), Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		Hold:       d.backlog.Hold,
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnComplete: func(m *checkpoint.Manifest) {
@@ -381,7 +385,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	for {
 		select {
 		case err := <-ran:
-			if errors.Is(err, runtime.ErrNothingRestored) {
+			if errors.Is(err, recovery.ErrNothingRestored) {
 				err = fmt.Errorf("%w (cairn run --accept-state-loss starts with empty state anyway)", err)
 			}
 			return nil, false, err

@@ -11,6 +11,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/remote"
 )
 
@@ -135,7 +136,7 @@ func (r *remoteSide) close() {
 // above every id this device uploaded (invariant I6).
 func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoint.Manifest, log *slog.Logger) ([]*checkpoint.Manifest, checkpoint.Store, string, error) {
 	for i, m := range local {
-		err := verifyState(store, m)
+		err := recovery.Verify(store, m)
 		if err == nil {
 			return local[i:], nil, "local", nil
 		}
@@ -170,24 +171,12 @@ func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoi
 	return uploaded, from, "remote", nil
 }
 
-// damage is why m's state fails verification (verifyState), or "".
+// damage is why m's state fails verification (recovery.Verify), or "".
 func damage(store checkpoint.Store, m *checkpoint.Manifest) string {
-	if err := verifyState(store, m); err != nil {
+	if err := recovery.Verify(store, m); err != nil {
 		return err.Error()
 	}
 	return ""
-}
-
-// verifyState reads and verifies every blob of m.
-func verifyState(store checkpoint.Store, m *checkpoint.Manifest) error {
-	for _, a := range m.Subtasks {
-		for _, h := range a.Handles() {
-			if _, err := store.ReadState(h); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // uploadState fills in info's upload state, when remote upload is on.

@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -318,7 +319,7 @@ func runFirstRecord(dir string) error {
 		return err
 	}
 	cfg := checkpoint.DefaultConfig()
-	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: restore})
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore)})
 	if err != nil {
 		return err
 	}

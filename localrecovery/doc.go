@@ -39,8 +39,7 @@
 // segment hides the rest of that segment: a completion record lost so is
 // not listed, and a snapshot lost so fails verification when it is
 // restored, so that the restore falls back to an older checkpoint
-// (runtime.Options.Restore). Nothing that failed verification is
-// restored.
+// (package recovery). Nothing that failed verification is restored.
 //
 // # Earlier stores
 //

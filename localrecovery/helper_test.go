@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -226,7 +227,7 @@ func runHelper(dir string) error {
 			return err
 		}
 	}
-	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: restore, Logger: logger,
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore), Logger: logger,
 		Incremental: os.Getenv("CAIRN_INCREMENTAL") != "", MaxChain: 4})
 	if err != nil {
 		return err

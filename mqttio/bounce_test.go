@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -64,7 +65,7 @@ func runMQTTHelper(dir, url string) error {
 		}()
 	}
 	job, err := runtime.New(countPipeline(nopTB{}, url, "cairn-bounce", logs, m),
-		runtime.Options{Checkpoints: cfg, Store: store, Restore: restore, Logger: log})
+		runtime.Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore), Logger: log})
 	if err != nil {
 		return err
 	}

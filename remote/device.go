@@ -15,9 +15,9 @@ import (
 const maxManifest = 64 << 20
 
 // Device is one device's uploaded checkpoints: a read-only
-// checkpoint.Store for a restore (runtime.Options.RestoreStore), safe for
-// concurrent use. Each call is one or a few requests, each bounded by the
-// Config's Timeout.
+// checkpoint.Store for a restore (package recovery), safe for concurrent
+// use. Each call is one or a few requests, each bounded by the Config's
+// Timeout.
 type Device struct {
 	r    *Remote
 	name string

@@ -13,7 +13,7 @@
 // kept, the rest is deleted.
 //
 // A Device is one device's uploaded checkpoints as a read-only
-// checkpoint.Store, for runtime.Options.RestoreStore: Completed lists them
+// checkpoint.Store, for a restore (package recovery): Completed lists them
 // newest first and ReadState verifies every blob's size and CRC-32C
 // against its handle, so a damaged object fails the restore of its
 // checkpoint, which falls back to an older one (invariant I9).

@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
+	"github.com/cairn-edge/cairn/recovery"
 )
 
 // jumpyClock is a wall clock that runs with real time but can be set
@@ -361,7 +362,7 @@ func TestCheckpointIDsAcrossRestartsAndClockJumps(t *testing.T) {
 		var completed []uint64
 		cfg := checkpoint.DefaultConfig()
 		cfg.Interval = 10 * time.Millisecond
-		job, stop := runJob(t, topo, Options{Checkpoints: cfg, Store: store, Restore: restore, WallClock: clock.now,
+		job, stop := runJob(t, topo, Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore), WallClock: clock.now,
 			OnComplete: func(m *checkpoint.Manifest) {
 				mu.Lock()
 				completed = append(completed, m.ID)

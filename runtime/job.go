@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/recovery"
 )
 
 // Options configure a Job. Zero values mean the defaults noted.
@@ -20,15 +21,14 @@ type Options struct {
 	Checkpoints checkpoint.Config
 	// Store keeps checkpoints; default an in-memory store retaining 3.
 	Store checkpoint.Store
-	// Restore lists completed checkpoints to start from, newest first. The
-	// first whose state reads, verifies and decodes is restored: state,
-	// timers and watermarks come back and sources resume at its offsets.
-	// Each one that fails is logged with its reason; if all fail, Run fails
-	// rather than start from nothing (invariant I9).
-	Restore []*checkpoint.Manifest
-	// RestoreStore, if set, is where Restore's state is read from (a
-	// savepoint); default Store.
-	RestoreStore checkpoint.Store
+	// Restore lists completed checkpoints to start from, newest first,
+	// each with the store that holds it. The first whose state reads,
+	// verifies and decodes is restored: state, timers and watermarks come
+	// back and sources resume at its offsets. Run falls back to the next
+	// only past damage, each logged with its reason; any other failure
+	// fails Run, and so does damage in every one (recovery.Fallback,
+	// invariant I9).
+	Restore []recovery.Candidate
 	// BatchSize is the most records per batch; default 256.
 	BatchSize int
 	// Linger is the longest a partial batch waits before it is sent;
@@ -194,10 +194,6 @@ func (j *Job) Run(ctx context.Context) error {
 		j.closeAll()
 		return err
 	}
-	if m := j.restoredFrom.Load(); m != nil && j.opts.RestoreStore == nil {
-		j.records.written(m)
-	}
-
 	var running sync.WaitGroup
 	for i, t := range j.plan.tasks {
 		running.Add(1)

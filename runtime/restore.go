@@ -1,57 +1,46 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/recovery"
 )
 
 // Restore: the state of a completed checkpoint read for every subtask,
 // falling back past damage only, and the subtasks opened from it.
 
-// ErrNothingRestored is wrapped by Run's error when every checkpoint of
-// Options.Restore failed verification.
-var ErrNothingRestored = errors.New("no checkpoint could be restored")
-
-// load reads the first usable checkpoint of Options.Restore: it falls back
-// to an older one only past damage (checkpoint.ErrCorrupt,
-// graph.ErrCorruptSnapshot); any other failure is the restore's.
+// load decodes the first usable candidate of Options.Restore, falling
+// back to an older one only past damage (recovery.Fallback). A candidate
+// in another store than the job's (a savepoint, remote storage) starts
+// new chains and is no replay (breakChains); one in the job's store is
+// the checkpoint that a checkpoint which changes nothing refers to
+// (records).
 func (j *Job) load() ([]taskRestore, error) {
-	var errs []error
-	for _, m := range j.opts.Restore {
-		from := j.opts.RestoreStore
-		if from == nil {
-			from = j.opts.Store
-		}
-		rs, err := j.plan.load(m, from)
-		if err == nil {
-			if from != j.opts.Store {
-				breakChains(rs)
-			}
-			j.restoredFrom.Store(m)
-			var inflight int64
-			for _, a := range m.Subtasks {
-				inflight += a.Stats.InFlightRecords
-			}
-			j.opts.Logger.Info("restoring checkpoint", "id", m.ID, "mode", m.Mode.String(), "in_flight_records", inflight)
-			return rs, nil
-		}
-		errs = append(errs, fmt.Errorf("checkpoint %d: %w", m.ID, err))
-		if !errors.Is(err, checkpoint.ErrCorrupt) && !errors.Is(err, graph.ErrCorruptSnapshot) {
-			// Not damage (remote storage unreachable, a changed graph): an
-			// older checkpoint would restore older state for no good
-			// reason, so the start fails and a retry tries this one again.
-			return nil, fmt.Errorf("checkpoint %d cannot be restored: %w", m.ID, err)
-		}
-		j.opts.Logger.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
+	cands := j.opts.Restore
+	var rs []taskRestore
+	i, err := recovery.Fallback(cands, j.opts.Logger, func(c recovery.Candidate) (err error) {
+		rs, err = j.plan.load(c.Manifest, c.Store)
+		return err
+	})
+	if i < 0 {
+		return nil, err
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrNothingRestored, errors.Join(errs...))
+	m := cands[i].Manifest
+	if cands[i].Store != j.opts.Store {
+		breakChains(rs)
+	} else {
+		j.records.written(m)
 	}
-	return nil, nil
+	j.restoredFrom.Store(m)
+	var inflight int64
+	for _, a := range m.Subtasks {
+		inflight += a.Stats.InFlightRecords
+	}
+	j.opts.Logger.Info("restoring checkpoint", "id", m.ID, "mode", m.Mode.String(), "in_flight_records", inflight)
+	return rs, nil
 }
 
 // taskRestore is what one subtask restores: the snapshots that hold its key

@@ -47,7 +47,8 @@ type Options struct {
 	AllowDroppedState bool
 	// AcceptStateLoss starts the pipeline with what state can be
 	// restored, empty if none, where the data directory shows that state
-	// was lost (checkRestore); without it such a start is refused.
+	// was lost (recovery.Sources.AcceptStateLoss); without it such a
+	// start is refused.
 	AcceptStateLoss bool
 	// Build says which cairn runs, for the metric cairn_build_info.
 	Build BuildInfo
@@ -233,42 +234,6 @@ func Run(ctx context.Context, path string, opts Options) error {
 	}
 }
 
-// checkRestore refuses a start that would silently lose state: no
-// checkpoint to restore (restore, in from, nil for the store) while the
-// store has taken checkpoint ids (its own records or its high-water mark:
-// the checkpoints were deleted, truncated or damaged away). With accept,
-// it starts anyway, from the newest candidate whose state verifies, or
-// empty. A damaged ingest log is the sources' to refuse
-// (mqttio.SourceConfig.AcceptStateLoss).
-func checkRestore(store *localrecovery.Store, restore []*checkpoint.Manifest, from checkpoint.Store, accept bool, log *slog.Logger) ([]*checkpoint.Manifest, error) {
-	if from == nil {
-		from = store
-	}
-	if accept {
-		for i, m := range restore {
-			err := recovery.Verify(from, m)
-			if err == nil {
-				return restore[i:], nil
-			}
-			log.Warn("accepting lost state: checkpoint skipped", "id", m.ID, "err", err)
-		}
-		if taken, _ := store.LastID(); taken > 0 || len(restore) > 0 {
-			log.Warn("accepting lost state: starting with empty state", "ids_continue_above", taken)
-		}
-		return nil, nil
-	}
-	if len(restore) > 0 {
-		return restore, nil
-	}
-	taken, err := store.LastID()
-	if err != nil || taken == 0 {
-		return nil, err
-	}
-	return nil, fmt.Errorf("no checkpoint to restore, but checkpoints up to id %d were taken on this data directory: "+
-		"their state is lost (the checkpoint store was deleted, truncated or damaged). Put the store back from a copy, "+
-		"or start with empty state anyway: cairn run --accept-state-loss", taken)
-}
-
 // missing returns the operators of ids that cfg does not have.
 func missing(ids []string, cfg *config.Config) []string {
 	have := make(map[string]bool)
@@ -308,26 +273,16 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	if err != nil {
 		return nil, false, err
 	}
-	restore, err := store.Completed()
-	if err != nil {
-		return nil, false, err
-	}
-	var restoreStore checkpoint.Store
-	source := "local"
+	sources := recovery.Sources{Local: store, AcceptStateLoss: d.acceptStateLoss, Logger: log}
 	if from != nil {
-		restore, restoreStore, source = []*checkpoint.Manifest{from.Manifest}, from, "savepoint"
+		sources.Savepoint = &recovery.Candidate{Manifest: from.Manifest, Store: from}
 	} else if rem := ctl.remote; rem != nil {
-		if restore, restoreStore, source, err = rem.chooseRestore(store, restore, log); err != nil {
-			return nil, false, err
-		}
+		sources.Own, sources.From = rem.own, rem.restore
 	}
-	if from == nil {
-		if restore, err = checkRestore(store, restore, restoreStore, d.acceptStateLoss, log); err != nil {
-			return nil, false, err
-		}
-	}
-	if restoreStore == nil {
-		restoreStore = store
+	ctl.restoring.Store(true) // until ctl.set
+	restore, err := recovery.Choose(sources)
+	if err != nil {
+		return nil, false, nothingRestored(err)
 	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
@@ -336,7 +291,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
-		Store: store, Restore: recovery.Candidates(restoreStore, restore), Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
+		Store: store, Restore: restore.Candidates, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
 		Hold:       d.backlog.Hold,
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnComplete: func(m *checkpoint.Manifest) {
@@ -356,8 +311,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	if err != nil {
 		return nil, false, err
 	}
-	if len(restore) > 0 {
-		reportDropped(restore[0], cfg, log)
+	if len(restore.Candidates) > 0 {
+		reportDropped(restore.Candidates[0].Manifest, cfg, log)
 	}
 	jobCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -373,8 +328,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		done.stopped(err)
 		ran <- err
 	}()
-	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
-		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
+	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
+		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: restore.Source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
 		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
@@ -385,10 +340,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	for {
 		select {
 		case err := <-ran:
-			if errors.Is(err, recovery.ErrNothingRestored) {
-				err = fmt.Errorf("%w (cairn run --accept-state-loss starts with empty state anyway)", err)
-			}
-			return nil, false, err
+			return nil, false, nothingRestored(err)
 		case err := <-fatal:
 			cancel()
 			<-ran
@@ -423,6 +375,15 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		}
 		return next, done.completedAny(), nil
 	}
+}
+
+// nothingRestored names --accept-state-loss in err when no checkpoint
+// could be restored (recovery.ErrNothingRestored).
+func nothingRestored(err error) error {
+	if errors.Is(err, recovery.ErrNothingRestored) {
+		return fmt.Errorf("%w (cairn run --accept-state-loss starts with empty state anyway)", err)
+	}
+	return err
 }
 
 // unappliable names what changed that a reload cannot apply: the agent

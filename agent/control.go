@@ -133,7 +133,7 @@ type incarnation struct {
 	late           map[string]*atomic.Int64
 	backlog        *mqttio.Backlog
 	completions    *completions
-	restoredSource string // "local" or "savepoint"
+	restoredSource string // recovery.Choice.Source
 	store          checkpoint.Store
 	savepoints     string // directory for savepoint files
 	// retainedSavepoints is how many of them are kept (the newest).
@@ -149,7 +149,11 @@ type control struct {
 	host     string
 	log      *slog.Logger
 	stopping atomic.Bool
-	current  atomic.Pointer[incarnation]
+	// restoring is set from when recovery reads the state of the next
+	// incarnation until it is set: the status says "restoring" meanwhile,
+	// as it does until that incarnation's job has restored.
+	restoring atomic.Bool
+	current   atomic.Pointer[incarnation]
 	// remote is set when remote upload is on.
 	remote *remoteSide
 	// wear counts what the agent writes to its data directory.
@@ -166,7 +170,10 @@ type control struct {
 	configError string // why the last change of the file was not applied
 }
 
-func (c *control) set(inc incarnation) { c.current.Store(&inc) }
+func (c *control) set(inc incarnation) {
+	c.current.Store(&inc)
+	c.restoring.Store(false)
+}
 
 func (c *control) setConfigError(err error) {
 	c.mu.Lock()
@@ -456,6 +463,9 @@ func (c *control) status() api.Status {
 	c.mu.Unlock()
 	inc := c.current.Load()
 	if inc == nil {
+		if c.restoring.Load() {
+			out.State = "restoring"
+		}
 		return out
 	}
 	st := inc.job.Status()
@@ -464,7 +474,7 @@ func (c *control) status() api.Status {
 	switch {
 	case c.stopping.Load():
 		out.State = "stopping"
-	case inc.restoring && st.RestoredFrom == nil:
+	case c.restoring.Load(), inc.restoring && st.RestoredFrom == nil:
 		out.State = "restoring"
 	}
 	if m := st.LastCompleted; m != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/remote"
 )
@@ -126,49 +125,6 @@ func (r *remoteSide) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
 	r.uploads.Close(ctx)
-}
-
-// chooseRestore picks what an incarnation restores: local, the local
-// store's completed checkpoints from the newest whose state verifies; if
-// none does, this device's uploaded checkpoints, newest first, read from
-// remote storage, or where it has none, those of restore_from_device (the
-// runtime verifies them in turn and falls back to older ones). Before a remote restore, the local id counter is raised
-// above every id this device uploaded (invariant I6).
-func (r *remoteSide) chooseRestore(store *localrecovery.Store, local []*checkpoint.Manifest, log *slog.Logger) ([]*checkpoint.Manifest, checkpoint.Store, string, error) {
-	for i, m := range local {
-		err := recovery.Verify(store, m)
-		if err == nil {
-			return local[i:], nil, "local", nil
-		}
-		log.Error("checkpoint cannot be restored; trying an older one", "id", m.ID, "err", err)
-	}
-	last, err := r.own.LastID()
-	if err == nil {
-		err = store.SaveLastID(last)
-	}
-	// A device's own past first: after it took over from another
-	// (restore_from_device) and uploaded checkpoints of its own, those are
-	// newer than anything the other device left.
-	var uploaded []*checkpoint.Manifest
-	from := r.own
-	if err == nil {
-		uploaded, err = r.own.Completed()
-	}
-	if err == nil && len(uploaded) == 0 && r.restore != r.own {
-		from = r.restore
-		uploaded, err = r.restore.Completed()
-	}
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("no local checkpoint to restore, and remote storage cannot be read: %w", err)
-	}
-	if len(uploaded) == 0 {
-		if len(local) == 0 {
-			log.Info("no checkpoint to restore, locally or in remote storage", "device", r.restore.Name())
-		}
-		return local, nil, "local", nil // damaged local ones fail the start (I9)
-	}
-	log.Info("no local checkpoint to restore; restoring from remote storage", "device", from.Name(), "newest", uploaded[0].ID)
-	return uploaded, from, "remote", nil
 }
 
 // damage is why m's state fails verification (recovery.Verify), or "".

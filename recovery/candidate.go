@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
@@ -21,6 +22,8 @@ type Candidate struct {
 	// continues the chains, and the output numbering, only of a
 	// checkpoint in its own store (the same Store value).
 	Store checkpoint.Store
+	// held, if set, holds the blobs Choose read to verify the candidate.
+	held *held
 }
 
 // Candidates returns the candidates of ms, completed checkpoints newest
@@ -33,19 +36,66 @@ func Candidates(store checkpoint.Store, ms []*checkpoint.Manifest) []Candidate {
 	return cs
 }
 
+// Reader is the store to read c's state from: for the candidate Choose
+// verified, one that serves the blobs Choose read from memory, each once
+// (a blob is forgotten once served, and a second read of it reads Store
+// again); for any other, Store. Only its ReadState is for use.
+func (c Candidate) Reader() checkpoint.Store {
+	if c.held != nil {
+		return c.held
+	}
+	return c.Store
+}
+
+// held is a store that serves blobs read before from memory, each once,
+// and reads the rest from the store it wraps.
+type held struct {
+	checkpoint.Store
+	mu    sync.Mutex
+	blobs map[checkpoint.StateHandle][]byte
+}
+
+// ReadState implements checkpoint.Store: the blob behind h, from memory
+// the first time if it is held, and forgotten there.
+func (s *held) ReadState(h checkpoint.StateHandle) ([]byte, error) {
+	s.mu.Lock()
+	data, ok := s.blobs[h]
+	delete(s.blobs, h)
+	s.mu.Unlock()
+	if ok {
+		return data, nil
+	}
+	return s.Store.ReadState(h)
+}
+
 // Verify reads every blob of m's state from store, which verifies each
 // one's size and checksum (checkpoint.Store.ReadState), and returns the
 // first failure, or nil: whether m can be restored, as far as its stored
-// bytes go.
+// bytes go. It is the check of `cairn checkpoints --verify` and of Choose.
 func Verify(store checkpoint.Store, m *checkpoint.Manifest) error {
+	_, err := read(store, m, false)
+	return err
+}
+
+// read reads and verifies every blob of m's state from store, as Verify
+// does, and returns them by handle if keep is set.
+func read(store checkpoint.Store, m *checkpoint.Manifest, keep bool) (map[checkpoint.StateHandle][]byte, error) {
+	var blobs map[checkpoint.StateHandle][]byte
+	if keep {
+		blobs = make(map[checkpoint.StateHandle][]byte)
+	}
 	for _, a := range m.Subtasks {
 		for _, h := range a.Handles() {
-			if _, err := store.ReadState(h); err != nil {
-				return err
+			data, err := store.ReadState(h)
+			if err != nil {
+				return nil, err
+			}
+			if keep {
+				blobs[h] = data
 			}
 		}
 	}
-	return nil
+	return blobs, nil
 }
 
 // Fallback tries cands in order and returns the index of the first that

@@ -196,16 +196,12 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	go ids.watch(ctlCtx, cfg.Checkpoints.Interval, fatal)
-	go func() { fatal <- ctl.serve(ctlCtx, SocketPath(dataDir), controlGID) }()
-	if cfg.Agent.Metrics != "" {
-		go func() { fatal <- ctl.serveMetrics(ctlCtx, cfg.Agent.Metrics) }()
+	listeners, err := ctl.listen(SocketPath(dataDir), controlGID, cfg.Agent)
+	if err != nil {
+		return err
 	}
-	if cfg.Agent.API != "" {
-		token, err := readToken(cfg.Agent.APITokenFile)
-		if err != nil {
-			return fmt.Errorf("agent.api_token_file: %w", err)
-		}
-		go func() { fatal <- ctl.serveTCP(ctlCtx, cfg.Agent.API, token) }()
+	for _, l := range listeners {
+		go func() { fatal <- l.serve(ctlCtx) }()
 	}
 
 	var from *savepoint.Savepoint

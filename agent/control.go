@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/mqttio"
@@ -237,29 +238,83 @@ func (w *jsonAnswers) Write(b []byte) (int, error) {
 // stream flushes through it).
 func (w *jsonAnswers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// serve listens on the unix socket until ctx is done: mode 0600, or 0660
-// and group gid when gid is not negative.
-func (c *control) serve(ctx context.Context, path string, gid int) error {
+// listener is an open listener of the agent's and what it serves.
+type listener struct {
+	l       net.Listener
+	handler http.Handler
+	socket  string // a unix socket's file, removed when serving ends
+}
+
+// serve serves l until ctx is done.
+func (s listener) serve(ctx context.Context) error {
+	if s.socket != "" {
+		defer os.Remove(s.socket)
+	}
+	return serveHTTP(ctx, s.l, s.handler)
+}
+
+// listen opens every listener of the agent: the control socket at path
+// (mode 0600, or 0660 and group gid when gid is not negative), and the
+// metrics and TCP control API listeners when cfg asks for them. They are
+// open when it returns, before the pipeline starts, so that a client that
+// has seen the agent start finds them, and an address in use fails the
+// start; on failure none is left open.
+func (c *control) listen(path string, gid int, cfg config.Agent) (ls []listener, err error) {
+	defer func() {
+		if err != nil {
+			for _, s := range ls {
+				s.l.Close()
+			}
+			ls = nil
+		}
+	}()
+	s, err := c.listenSocket(path, gid)
+	if err != nil {
+		return nil, err
+	}
+	ls = append(ls, s)
+	if cfg.Metrics != "" {
+		s, err := c.listenMetrics(cfg.Metrics)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, s)
+	}
+	if cfg.API != "" {
+		token, err := readToken(cfg.APITokenFile)
+		if err != nil {
+			return ls, fmt.Errorf("agent.api_token_file: %w", err)
+		}
+		s, err := c.listenTCP(cfg.API, token)
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, s)
+	}
+	return ls, nil
+}
+
+// listenSocket opens the control socket at path.
+func (c *control) listenSocket(path string, gid int) (listener, error) {
 	os.Remove(path) // a stale socket of a killed agent
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return listener{}, fmt.Errorf("control socket: %w", err)
 	}
 	mode := os.FileMode(0o600)
 	if gid >= 0 {
 		// The group first, then its access: never the other way round.
 		if err := os.Chown(path, -1, gid); err != nil {
 			l.Close()
-			return fmt.Errorf("control socket: %w (the agent's user must be root or a member of the control group)", err)
+			return listener{}, fmt.Errorf("control socket: %w (the agent's user must be root or a member of the control group)", err)
 		}
 		mode = 0o660
 	}
 	if err := os.Chmod(path, mode); err != nil {
 		l.Close()
-		return err
+		return listener{}, err
 	}
-	defer os.Remove(path)
-	return serveHTTP(ctx, l, c.handler())
+	return listener{l: l, handler: c.handler(), socket: path}, nil
 }
 
 // lookupGroup returns the id of group, a name or a number.
@@ -328,24 +383,24 @@ func readToken(path string) (string, error) {
 	return token, nil
 }
 
-// serveTCP serves the control API on a TCP address, to callers that send
+// listenTCP opens the control API on a TCP address, for callers that send
 // the bearer token.
-func (c *control) serveTCP(ctx context.Context, addr, token string) error {
+func (c *control) listenTCP(addr, token string) (listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("control listener: %w", err)
+		return listener{}, fmt.Errorf("control listener: %w", err)
 	}
 	c.log.Info("control API listening", "addr", l.Addr().String())
 	api := c.handler()
 	want := []byte("Bearer " + token)
-	return serveHTTP(ctx, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return listener{l: l, handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("Connection", "close") // nothing more is served on it
 			reply(w, http.StatusUnauthorized, apiError("a bearer token is required"))
 			return
 		}
 		api.ServeHTTP(w, r)
-	}))
+	})}, nil
 }
 
 // What one listener of the agent's (the control socket, the TCP control

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -19,12 +18,12 @@ import (
 // The README's Metrics section lists every metric written here, with its
 // type, meaning and buckets: a change here changes that list.
 
-// serveMetrics serves Prometheus text-format metrics on addr (a loopback
-// address unless the file says otherwise) until ctx is done.
-func (c *control) serveMetrics(ctx context.Context, addr string) error {
+// listenMetrics opens the listener of Prometheus text-format metrics on
+// addr (a loopback address unless the file says otherwise).
+func (c *control) listenMetrics(addr string) (listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
+		return listener{}, fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +31,7 @@ func (c *control) serveMetrics(ctx context.Context, addr string) error {
 		c.writeMetrics(w)
 	})
 	c.log.Info("metrics listening", "addr", l.Addr().String())
-	return serveHTTP(ctx, l, mux)
+	return listener{l: l, handler: mux}, nil
 }
 
 // writeMetrics writes the agent's metrics in the Prometheus text format

@@ -141,24 +141,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
 	}
-	for name, b := range cfg.Brokers {
-		if !b.Embedded {
-			continue
-		}
-		bc, err := brokerConfig(b, d.clientID)
-		if err != nil {
-			return fmt.Errorf("broker %q: %w", name, err)
-		}
-		br, err := mqttio.StartBroker(bc, log)
-		if err != nil {
-			return fmt.Errorf("broker %q: %w", name, err)
-		}
-		defer br.Close()
-		d.brokers[name] = br
-		log.Info("embedded MQTT broker listening", "broker", name, "url", br.URL(), "users", len(bc.Users), "anonymous", bc.AllowAnonymous)
-		if bc.AllowAnonymous && !b.ListensLocally() {
-			log.Warn("the embedded broker lets in anonymous clients from the network (allow_anonymous: true)", "broker", name, "listen", b.Listen)
-		}
+	defer d.closeBrokers()
+	if err := d.startBrokers(cfg); err != nil {
+		return err
 	}
 	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, HighWater: HighWaterPath(dataDir), Logger: log})
 	if err != nil {
@@ -204,16 +189,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 		go func() { fatal <- l.serve(ctlCtx) }()
 	}
 
-	var from *savepoint.Savepoint
-	if opts.FromSavepoint != "" {
-		if from, err = savepoint.Read(opts.FromSavepoint); err != nil {
-			return err
-		}
-		if dropped := missing(from.Manifest.Operators(), cfg); len(dropped) > 0 && !opts.AllowDroppedState {
-			return fmt.Errorf("savepoint %s holds state of operators the pipeline does not have: %s (start with --allow-dropped-state to drop it)",
-				opts.FromSavepoint, strings.Join(dropped, ", "))
-		}
-		log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
+	from, err := startingSavepoint(opts, cfg, log)
+	if err != nil {
+		return err
 	}
 	for {
 		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, fatal, log)
@@ -228,6 +206,54 @@ func Run(ctx context.Context, path string, opts Options) error {
 			from = nil // the local store now holds newer state than the savepoint
 		}
 	}
+}
+
+// startBrokers starts the embedded brokers of cfg; closeBrokers closes
+// those started, also after a failure.
+func (d *deps) startBrokers(cfg *config.Config) error {
+	for name, b := range cfg.Brokers {
+		if !b.Embedded {
+			continue
+		}
+		bc, err := brokerConfig(b, d.clientID)
+		if err != nil {
+			return fmt.Errorf("broker %q: %w", name, err)
+		}
+		br, err := mqttio.StartBroker(bc, d.log)
+		if err != nil {
+			return fmt.Errorf("broker %q: %w", name, err)
+		}
+		d.brokers[name] = br
+		d.log.Info("embedded MQTT broker listening", "broker", name, "url", br.URL(), "users", len(bc.Users), "anonymous", bc.AllowAnonymous)
+		if bc.AllowAnonymous && !b.ListensLocally() {
+			d.log.Warn("the embedded broker lets in anonymous clients from the network (allow_anonymous: true)", "broker", name, "listen", b.Listen)
+		}
+	}
+	return nil
+}
+
+func (d *deps) closeBrokers() {
+	for _, br := range d.brokers {
+		br.Close()
+	}
+}
+
+// startingSavepoint reads the savepoint opts names, if any, refusing one
+// with state of operators cfg lacks unless opts allow dropping it.
+func startingSavepoint(opts Options, cfg *config.Config, log *slog.Logger) (*savepoint.Savepoint, error) {
+	if opts.FromSavepoint == "" {
+		return nil, nil
+	}
+	from, err := savepoint.Read(opts.FromSavepoint)
+	if err != nil {
+		return nil, err
+	}
+	if dropped := missing(from.Manifest.Operators(), cfg); len(dropped) > 0 && !opts.AllowDroppedState {
+		return nil, fmt.Errorf("savepoint %s holds state of operators the pipeline does not have: %s (start with --allow-dropped-state to drop it)",
+			opts.FromSavepoint, strings.Join(dropped, ", "))
+	}
+	log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
+	return from, nil
 }
 
 // missing returns the operators of ids that cfg does not have.

@@ -29,7 +29,7 @@ func FuzzDecodeSubtaskSnapshot(f *testing.F) {
 	s.SetKey("k")
 	w.Delete()
 	f.Add(s.Freeze(nil, 1, true).Encode()) // incremental, with a tombstone
-	f.Add([]byte(snapshotMagic))
+	f.Add([]byte(snapshotMagic + "\x02"))
 	all := KeyGroupRange{0, DefaultMaxParallelism}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		snap, err := DecodeSubtaskSnapshot(data, all)

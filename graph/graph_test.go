@@ -588,7 +588,7 @@ func TestTimersEncodeSmall(t *testing.T) {
 	// Damage whose every key took all of the one before and a byte more
 	// would decode to keys growing with the square of their number: a key
 	// may take at most maxSharedPrefix bytes.
-	growing := []byte(snapshotMagic)
+	growing := []byte(snapshotMagic + "\x02")
 	growing = append(growing, 0, 0, 0, 1, 0, 0, 200) // whole, no operator state, watermark 0, one group without tables, 200 timers
 	for i := range 200 {
 		growing = binary.AppendVarint(growing, 0)
@@ -600,7 +600,7 @@ func TestTimersEncodeSmall(t *testing.T) {
 		t.Fatalf("keys sharing more than %d bytes decoded: %v", maxSharedPrefix, err)
 	}
 
-	v1 := []byte(snapshotMagicV1)
+	v1 := []byte(snapshotMagic + "\x01")
 	v1 = append(v1, 0, 0)                       // whole; no operator state
 	v1 = binary.AppendVarint(v1, 5)             // watermark
 	v1 = append(v1, 1, 0, 0)                    // one group, 0, without tables

@@ -9,7 +9,8 @@ import (
 )
 
 // stateShard holds one state table's entries for a sixteenth of a key
-// group, encoded: keyed state costs the Go heap its bytes and about eight
+// group, encoded in memory (a layout of its own, never stored: snapshots
+// copy keys and values out of it into their format): keyed state costs the Go heap its bytes and about eight
 // more a key, rather than a map slot, a key string and a value each, and
 // the collector has no pointers to follow in it.
 //
@@ -277,6 +278,9 @@ func (v shardView) all() iter.Seq2[int, []byte] {
 		}
 	}
 }
+
+// appendVersion appends v, as a payload starts with it.
+func appendVersion(dst []byte, v Version) []byte { return binary.AppendUvarint(dst, uint64(v)) }
 
 // splitPayload returns the version and the encoded value of a payload.
 func splitPayload(p []byte) (Version, []byte) {

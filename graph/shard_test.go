@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // TestShardMatchesAMap runs random puts and removes, of payloads whose
@@ -83,7 +85,10 @@ func checkShard(t *testing.T, sh *stateShard, want map[string][]byte, at string)
 		if !ok || !bytes.Equal(got, p) {
 			t.Fatalf("%s: get(%q) = %x, %v; want %x", at, k, got, ok, p)
 		}
-		live += len(appendBytes(appendString(nil, k), p))
+		var entry wire.Encoder // as the arena holds it: key and payload, each length-prefixed
+		entry.String(k)
+		entry.Bytes(p)
+		live += len(entry)
 	}
 	if sh.garbage != len(sh.arena)-live || sh.garbage > len(sh.arena)/2 {
 		t.Fatalf("%s: garbage %d of an arena of %d with %d live", at, sh.garbage, len(sh.arena), live)

@@ -2,23 +2,40 @@ package graph
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/cairn-edge/cairn/wire"
 )
 
-// snapshotMagic starts every encoded subtask snapshot; the last byte is the
-// format version: 2 encodes timers as appendTimers does, 1 (still read)
-// each as its key and time.
+// An encoded subtask snapshot starts with the header of magic
+// snapshotMagic and version snapshotVersion (package wire). Version 2
+// encodes timers as appendTimers does; version 1, still read, each as its
+// key and time. Then come a flags byte (1 for an incremental snapshot,
+// else 0), the operator's state (uvarint length, bytes), the watermark
+// (varint), and the count of non-empty key groups, each as its key group
+// (uvarint), its count of tables, each as its name (string), its entries
+// (a count of key and value, each length-prefixed, sorted by key) and its
+// tombstones (a count of keys, sorted), then its event-time and its
+// processing-time timers.
 const (
-	snapshotMagic   = "CRNS\x02"
-	snapshotMagicV1 = "CRNS\x01"
+	snapshotMagic   = "CRNS"
+	snapshotVersion = 2
+)
+
+// The fewest bytes an element of a snapshot takes, which bound how many a
+// damaged count can make the decoder allocate.
+const (
+	minGroupBytes   = 4 // key group, tables, two counts of timers
+	minTableBytes   = 3 // name, entries, tombstones
+	minEntryBytes   = 2 // key, value
+	minTimerBytes   = 3 // time, shared prefix, rest of the key
+	minTimerBytesV1 = 2 // key, time
 )
 
 // SubtaskSnapshot is the decoded state of one subtask in a checkpoint.
@@ -102,17 +119,15 @@ const encodePartSize = 256 << 10
 func (f *FrozenState) Parts() iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
 		timersByGroup, procByGroup := f.groupTimers()
-		header := []byte(snapshotMagic)
-		if f.incremental {
-			header = append(header, 1)
-		} else {
-			header = append(header, 0)
-		}
+		var header wire.Encoder
+		header.Header(snapshotMagic, snapshotVersion)
+		header.Bool(f.incremental) // the flags
 		size := 0
 		for _, p := range f.operator {
 			size += len(p)
 		}
-		if !yield(binary.AppendUvarint(header, uint64(size))) {
+		header.Uvarint(uint64(size))
+		if !yield(header) {
 			return
 		}
 		for _, p := range f.operator {
@@ -123,44 +138,45 @@ func (f *FrozenState) Parts() iter.Seq[[]byte] {
 
 		// A small snapshot's buffer grows as it needs; after the first
 		// full part, each one starts at its size.
-		dst := binary.AppendVarint(nil, f.watermark)
+		var e wire.Encoder
+		e.Varint(f.watermark)
 		nonEmpty := 0
 		for i := 0; i < f.groups.Len(); i++ {
 			if f.groupHasData(i, timersByGroup) {
 				nonEmpty++
 			}
 		}
-		dst = binary.AppendUvarint(dst, uint64(nonEmpty))
+		e.Uvarint(uint64(nonEmpty))
 		for i := 0; i < f.groups.Len(); i++ {
 			if !f.groupHasData(i, timersByGroup) {
 				continue
 			}
 			kg := f.groups.Start + i
-			dst = binary.AppendUvarint(dst, uint64(kg))
+			e.Uvarint(uint64(kg))
 			n := 0
 			for _, t := range f.tables {
 				if t.hasData(i) {
 					n++
 				}
 			}
-			dst = binary.AppendUvarint(dst, uint64(n))
+			e.Uvarint(uint64(n))
 			for _, t := range f.tables {
 				if t.hasData(i) {
-					dst = appendString(dst, t.tableName())
-					dst = t.appendGroup(dst, i)
+					e.String(t.tableName())
+					t.appendGroup(&e, i)
 				}
 			}
 			for _, timers := range [][]Timer{timersByGroup[kg], procByGroup[kg]} {
-				dst = appendTimers(dst, timers)
+				appendTimers(&e, timers)
 			}
-			if len(dst) >= encodePartSize {
-				if !yield(dst) {
+			if len(e) >= encodePartSize {
+				if !yield(e) {
 					return
 				}
-				dst = make([]byte, 0, encodePartSize+encodePartSize/4)
+				e = make(wire.Encoder, 0, encodePartSize+encodePartSize/4)
 			}
 		}
-		yield(dst)
+		yield(e)
 	}
 }
 
@@ -234,53 +250,52 @@ var ErrCorruptSnapshot = errors.New("corrupt subtask snapshot")
 // must not change while the snapshot is in use. It never panics on bad
 // input.
 func DecodeSubtaskSnapshot(data []byte, keep KeyGroupRange) (*SubtaskSnapshot, error) {
-	d := decoder{buf: data}
-	timers := d.timers
-	switch string(d.take(len(snapshotMagic))) {
-	case snapshotMagic:
-	case snapshotMagicV1:
-		timers = d.timersV1
-	default:
-		return nil, fmt.Errorf("%w: bad header", ErrCorruptSnapshot)
+	d := wire.NewDecoder(data)
+	timers := decodeTimers
+	switch v := d.Header(snapshotMagic); {
+	case d.Err() != nil:
+	case v == 1:
+		timers = decodeTimersV1
+	case v != snapshotVersion:
+		d.Fail(fmt.Errorf("unknown version %d", v))
 	}
 	s := &SubtaskSnapshot{}
-	switch flags := d.take(1); {
-	case d.err != nil:
-	case flags[0] > 1:
-		d.err = fmt.Errorf("unknown flags %#x", flags[0])
+	switch flags := d.Byte(); {
+	case flags > 1:
+		d.Fail(fmt.Errorf("unknown flags %#x", flags))
 	default:
-		s.Incremental = flags[0] == 1
+		s.Incremental = flags == 1
 	}
-	s.Operator = slices.Clone(d.bytes())
-	s.Watermark = d.varint()
+	s.Operator = slices.Clone(d.Bytes())
+	s.Watermark = d.Varint()
 	// Every loop stops at the first error: a count read before it is
 	// bounded by the bytes left, but nested loops over bad counts would not
 	// be.
-	groups := d.count()
-	for i := 0; i < groups && d.err == nil; i++ {
-		g := KeyGroupSnapshot{KeyGroup: int(d.uvarint())}
-		tables := d.count()
-		for j := 0; j < tables && d.err == nil; j++ {
-			t := TableSnapshot{Name: d.string()}
-			n := d.count()
+	groups := d.Count(minGroupBytes)
+	for i := 0; i < groups && d.Err() == nil; i++ {
+		g := KeyGroupSnapshot{KeyGroup: int(d.Uvarint())}
+		tables := d.Count(minTableBytes)
+		for j := 0; j < tables && d.Err() == nil; j++ {
+			t := TableSnapshot{Name: string(d.Bytes())}
+			n := d.Count(minEntryBytes)
 			t.Keys, t.Values = make([]string, 0, n), make([][]byte, 0, n)
-			for k := 0; k < n && d.err == nil; k++ {
-				t.Keys = append(t.Keys, d.string())
-				t.Values = append(t.Values, d.bytes())
+			for k := 0; k < n && d.Err() == nil; k++ {
+				t.Keys = append(t.Keys, string(d.Bytes()))
+				t.Values = append(t.Values, d.Bytes())
 			}
-			deleted := d.count()
-			for k := 0; k < deleted && d.err == nil; k++ {
-				t.Deleted = append(t.Deleted, d.string())
+			deleted := d.Count(1)
+			for k := 0; k < deleted && d.Err() == nil; k++ {
+				t.Deleted = append(t.Deleted, string(d.Bytes()))
 			}
 			g.Tables = append(g.Tables, t)
 		}
-		g.Timers = timers()
-		g.ProcessingTimers = timers()
-		if d.err == nil && keep.Contains(g.KeyGroup) {
+		g.Timers = timers(&d)
+		g.ProcessingTimers = timers(&d)
+		if d.Err() == nil && keep.Contains(g.KeyGroup) {
 			s.Groups = append(s.Groups, g)
 		}
 	}
-	if err := d.end(); err != nil {
+	if err := d.End(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
 	}
 	return s, nil
@@ -354,125 +369,26 @@ func MergeChain(chain []*SubtaskSnapshot) (*SubtaskSnapshot, error) {
 	return out, nil
 }
 
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
-}
-
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
-// decoder reads the snapshot encoding; after the first error every read
-// returns a zero value and err keeps the cause.
-type decoder struct {
-	buf []byte
-	err error
-}
-
-func (d *decoder) take(n int) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n < 0 || n > len(d.buf) {
-		d.err = errors.New("truncated")
-		return nil
-	}
-	b := d.buf[:n]
-	d.buf = d.buf[n:]
-	return b
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-func (d *decoder) float() float64 {
-	if b := d.take(8); b != nil {
-		return math.Float64frombits(binary.LittleEndian.Uint64(b))
-	}
-	return 0
-}
-
-// end returns the first error, or one for bytes left after the last read.
-func (d *decoder) end() error {
-	if d.err == nil && len(d.buf) > 0 {
-		d.err = fmt.Errorf("%d trailing bytes", len(d.buf))
-	}
-	return d.err
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.buf)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
-}
-
-// count reads an element count, refusing counts that the remaining bytes
-// cannot hold (every element takes at least one byte), so that a corrupt
-// count cannot make the decoder allocate or loop without bound.
-func (d *decoder) count() int { return d.countOf(1) }
-
-// countOf reads a count of elements that take at least size bytes each,
-// refusing counts that the remaining bytes cannot hold.
-func (d *decoder) countOf(size int) int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.buf)/size) {
-		d.err = fmt.Errorf("count %d exceeds remaining %d bytes", n, len(d.buf))
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) bytes() []byte {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.buf)) {
-		d.err = errors.New("truncated")
-		return nil
-	}
-	return d.take(int(n))
-}
-
-func (d *decoder) string() string { return string(d.bytes()) }
-
 // appendTimers encodes timers, sorted by time and key, as their count and,
 // for each, its time less the time before it (a varint) and its key as the
 // length of the prefix it shares with the key before it, at most
 // maxSharedPrefix, and the rest. A window's timers share their time and
 // most of their keys, so each takes 3 to 5 bytes instead of 13 to 16
-// (format 1): timers are written whole into every snapshot, incremental
+// (version 1): timers are written whole into every snapshot, incremental
 // ones too.
-func appendTimers(dst []byte, timers []Timer) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(timers)))
+func appendTimers(e *wire.Encoder, timers []Timer) {
+	e.Uvarint(uint64(len(timers)))
 	var prev Timer
 	for _, t := range timers {
 		shared := 0
 		for shared < min(len(prev.Key), len(t.Key), maxSharedPrefix) && prev.Key[shared] == t.Key[shared] {
 			shared++
 		}
-		dst = binary.AppendVarint(dst, t.Time-prev.Time) // wraps both ways alike
-		dst = binary.AppendUvarint(dst, uint64(shared))
-		dst = appendString(dst, t.Key[shared:])
+		e.Varint(t.Time - prev.Time) // wraps both ways alike
+		e.Uvarint(uint64(shared))
+		e.String(t.Key[shared:])
 		prev = t
 	}
-	return dst
 }
 
 // maxSharedPrefix bounds the bytes a timer's key takes from the key before
@@ -482,19 +398,19 @@ func appendTimers(dst []byte, timers []Timer) []byte {
 // to keys whose total length grows with the square of their number.
 const maxSharedPrefix = 127
 
-// timers reads a list of timers written by appendTimers.
-func (d *decoder) timers() []Timer {
-	n := d.count()
+// decodeTimers reads a list of timers written by appendTimers.
+func decodeTimers(d *wire.Decoder) []Timer {
+	n := d.Count(minTimerBytes)
 	var out []Timer
 	var prev Timer
-	for k := 0; k < n && d.err == nil; k++ {
-		t := Timer{Time: prev.Time + d.varint()}
-		shared := d.uvarint()
-		rest := d.bytes()
-		if d.err == nil && (shared > uint64(len(prev.Key)) || shared > maxSharedPrefix) {
-			d.err = fmt.Errorf("timer key shares %d bytes of a %d-byte key", shared, len(prev.Key))
+	for k := 0; k < n && d.Err() == nil; k++ {
+		t := Timer{Time: prev.Time + d.Varint()}
+		shared := d.Uvarint()
+		rest := d.Bytes()
+		if d.Err() == nil && (shared > uint64(len(prev.Key)) || shared > maxSharedPrefix) {
+			d.Fail(fmt.Errorf("timer key shares %d bytes of a %d-byte key", shared, len(prev.Key)))
 		}
-		if d.err != nil {
+		if d.Err() != nil {
 			return nil
 		}
 		t.Key = prev.Key[:shared] + string(rest)
@@ -504,12 +420,13 @@ func (d *decoder) timers() []Timer {
 	return out
 }
 
-// timersV1 reads a list of timers of format 1: each its key and time.
-func (d *decoder) timersV1() []Timer {
-	n := d.count()
+// decodeTimersV1 reads a list of timers of version 1: each its key and
+// time.
+func decodeTimersV1(d *wire.Decoder) []Timer {
+	n := d.Count(minTimerBytesV1)
 	var out []Timer
-	for k := 0; k < n && d.err == nil; k++ {
-		out = append(out, Timer{Key: d.string(), Time: d.varint()})
+	for k := 0; k < n && d.Err() == nil; k++ {
+		out = append(out, Timer{Key: string(d.Bytes()), Time: d.Varint()})
 	}
 	return out
 }

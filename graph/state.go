@@ -2,12 +2,11 @@ package graph
 
 import (
 	"bytes"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
+
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // Codec turns state values into bytes for snapshots and back. Decode must
@@ -20,11 +19,16 @@ type Codec[T any] interface {
 // Int64Codec encodes int64 values as varints.
 type Int64Codec struct{}
 
-func (Int64Codec) Append(dst []byte, v int64) []byte { return binary.AppendVarint(dst, v) }
+func (Int64Codec) Append(dst []byte, v int64) []byte {
+	e := wire.Encoder(dst)
+	e.Varint(v)
+	return e
+}
 func (Int64Codec) Decode(src []byte) (int64, error) {
-	v, n := binary.Varint(src)
-	if n <= 0 || n != len(src) {
-		return 0, errors.New("bad int64 state value")
+	d := wire.NewDecoder(src)
+	v := d.Varint()
+	if err := d.End(); err != nil {
+		return 0, fmt.Errorf("bad int64 state value: %w", err)
 	}
 	return v, nil
 }
@@ -33,13 +37,17 @@ func (Int64Codec) Decode(src []byte) (int64, error) {
 type Float64Codec struct{}
 
 func (Float64Codec) Append(dst []byte, v float64) []byte {
-	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+	e := wire.Encoder(dst)
+	e.Float64(v)
+	return e
 }
 func (Float64Codec) Decode(src []byte) (float64, error) {
-	if len(src) != 8 {
-		return 0, errors.New("bad float64 state value")
+	d := wire.NewDecoder(src)
+	v := d.Float64()
+	if err := d.End(); err != nil {
+		return 0, fmt.Errorf("bad float64 state value: %w", err)
 	}
-	return math.Float64frombits(binary.LittleEndian.Uint64(src)), nil
+	return v, nil
 }
 
 // BytesCodec stores byte slices as they are.
@@ -110,7 +118,7 @@ func (s *ValueState[T]) Set(v T) {
 		return
 	}
 	t := s.table
-	t.scratch = t.codec.Append(binary.AppendUvarint(t.scratch[:0], uint64(s.ctx.version)), v)
+	t.scratch = t.codec.Append(appendVersion(t.scratch[:0], s.ctx.version), v)
 	sh := &t.shards[i]
 	if err := sh.put(s.ctx.key, s.ctx.keyHash, t.scratch, t.hint); err != nil {
 		s.ctx.fail(fmt.Errorf("keyed state %q of key %q: %w", t.name, s.ctx.key, err))
@@ -166,7 +174,7 @@ type frozenTable interface {
 	// changed reports whether anything was written or deleted after the
 	// base version.
 	changed() bool
-	appendGroup(dst []byte, i int) []byte
+	appendGroup(e *wire.Encoder, i int)
 }
 
 type stateTable[T any] struct {
@@ -297,7 +305,7 @@ func (f *frozenStateTable) hasData(i int) bool {
 // appendGroup writes group i's entries and then its tombstones, each sorted
 // by key, so that snapshots are deterministic and stores can insert them in
 // order.
-func (f *frozenStateTable) appendGroup(dst []byte, i int) []byte {
+func (f *frozenStateTable) appendGroup(e *wire.Encoder, i int) {
 	views := f.groupViewsOf(i)
 	n := 0
 	for _, v := range views {
@@ -324,16 +332,15 @@ func (f *frozenStateTable) appendGroup(dst []byte, i int) []byte {
 		return bytes.Compare(ka, kb)
 	})
 	slices.Sort(deleted)
-	dst = binary.AppendUvarint(dst, uint64(len(entries)))
-	for _, e := range entries {
-		k, p, _ := entryAt(e, 0)
+	e.Uvarint(uint64(len(entries)))
+	for _, en := range entries {
+		k, p, _ := entryAt(en, 0)
 		_, v := splitPayload(p)
-		dst = appendBytes(dst, k)
-		dst = appendBytes(dst, v)
+		e.Bytes(k)
+		e.Bytes(v)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(deleted)))
+	e.Uvarint(uint64(len(deleted)))
 	for _, k := range deleted {
-		dst = appendString(dst, k)
+		e.String(k)
 	}
-	return dst
 }

@@ -1,9 +1,10 @@
 package graph
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // windowsCodec encodes a key's open windows, which are most of a window
@@ -27,7 +28,8 @@ import (
 type windowsCodec struct{}
 
 // windowsFormat2 is a uvarint 0 written in two bytes, which no format-1
-// value starts with: encoding/binary writes uvarints in their fewest bytes.
+// value starts with: format 1 was written by encoding/binary, whose
+// uvarints take their fewest bytes.
 var windowsFormat2 = []byte{0x80, 0x00}
 
 // The flags of a window in format 2.
@@ -50,8 +52,9 @@ const (
 )
 
 func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
-	dst = append(dst, windowsFormat2...)
-	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	e := wire.Encoder(dst)
+	e.Raw(windowsFormat2)
+	e.Uvarint(uint64(len(ws)))
 	for _, w := range ws {
 		var flags uint64
 		if sameFloat(w.last, w.first) {
@@ -71,29 +74,29 @@ func (windowsCodec) Append(dst []byte, ws []windowAcc) []byte {
 		if w.side == 1 {
 			flags |= windowRight
 		}
-		dst = binary.AppendUvarint(dst, flags)
-		dst = binary.AppendVarint(dst, w.start)
-		dst = binary.AppendVarint(dst, w.end-w.start)
-		dst = binary.AppendVarint(dst, w.count)
-		dst = binary.AppendVarint(dst, w.firstTime-w.start)
+		e.Uvarint(flags)
+		e.Varint(w.start)
+		e.Varint(w.end - w.start)
+		e.Varint(w.count)
+		e.Varint(w.firstTime - w.start)
 		if flags&windowLastTimeIsFirst == 0 {
-			dst = binary.AppendVarint(dst, w.lastTime-w.firstTime)
+			e.Varint(w.lastTime - w.firstTime)
 		}
-		dst = appendFloat(dst, w.first)
+		e.Float64(w.first)
 		if flags&windowLastIsFirst == 0 {
-			dst = appendFloat(dst, w.last)
+			e.Float64(w.last)
 		}
 		if minFrom == windowStored {
-			dst = appendFloat(dst, w.min)
+			e.Float64(w.min)
 		}
 		if maxFrom == windowStored {
-			dst = appendFloat(dst, w.max)
+			e.Float64(w.max)
 		}
 		if flags&windowSumIsFirst == 0 {
-			dst = appendFloat(dst, w.sum)
+			e.Float64(w.sum)
 		}
 	}
-	return dst
+	return e
 }
 
 // sameFloat compares bit for bit, so that a value decodes exactly as it
@@ -113,18 +116,14 @@ func (w *windowAcc) sourceOf(v float64) uint64 {
 
 // fromSource reads w's min or max from where sourceOf kept it: w's first
 // or last, which must be read already, or d.
-func (w *windowAcc) fromSource(source uint64, d *decoder) float64 {
+func (w *windowAcc) fromSource(source uint64, d *wire.Decoder) float64 {
 	switch source {
 	case windowFromFirst:
 		return w.first
 	case windowFromLast:
 		return w.last
 	}
-	return d.float()
-}
-
-func appendFloat(dst []byte, v float64) []byte {
-	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+	return d.Float64()
 }
 
 func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
@@ -149,62 +148,60 @@ const (
 )
 
 func decodeWindows(src []byte) ([]windowAcc, error) {
-	d := decoder{buf: src}
-	n := d.countOf(minWindowBytes)
+	d := wire.NewDecoder(src)
+	n := d.Count(minWindowBytes)
 	ws := make([]windowAcc, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
-		flags := d.uvarint()
+	for i := 0; i < n && d.Err() == nil; i++ {
+		flags := d.Uvarint()
 		minFrom, maxFrom := flags>>windowMinShift&3, flags>>windowMaxShift&3
-		if d.err == nil && (flags >= windowFlagsEnd || minFrom > windowStored || maxFrom > windowStored) {
+		if d.Err() == nil && (flags >= windowFlagsEnd || minFrom > windowStored || maxFrom > windowStored) {
 			return nil, fmt.Errorf("bad window flags %#x", flags)
 		}
 		w := windowAcc{fired: flags&windowFired != 0}
 		if flags&windowRight != 0 {
 			w.side = 1
 		}
-		w.start = d.varint()
-		w.end = w.start + d.varint()
-		w.count = d.varint()
-		w.firstTime = w.start + d.varint()
+		w.start = d.Varint()
+		w.end = w.start + d.Varint()
+		w.count = d.Varint()
+		w.firstTime = w.start + d.Varint()
 		w.lastTime = w.firstTime
 		if flags&windowLastTimeIsFirst == 0 {
-			w.lastTime += d.varint()
+			w.lastTime += d.Varint()
 		}
-		w.first = d.float()
+		w.first = d.Float64()
 		w.last = w.first
 		if flags&windowLastIsFirst == 0 {
-			w.last = d.float()
+			w.last = d.Float64()
 		}
 		w.min = w.fromSource(minFrom, &d)
 		w.max = w.fromSource(maxFrom, &d)
 		w.sum = w.first
 		if flags&windowSumIsFirst == 0 {
-			w.sum = d.float()
+			w.sum = d.Float64()
 		}
 		ws = append(ws, w)
 	}
-	return ws, d.end()
+	return ws, d.End()
 }
 
 func decodeWindowsV1(src []byte) ([]windowAcc, error) {
-	d := decoder{buf: src}
-	n := d.countOf(minWindowBytesV1)
+	d := wire.NewDecoder(src)
+	n := d.Count(minWindowBytesV1)
 	ws := make([]windowAcc, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		var w windowAcc
 		for _, p := range []*int64{&w.side, &w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {
-			*p = d.varint()
+			*p = d.Varint()
 		}
 		for _, p := range []*float64{&w.sum, &w.min, &w.max, &w.first, &w.last} {
-			*p = d.float()
+			*p = d.Float64()
 		}
-		if b := d.take(1); b != nil {
-			w.fired = b[0] == 1
-		}
-		if d.err == nil && w.side != 0 && w.side != 1 {
+		w.fired = d.Byte() == 1
+		if d.Err() == nil && w.side != 0 && w.side != 1 {
 			return nil, fmt.Errorf("window of input %d", w.side)
 		}
 		ws = append(ws, w)
 	}
-	return ws, d.end()
+	return ws, d.End()
 }

@@ -1,7 +1,6 @@
 package localrecovery
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cairn-edge/cairn/seglog"
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // The high-water mark is the highest checkpoint id the store completed or
@@ -39,10 +39,15 @@ func readHighWater(path string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(b) != highWaterSize || crc32.Checksum(b[:8], crc32c) != binary.LittleEndian.Uint32(b[8:]) {
-		return 0, fmt.Errorf("%w: %s is not a checkpoint id mark", seglog.ErrCorrupt, path)
+	d := wire.NewDecoder(b)
+	id, sum := d.Uint64(), d.Uint32()
+	if err := d.End(); err != nil {
+		return 0, fmt.Errorf("%w: %s is not a checkpoint id mark: %v", seglog.ErrCorrupt, path, err)
 	}
-	return binary.LittleEndian.Uint64(b), nil
+	if crc32.Checksum(b[:8], crc32c) != sum {
+		return 0, fmt.Errorf("%w: %s is not a checkpoint id mark: it fails its checksum", seglog.ErrCorrupt, path)
+	}
+	return id, nil
 }
 
 // openHighWater opens (creating, durably) the mark at path for
@@ -66,8 +71,9 @@ func openHighWater(path string) (*os.File, error) {
 
 // writeHighWater records id as the mark in f, unsynced.
 func writeHighWater(f *os.File, id uint64) error {
-	b := binary.LittleEndian.AppendUint64(make([]byte, 0, highWaterSize), id)
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32c))
+	b := make(wire.Encoder, 0, highWaterSize)
+	b.Uint64(id)
+	b.Uint32(crc32.Checksum(b, crc32c))
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("checkpoint id mark %s: %w", f.Name(), err)
 	}

@@ -1,17 +1,17 @@
 package localrecovery
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // The store's records, each one record of its log (package seglog, which
-// frames and checksums it), starting with its kind.
+// frames and checksums it), starting with its kind (a byte); their fields
+// are wire's.
 const (
 	// chunkRecord: the snapshot's key (uvarint length, bytes), the
 	// chunk's index (uvarint), the chunk's bytes.
@@ -34,10 +34,11 @@ type entry struct {
 
 // chunkHeader is a chunk record's bytes before its data.
 func chunkHeader(key string, index int) []byte {
-	h := append(make([]byte, 0, 1+binary.MaxVarintLen64*2+len(key)), chunkRecord)
-	h = binary.AppendUvarint(h, uint64(len(key)))
-	h = append(h, key...)
-	return binary.AppendUvarint(h, uint64(index))
+	h := make(wire.Encoder, 0, 1+2*10+len(key)) // two uvarints of at most 10 bytes
+	h.Byte(chunkRecord)
+	h.String(key)
+	h.Uvarint(uint64(index))
+	return h
 }
 
 func encodeCompletion(m *checkpoint.Manifest) ([]byte, error) {
@@ -45,41 +46,47 @@ func encodeCompletion(m *checkpoint.Manifest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte{completionRecord}, js...), nil
+	r := make(wire.Encoder, 0, 1+len(js))
+	r.Byte(completionRecord)
+	r.Raw(js)
+	return r, nil
 }
 
-func encodeLastID(id uint64) []byte { return binary.AppendUvarint([]byte{lastIDRecord}, id) }
+func encodeLastID(id uint64) []byte {
+	var r wire.Encoder
+	r.Byte(lastIDRecord)
+	r.Uvarint(id)
+	return r
+}
 
 // decodeEntry decodes a record.
 func decodeEntry(data []byte) (entry, error) {
-	if len(data) == 0 {
-		return entry{}, errors.New("empty record")
+	d := wire.NewDecoder(data)
+	e := entry{kind: d.Byte()}
+	if err := d.Err(); err != nil {
+		return e, fmt.Errorf("empty record: %w", err)
 	}
-	e := entry{kind: data[0]}
-	p := data[1:]
 	switch e.kind {
 	case chunkRecord:
-		n, k := binary.Uvarint(p)
-		if k <= 0 || n > uint64(len(p)-k) {
-			return e, errors.New("chunk record: bad key")
+		e.key = string(d.Bytes())
+		i := d.Uvarint()
+		if d.Err() == nil && i > math.MaxInt32 {
+			d.Fail(fmt.Errorf("chunk index %d", i))
 		}
-		e.key, p = string(p[k:k+int(n)]), p[k+int(n):]
-		i, k := binary.Uvarint(p)
-		if k <= 0 || i > math.MaxInt32 {
-			return e, errors.New("chunk record: bad index")
+		e.index, e.data = int(i), d.Rest()
+		if err := d.Err(); err != nil {
+			return e, fmt.Errorf("chunk record: %w", err)
 		}
-		e.index, e.data = int(i), p[k:]
 	case completionRecord:
 		e.manifest = new(checkpoint.Manifest)
-		if err := json.Unmarshal(p, e.manifest); err != nil {
+		if err := json.Unmarshal(d.Rest(), e.manifest); err != nil {
 			return e, fmt.Errorf("completion record: %w", err)
 		}
 	case lastIDRecord:
-		id, k := binary.Uvarint(p)
-		if k <= 0 || k != len(p) {
-			return e, errors.New("last id record: bad id")
+		e.id = d.Uvarint()
+		if err := d.End(); err != nil {
+			return e, fmt.Errorf("last id record: %w", err)
 		}
-		e.id = id
 	default:
 		return e, fmt.Errorf("unknown record kind %q", e.kind)
 	}

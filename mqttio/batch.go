@@ -3,19 +3,19 @@ package mqttio
 import (
 	"bytes"
 	"compress/flate"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
+
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // batch is one checkpoint's output of one sink subtask: the messages not
 // yet acknowledged by the broker, encoded back to back in blocks of about
-// blockSize bytes as uvarint length, topic, uvarint length, body (the
-// Output JSON after its id). A message never spans two blocks. Only the
+// blockSize bytes as two length-prefixed fields (package wire): topic, and
+// body (the Output JSON after its id). A message never spans two blocks. Only the
 // last block of the current batch is written to; every other block is
 // sealed: deflated when that makes it smaller (a window that fires for
 // 100,000 keys at once stages 12 MB of JSON, held in about a tenth), and
@@ -60,22 +60,22 @@ func (b *batch) add(topic []string, key string, body []byte) int {
 	for _, p := range topic {
 		topicLen += len(p)
 	}
-	n := 2*binary.MaxVarintLen64 + topicLen + len(body) // at most
+	n := 2*10 + topicLen + len(body) // at most: a uvarint takes up to 10 bytes
 	before := b.size
 	if len(b.blocks) == 0 || cap(b.last().data)-len(b.last().data) < n {
 		b.seal()
 		b.blocks = append(b.blocks, block{data: make([]byte, 0, max(blockSize, n))})
 	}
 	last := b.last()
-	data := binary.AppendUvarint(last.data, uint64(topicLen))
+	data := wire.Encoder(last.data)
+	data.Uvarint(uint64(topicLen)) // the topic's parts follow
 	for i, p := range topic {
 		if i > 0 {
 			data = append(data, key...)
 		}
 		data = append(data, p...)
 	}
-	data = binary.AppendUvarint(data, uint64(len(body)))
-	data = append(data, body...)
+	data.Bytes(body)
 	b.size += len(data) - len(last.data)
 	last.data, last.raw = data, len(data)
 	last.count++
@@ -219,36 +219,39 @@ func (b *batch) drop() int {
 // nextMessage decodes the message at the start of buf and says how many
 // bytes it took.
 func nextMessage(buf []byte) (topic string, body []byte, n int, err error) {
-	field := func() ([]byte, error) {
-		l, k := binary.Uvarint(buf[n:])
-		if k <= 0 || l > uint64(len(buf)-n-k) {
-			return nil, errors.New("truncated message")
-		}
-		n += k + int(l)
-		return buf[n-int(l) : n], nil
+	d := wire.NewDecoder(buf)
+	t := d.Bytes()
+	body = d.Bytes()
+	if err := d.Err(); err != nil {
+		return "", nil, 0, fmt.Errorf("message: %w", err)
 	}
-	t, err := field()
-	if err != nil {
-		return "", nil, 0, err
-	}
-	body, err = field()
-	if err != nil {
-		return "", nil, 0, err
-	}
-	return string(t), body, n, nil
+	return string(t), body, len(buf) - d.Len(), nil
 }
 
-// The sink's state: stateMagic; the subtask's numbering (epoch, next,
+// The sink's state: the header of magic stateMagic and version
+// stateVersion (package wire); the subtask's numbering (epoch, next,
 // subtask, parallelism); the number of batches and, for each, its
 // checkpoint, subtask, sequence number of the first message left, epoch,
 // base and number of blocks; for each block, 1 if deflated else 0, its
 // length inflated, its messages, how many of them are acknowledged
-// already, its length and its bytes.
-var stateMagic = []byte("CRSK\x03")
+// already, its length and its bytes. Every number is a uvarint.
+//
+// Version 2 was cairn's before numberings: no numbering, and batches
+// without epoch and base. Version 1 was before deflated blocks: after the
+// checkpoint, subtask and first sequence number, the length of the
+// messages left and the messages. Before version 1 the state was JSON
+// (decodeJSONBatches).
+const (
+	stateMagic   = "CRSK"
+	stateVersion = 3
+)
 
-// stateMagicV2 began the state of cairn before numberings: no numbering,
-// and batches without epoch and base.
-var stateMagicV2 = []byte("CRSK\x02")
+// The fewest bytes a batch and a block of a state take, which bound how
+// many a damaged count can make the decoder allocate.
+const (
+	minBatchBytes = 4 // checkpoint, subtask, sequence number, blocks (or length)
+	minBlockBytes = 5 // deflated, inflated length, messages, acknowledged, length
+)
 
 // numbering is how a sink subtask numbers what it stages: from epoch, the
 // id of the checkpoint it began at, on; next is the position of the next
@@ -276,11 +279,6 @@ func outputID(dst []byte, sink string, b *batch, seq uint64, body []byte) []byte
 	return fmt.Appendf(dst, "%s-%d-%d-%d-%016x", sink, b.epoch, b.subtask, b.base+seq, h)
 }
 
-// stateMagicV1 began the state of cairn before deflated blocks: after the
-// checkpoint, subtask and first sequence number, the length of the
-// messages left and the messages.
-var stateMagicV1 = []byte("CRSK\x01")
-
 // maxBlock bounds a block's inflated length in a state read back: a block
 // holds one message at most when that is larger than blockSize, and MQTT
 // messages are smaller than 256 MiB.
@@ -290,14 +288,15 @@ const maxBlock = 256 << 20
 // of bs as they are, between the headers. The blocks must not change
 // after.
 func encodeBatches(n numbering, bs []*batch) [][]byte {
-	head := slices.Clip(stateMagic)
+	var head wire.Encoder
+	head.Header(stateMagic, stateVersion)
 	for _, v := range []uint64{n.epoch, n.next, uint64(n.subtask), uint64(n.parallelism), uint64(len(bs))} {
-		head = binary.AppendUvarint(head, v)
+		head.Uvarint(v)
 	}
 	parts := make([][]byte, 0, 1+len(bs)*4)
 	for _, b := range bs {
 		for _, v := range []uint64{b.checkpoint, uint64(b.subtask), b.seq, b.epoch, b.base, uint64(len(b.blocks))} {
-			head = binary.AppendUvarint(head, v)
+			head.Uvarint(v)
 		}
 		for _, k := range b.blocks {
 			flag := uint64(0)
@@ -305,7 +304,7 @@ func encodeBatches(n numbering, bs []*batch) [][]byte {
 				flag = 1
 			}
 			for _, v := range []uint64{flag, uint64(k.raw), uint64(k.count), uint64(k.skip), uint64(len(k.data))} {
-				head = binary.AppendUvarint(head, v)
+				head.Uvarint(v)
 			}
 			parts = append(parts, head, k.data)
 			head = nil
@@ -318,121 +317,84 @@ func encodeBatches(n numbering, bs []*batch) [][]byte {
 }
 
 // decodeBatches reads a state written by encodeBatches, or by cairn
-// before it (stateMagicV2, stateMagicV1, or JSON before that: no
-// numbering, which is then zero); own is the restoring subtask, whose ids
-// the batches of JSON states carry unless they name their own. Every block
-// is checked whole: its messages, once inflated, are as many as it says.
+// before it (versions 2 and 1, or JSON before that: no numbering, which
+// is then zero); own is the restoring subtask, whose ids the batches of
+// JSON states carry unless they name their own. Every block is checked
+// whole: its messages, once inflated, are as many as it says. The batches
+// hold copies of data's bytes.
 func decodeBatches(data []byte, own int) (numbering, []*batch, error) {
-	var r stateReader
 	var n numbering
-	version := 3
 	switch {
 	case len(data) == 0:
 		return n, nil, nil
-	case bytes.HasPrefix(data, stateMagicV1):
-		r.buf, version = data[len(stateMagicV1):], 1
-	case bytes.HasPrefix(data, stateMagicV2):
-		r.buf, version = data[len(stateMagicV2):], 2
-	case !bytes.HasPrefix(data, stateMagic):
+	case !bytes.HasPrefix(data, []byte(stateMagic)):
 		bs, err := decodeJSONBatches(data, own)
 		return n, bs, err
+	}
+	d := wire.NewDecoder(data)
+	version := d.Header(stateMagic)
+	switch version {
+	case 1, 2:
+	case stateVersion:
+		n = numbering{epoch: d.Uvarint(), next: d.Uvarint()}
+		subtask, parallelism := d.Uvarint(), d.Uvarint()
+		if subtask > 1<<20 || parallelism > 1<<20 {
+			d.Fail(fmt.Errorf("numbering: bad subtask %d or parallelism %d", subtask, parallelism))
+		}
+		n.subtask, n.parallelism = int(subtask), int(parallelism)
 	default:
-		r.buf = data[len(stateMagic):]
-		var f [4]uint64
-		for i := range f {
-			v, err := r.uvarint()
-			if err != nil {
-				return n, nil, err
-			}
-			f[i] = v
-		}
-		if f[2] > 1<<20 || f[3] > 1<<20 {
-			return n, nil, fmt.Errorf("numbering: bad subtask %d or parallelism %d", f[2], f[3])
-		}
-		n = numbering{epoch: f[0], next: f[1], subtask: int(f[2]), parallelism: int(f[3])}
+		d.Fail(fmt.Errorf("unknown version %d", version))
 	}
-	count, err := r.uvarint()
-	if err != nil {
-		return n, nil, err
-	}
+	count := d.Count(minBatchBytes)
 	var out []*batch
 	for range count {
 		// checkpoint, subtask, seq, [epoch, base,] blocks (v1: length of
 		// the messages)
-		head := make([]uint64, 4, 6)
-		if version == 3 {
-			head = head[:6]
+		b := &batch{checkpoint: d.Uvarint()}
+		subtask := d.Uvarint()
+		b.subtask, b.seq = int(subtask), d.Uvarint()
+		if version == stateVersion {
+			b.epoch, b.base = d.Uvarint(), d.Uvarint()
 		}
-		for i := range head {
-			if head[i], err = r.uvarint(); err != nil {
-				return n, nil, err
-			}
+		if d.Err() == nil && subtask > 1<<20 {
+			d.Fail(fmt.Errorf("batch of checkpoint %d: bad subtask %d", b.checkpoint, subtask))
 		}
-		b := &batch{checkpoint: head[0], subtask: int(head[1]), seq: head[2]}
-		if version == 3 {
-			b.epoch, b.base = head[3], head[4]
-		}
-		blocks := head[len(head)-1]
-		if head[1] > 1<<20 || blocks > uint64(len(r.buf)) {
-			return n, nil, fmt.Errorf("batch of checkpoint %d: bad subtask %d or length %d", head[0], head[1], blocks)
-		}
+		var err error
 		if version == 1 {
-			err = b.readV1(&r, int(blocks))
+			err = b.readV1(&d)
 		} else {
-			err = b.readBlocks(&r, blocks)
+			err = b.readBlocks(&d)
 		}
 		if err != nil {
-			return n, nil, fmt.Errorf("batch of checkpoint %d: %w", head[0], err)
+			return n, nil, fmt.Errorf("batch of checkpoint %d: %w", b.checkpoint, err)
 		}
 		out = append(out, b)
 	}
-	if len(r.buf) > 0 {
-		return n, nil, errors.New("trailing bytes")
+	if err := d.End(); err != nil {
+		return n, nil, fmt.Errorf("sink state: %w", err)
 	}
 	return n, out, nil
 }
 
-// stateReader reads the fields of a sink state.
-type stateReader struct{ buf []byte }
-
-func (r *stateReader) uvarint() (uint64, error) {
-	v, k := binary.Uvarint(r.buf)
-	if k <= 0 {
-		return 0, errors.New("truncated state")
-	}
-	r.buf = r.buf[k:]
-	return v, nil
-}
-
-// bytes returns a copy of the next n bytes.
-func (r *stateReader) bytes(n uint64) ([]byte, error) {
-	if n > uint64(len(r.buf)) {
-		return nil, errors.New("truncated state")
-	}
-	out := bytes.Clone(r.buf[:n])
-	r.buf = r.buf[n:]
-	return out, nil
-}
-
-// readBlocks reads n blocks into b.
-func (b *batch) readBlocks(r *stateReader, n uint64) error {
+// readBlocks reads a count of blocks into b.
+func (b *batch) readBlocks(d *wire.Decoder) error {
+	n := d.Count(minBlockBytes)
 	for i := range n {
 		var f [5]uint64 // deflated, raw, count, skip, length
 		for j := range f {
-			v, err := r.uvarint()
-			if err != nil {
-				return err
-			}
-			f[j] = v
+			f[j] = d.Uvarint()
 		}
 		// Deflate shrinks by at most 1032 to 1: a larger claim is damage,
 		// and would make messages allocate for nothing.
 		// Only the first block can have acknowledged messages.
-		if f[0] > 1 || f[1] > maxBlock || f[0] == 1 && f[1] > 1032*f[4] || f[3] >= f[2] || f[3] > 0 && i > 0 || f[0] == 0 && f[1] != f[4] {
-			return fmt.Errorf("block %d: bad header %v", i, f)
+		if d.Err() == nil && (f[0] > 1 || f[1] > maxBlock || f[0] == 1 && f[1] > 1032*f[4] || f[3] >= f[2] || f[3] > 0 && i > 0 || f[0] == 0 && f[1] != f[4]) {
+			d.Fail(fmt.Errorf("block %d: bad header %v", i, f))
 		}
-		data, err := r.bytes(f[4])
-		if err != nil {
+		if f[4] > uint64(d.Len()) {
+			d.Fail(fmt.Errorf("block %d: truncated: %d bytes, %d left", i, f[4], d.Len()))
+		}
+		data := bytes.Clone(d.Take(int(f[4])))
+		if err := d.Err(); err != nil {
 			return err
 		}
 		k := block{data: data, deflated: f[0] == 1, raw: int(f[1]), count: int(f[2]), skip: int(f[3])}
@@ -444,7 +406,7 @@ func (b *batch) readBlocks(r *stateReader, n uint64) error {
 		b.blocks = append(b.blocks, k)
 		b.size += len(k.data)
 	}
-	return nil
+	return d.Err()
 }
 
 // checkBlock reports whether k's messages decode and are k.count, and
@@ -476,22 +438,23 @@ func countMessages(msgs []byte) (n int, badTopics bool, err error) {
 	return n, badTopics, nil
 }
 
-// readV1 reads into b the n bytes of messages of a stateMagicV1 batch, as
+// readV1 reads into b the length and messages of a version 1 batch, as
 // one block, not deflated.
-func (b *batch) readV1(r *stateReader, n int) error {
-	if n == 0 {
-		return nil
+func (b *batch) readV1(d *wire.Decoder) error {
+	n := d.Uvarint()
+	if n > uint64(d.Len()) {
+		d.Fail(fmt.Errorf("truncated: messages of %d bytes, %d left", n, d.Len()))
 	}
-	data, err := r.bytes(uint64(n))
-	if err != nil {
+	data := bytes.Clone(d.Take(int(n)))
+	if err := d.Err(); err != nil || n == 0 {
 		return err
 	}
 	count, bad, err := countMessages(data)
 	if err != nil {
 		return err
 	}
-	k := block{data: data, raw: n, count: count}
-	b.blocks, b.size, b.badTopics = []block{k}, n, bad
+	k := block{data: data, raw: int(n), count: count}
+	b.blocks, b.size, b.badTopics = []block{k}, int(n), bad
 	return nil
 }
 

@@ -186,7 +186,7 @@ func TestSinkStateOfCairnV2(t *testing.T) {
 	msgs := append(encodedMessage("out/a", `,"value":1}`), encodedMessage("out/b", `,"value":2}`)...)
 	// One batch: checkpoint 8, subtask 1, first message left 5, one block
 	// not deflated of two messages, none acknowledged.
-	state := append(slices.Clone(stateMagicV2), 1, 8, 1, 5, 1, 0, byte(len(msgs)), 2, 0, byte(len(msgs)))
+	state := append([]byte(stateMagic+"\x02"), 1, 8, 1, 5, 1, 0, byte(len(msgs)), 2, 0, byte(len(msgs)))
 	state = append(state, msgs...)
 	n, got, err := decodeBatches(state, 0)
 	if err != nil {
@@ -207,7 +207,7 @@ func TestSinkStateOfCairnV2(t *testing.T) {
 // blocks: each batch's messages left, in one run.
 func TestSinkStateOfCairnV1(t *testing.T) {
 	msgs := append(encodedMessage("out/a", `,"value":1}`), encodedMessage("out/b", `,"value":2}`)...)
-	state := append(slices.Clone(stateMagicV1), 1, 8, 1, 5, byte(len(msgs)))
+	state := append([]byte(stateMagic+"\x01"), 1, 8, 1, 5, byte(len(msgs)))
 	state = append(state, msgs...)
 	_, got, err := decodeBatches(state, 0)
 	if err != nil {

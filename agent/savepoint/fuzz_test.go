@@ -41,8 +41,8 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Add(file, false)
 	f.Add(file[:len(file)-4], true)
-	f.Add([]byte(magic+"\x02{}"), true)
-	f.Add([]byte(magic), false)
+	f.Add([]byte(magic+"\x01\x02{}"), true)
+	f.Add([]byte(magic+"\x01"), false)
 	f.Fuzz(func(t *testing.T, data []byte, sealed bool) {
 		if sealed {
 			data = binary.BigEndian.AppendUint32(bytes.Clone(data), crc32.Checksum(data, castagnoli))

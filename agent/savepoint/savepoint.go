@@ -4,16 +4,15 @@
 // independent of the checkpoint store's layout. A savepoint moves state
 // between agents, devices and pipeline versions.
 //
-// Layout: the magic "CAIRNSP\x01"; a uvarint length and the JSON manifest;
-// for each state handle of the manifest in order (each subtask's Base chain,
-// then its State), a uvarint length and the snapshot's bytes; then the
-// CRC-32C of everything before it, 4 bytes big-endian.
+// Layout, in package wire's fields: the header of magic "CAIRNSP" and
+// version 1; the JSON manifest, length-prefixed; for each state handle of
+// the manifest in order (each subtask's Base chain, then its State), the
+// snapshot's bytes, length-prefixed; then the CRC-32C of everything
+// before it, 4 bytes big-endian.
 package savepoint
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,9 +25,13 @@ import (
 	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/wire"
 )
 
-const magic = "CAIRNSP\x01"
+const (
+	magic   = "CAIRNSP"
+	version = 1
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -60,21 +63,26 @@ func Write(path string, m *checkpoint.Manifest, store checkpoint.Store) error {
 	if err != nil {
 		return err
 	}
-	w.WriteString(magic)
-	w.Write(binary.AppendUvarint(nil, uint64(len(js))))
-	w.Write(js)
+	var head wire.Encoder
+	head.Header(magic, version)
+	head.Bytes(js)
+	w.Write(head)
 	for _, h := range handles(m) {
 		data, err := store.ReadState(h)
 		if err != nil {
 			return fmt.Errorf("savepoint of checkpoint %d: %w", m.ID, err)
 		}
-		w.Write(binary.AppendUvarint(nil, uint64(len(data))))
+		var length wire.Encoder // of the snapshot, which is written as it is, not copied
+		length.Uvarint(uint64(len(data)))
+		w.Write(length)
 		w.Write(data)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if _, err := tmp.Write(binary.BigEndian.AppendUint32(nil, sum.Sum32())); err != nil {
+	var trailer wire.Encoder
+	trailer.Uint32BE(sum.Sum32())
+	if _, err := tmp.Write(trailer); err != nil {
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
@@ -97,46 +105,38 @@ type Savepoint struct {
 	state    map[string][]byte
 }
 
-// Read reads and verifies the savepoint at path.
+// Read reads and verifies the savepoint at path. The snapshots it serves
+// are parts of the file's bytes, read whole.
 func Read(path string) (*Savepoint, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) < len(magic)+4 || string(data[:len(magic)]) != magic {
-		return nil, fmt.Errorf("%w: %s is not a cairn savepoint (version 1)", ErrCorrupt, path)
+	d := wire.NewDecoder(data)
+	if v := d.Header(magic); d.Err() != nil || v != version || len(data) < len(magic)+1+4 {
+		return nil, fmt.Errorf("%w: %s is not a cairn savepoint (version %d)", ErrCorrupt, path, version)
 	}
-	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	body, trailer := data[:len(data)-4], wire.NewDecoder(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != trailer.Uint32BE() {
 		return nil, fmt.Errorf("%w: %s fails its checksum", ErrCorrupt, path)
 	}
-	r := bytes.NewReader(body[len(magic):])
-	next := func() ([]byte, error) {
-		n, err := binary.ReadUvarint(r)
-		if err != nil || n > uint64(r.Len()) {
-			return nil, fmt.Errorf("%w: %s is truncated", ErrCorrupt, path)
-		}
-		b := make([]byte, n)
-		io.ReadFull(r, b)
-		return b, nil
-	}
-	js, err := next()
-	if err != nil {
-		return nil, err
+	d = wire.NewDecoder(body[len(magic)+1:])
+	js := d.Bytes()
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: manifest: %v", ErrCorrupt, path, err)
 	}
 	sp := &Savepoint{Manifest: new(checkpoint.Manifest), state: make(map[string][]byte)}
 	if err := json.Unmarshal(js, sp.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: %s: manifest: %v", ErrCorrupt, path, err)
 	}
 	for _, h := range handles(sp.Manifest) {
-		b, err := next()
-		if err != nil {
-			return nil, err
+		sp.state[h.Key] = d.Bytes()
+		if err := d.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %s: state %s: %v", ErrCorrupt, path, h.Key, err)
 		}
-		sp.state[h.Key] = b
 	}
-	if r.Len() != 0 {
-		return nil, fmt.Errorf("%w: %s has trailing bytes", ErrCorrupt, path)
+	if err := d.End(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	return sp, nil
 }

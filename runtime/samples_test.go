@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -28,28 +29,42 @@ func sampleChannels() [][]graph.Record {
 			{Key: "dev-3", Value: 1, Payload: graph.Alert{Raised: true, Value: 99.5}},
 			{Key: "dev-3", Payload: graph.Alert{}},
 			{Key: "dev-4", Payload: []any{1.5, "x", map[string]any{"k": "v"}}},
-			{Key: "dev-5", Payload: map[string]any{"n": 1e300, "s": "ünï", "list": []any(nil), "empty": map[string]any{}}},
+			{Key: "dev-5", Payload: map[string]any{"n": 1e300, "s": "ünï", "list": []any{}, "empty": map[string]any{}}},
 		},
 	}
 }
 
-// TestStoredChannelState: channel state as a cairn wrote it
-// (testdata/channelstate-v1.bin, records encoded by encoding/gob) decodes
-// to the records it held.
+// TestStoredChannelState: channel state as a cairn wrote it with
+// encoding/gob (testdata/channelstate-v1.bin, version 1) and with wire
+// (testdata/channelstate-v2.bin) decodes to the records it held, and the
+// same records encode to the same bytes today.
 func TestStoredChannelState(t *testing.T) {
-	want := sampleChannels()
-	stored := sample.Bytes(t, filepath.Join("testdata", "channelstate-v1.bin"), func() []byte {
-		data, err := encodeChannelState(want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	})
-	got, err := decodeChannelState(stored, len(want))
+	// gob decoded an empty list as nil.
+	v1 := sampleChannels()
+	v1[2][5].Payload.(map[string]any)["list"] = []any(nil)
+	stored := sample.Bytes(t, filepath.Join("testdata", "channelstate-v1.bin"), nil)
+	got, err := decodeChannelState(stored, len(v1))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(got, v1) {
+		t.Errorf("version 1 decoded as\n%#v\nwant\n%#v", got, v1)
+	}
+
+	want := sampleChannels()
+	current, err := encodeChannelState(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored = sample.Bytes(t, filepath.Join("testdata", "channelstate-v2.bin"), func() []byte { return current })
+	if got, err = decodeChannelState(stored, len(want)); err != nil {
+		t.Fatal(err)
+	}
+	want[1] = nil // no records: none allocated
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded\n%#v\nwant\n%#v", got, want)
+		t.Errorf("version 2 decoded as\n%#v\nwant\n%#v", got, want)
+	}
+	if !bytes.Equal(current, stored) {
+		t.Errorf("the same records encode to other bytes today:\n%x\nstored\n%x", current, stored)
 	}
 }

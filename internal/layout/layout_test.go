@@ -46,6 +46,12 @@ var rules = map[string]rule{
 
 var ioPackages = []string{"os", "net", "syscall", "plugin", "unsafe"}
 
+// forbidden are standard library packages no cairn package imports, and
+// why.
+var forbidden = map[string]string{
+	"encoding/gob": "binary formats are package wire's",
+}
+
 func TestPackageDependencies(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
 	if err != nil {
@@ -101,6 +107,9 @@ func TestGatewayLinksNoTestHelper(t *testing.T) {
 func check(r rule, imp string) string {
 	own := strings.HasPrefix(imp, module+"/")
 	std := !own && !strings.Contains(strings.Split(imp, "/")[0], ".")
+	if why, ok := forbidden[imp]; ok {
+		return why + " (docs/DESIGN.md section 3)"
+	}
 	if std {
 		if r.noIO {
 			for _, bad := range ioPackages {

@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/gob"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/internal/sample"
+)
+
+// The payload types cairn registered with encoding/gob when channel state
+// was gob's (version 1); gob is the reference its reader is tested against.
+func init() {
+	gob.Register(map[string]any{})
+	gob.Register([]any{})
+	gob.Register(graph.WindowResult{})
+	gob.Register(graph.JoinResult{})
+	gob.Register(graph.Alert{})
+}
+
+// gobChannelState encodes channels as cairn did in version 1.
+func gobChannelState(t testing.TB, channels [][]graph.Record) []byte {
+	buf := bytes.NewBufferString(channelStateMagic + "\x01")
+	if err := gob.NewEncoder(buf).Encode(channels); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func randomString(rng *rand.Rand) string {
+	b := make([]byte, rng.IntN(3)*rng.IntN(70))
+	for i := range b {
+		b[i] = byte(rng.IntN(256))
+	}
+	return string(b)
+}
+
+func randomFloat(rng *rand.Rand) float64 {
+	return []float64{0, math.Copysign(0, -1), 1.5, -2, 1e300, math.Inf(-1), rng.NormFloat64()}[rng.IntN(7)]
+}
+
+// randomPayload is a payload of a type that flows between the built-in
+// operators, nested up to depth.
+func randomPayload(rng *rand.Rand, depth int) any {
+	switch rng.IntN(10 - 2*min(depth, 1)) {
+	case 0:
+		return nil
+	case 1:
+		return randomFloat(rng)
+	case 2:
+		return randomString(rng)
+	case 3:
+		return rng.IntN(2) == 0
+	case 4:
+		return []byte(randomString(rng))
+	case 5:
+		return graph.WindowResult{Start: rng.Int64() >> rng.IntN(64), End: -rng.Int64N(100), Count: rng.Int64N(3)}
+	case 6:
+		return graph.JoinResult{Start: rng.Int64N(9), End: rng.Int64(), Left: randomFloat(rng), Right: randomFloat(rng),
+			LeftCount: rng.Int64N(2), RightCount: -rng.Int64()}
+	case 7:
+		return graph.Alert{Raised: rng.IntN(2) == 0, Value: randomFloat(rng)}
+	case 8:
+		if depth > 0 {
+			m := map[string]any{}
+			for range rng.IntN(5) {
+				m[randomString(rng)] = randomPayload(rng, depth-1)
+			}
+			return m
+		}
+	case 9:
+		if depth > 0 {
+			var l []any
+			for range rng.IntN(5) {
+				l = append(l, randomPayload(rng, depth-1))
+			}
+			return l
+		}
+	}
+	return nil
+}
+
+func randomChannels(rng *rand.Rand) [][]graph.Record {
+	channels := make([][]graph.Record, 1+rng.IntN(3))
+	for ch := range channels {
+		for range rng.IntN(6) {
+			channels[ch] = append(channels[ch], graph.Record{Key: randomString(rng), Time: rng.Int64() >> rng.IntN(64),
+				Value: randomFloat(rng), Origin: rng.Uint64() >> rng.IntN(64), Payload: randomPayload(rng, 4)})
+		}
+	}
+	return channels
+}
+
+// TestGobChannelStateReadsAsGob: channel state of version 1, as gob
+// encoded it, reads as gob decoded it, whatever the records and their
+// payloads, and wherever in them a type is first seen.
+func TestGobChannelStateReadsAsGob(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		channels := randomChannels(rng)
+		data := gobChannelState(t, channels)
+		var want [][]graph.Record
+		if err := gob.NewDecoder(bytes.NewReader(data[len(channelStateMagic)+1:])).Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeChannelState(data, len(channels))
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("case %d decoded as\n%#v\nwant, as gob decodes it,\n%#v", i, got, want)
+		}
+	}
+}
+
+// TestChannelStateRoundTrip: records of every payload type encode and
+// decode to themselves; a payload of another type, or nested deeper than
+// a JSON decoder makes, is refused.
+func TestChannelStateRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		channels := randomChannels(rng)
+		data, err := encodeChannelState(channels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeChannelState(data, len(channels))
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		again, _ := encodeChannelState(got)
+		if fmt.Sprint(got) != fmt.Sprint(channels) || !bytes.Equal(again, data) {
+			t.Fatalf("case %d decoded as\n%v\nwant\n%v", i, got, channels)
+		}
+	}
+	if _, err := encodeChannelState([][]graph.Record{{{Payload: 7}}}); err == nil {
+		t.Error("a payload of type int encoded")
+	}
+	var deep any
+	for range maxPayloadDepth + 2 {
+		deep = []any{deep}
+	}
+	if _, err := encodeChannelState([][]graph.Record{{{Payload: deep}}}); err == nil {
+		t.Error("a payload nested too deep encoded")
+	}
+}
+
+// TestDamagedChannelStateIsRefused: every cut of the stored samples of
+// both versions, and every byte of them changed, fails to decode or
+// decodes, and never panics.
+func TestDamagedChannelStateIsRefused(t *testing.T) {
+	for _, name := range []string{"channelstate-v1.bin", "channelstate-v2.bin"} {
+		data := sample.Bytes(t, filepath.Join("testdata", name), nil)
+		for n := range len(data) {
+			if _, err := decodeChannelState(data[:n], 3); err == nil {
+				t.Errorf("%s cut to %d of %d bytes decodes", name, n, len(data))
+			}
+		}
+		for i := range data {
+			for _, b := range []byte{0, 0x7f, 0x80, 0xff, data[i] ^ 1} {
+				damaged := bytes.Clone(data)
+				damaged[i] = b
+				decodeChannelState(damaged, 3)
+			}
+		}
+	}
+}
+
+// FuzzDecodeChannelState feeds arbitrary bytes to the channel state
+// decoder, seeded with both versions. It must never panic, and what
+// decodes must encode (in version 2) to bytes that decode to records that
+// encode to the same bytes.
+func FuzzDecodeChannelState(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 5 {
+		channels := randomChannels(rng)
+		f.Add(gobChannelState(f, channels), len(channels))
+		data, _ := encodeChannelState(channels)
+		f.Add(data, len(channels))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, channels int) {
+		got, err := decodeChannelState(data, channels)
+		if err != nil {
+			return
+		}
+		once, err := encodeChannelState(got)
+		if err != nil {
+			t.Fatalf("decoded records do not encode: %v", err)
+		}
+		back, err := decodeChannelState(once, channels)
+		if err != nil {
+			t.Fatalf("re-encoded records do not decode: %v", err)
+		}
+		if twice, _ := encodeChannelState(back); !bytes.Equal(once, twice) {
+			t.Fatalf("encoding is not canonical:\n%x\n%x", once, twice)
+		}
+	})
+}

@@ -389,9 +389,6 @@ func (h *Handler) Ready() []Action {
 	return a
 }
 
-// Blocked reports whether channel c is blocked.
-func (h *Handler) Blocked(c int) bool { return h.blocked[c] }
-
 // Alignment describes the alignment in progress, for status displays.
 type Alignment struct {
 	// ID is the checkpoint being aligned; 0 when none is.

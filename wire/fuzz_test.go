@@ -19,43 +19,12 @@ func FuzzDecoder(f *testing.F) {
 		var got []any // what each op decoded
 		for i, op := range ops {
 			before, failed := d.Len(), d.Err() != nil
-			var v any
-			switch op % 13 {
-			case 0:
-				v = d.Header("TEST")
-			case 1:
-				v = d.Uvarint()
-			case 2:
-				v = d.Varint()
-			case 3:
-				v = d.Byte()
-			case 4:
-				v = d.Bool()
-			case 5:
-				v = d.Uint32()
-			case 6:
-				v = d.Uint32BE()
-			case 7:
-				v = d.Uint64()
-			case 8:
-				v = math.Float64bits(d.Float64())
-			case 9:
-				b := d.Bytes()
-				if len(b) > before {
-					t.Fatalf("op %d: %d bytes of %d left", i, len(b), before)
-				}
-				v = string(b)
-			case 10:
-				v = string(d.Bytes())
-			case 11:
-				size := int(op/13) + 1
-				n := d.Count(size)
-				if n*size > d.Len() {
-					t.Fatalf("op %d: a count of %d elements of %d bytes, %d bytes left", i, n, size, d.Len())
-				}
-				v = [2]int{n, size}
-			case 12:
-				v = string(d.Take(int(op / 13)))
+			v := decodeOp(&d, op)
+			if s, ok := v.(string); ok && len(s) > before {
+				t.Fatalf("op %d: %d bytes of %d left", i, len(s), before)
+			}
+			if c, ok := v.([2]int); ok && c[0]*c[1] > d.Len() {
+				t.Fatalf("op %d: a count of %d elements of %d bytes, %d bytes left", i, c[0], c[1], d.Len())
 			}
 			if d.Len() > before {
 				t.Fatalf("op %d: %d bytes left after %d", i, d.Len(), before)
@@ -109,39 +78,46 @@ func FuzzDecoder(f *testing.F) {
 		}
 		d = NewDecoder(e)
 		for i, op := range ops {
-			var v any
-			switch op % 13 {
-			case 0:
-				v = d.Header("TEST")
-			case 1:
-				v = d.Uvarint()
-			case 2:
-				v = d.Varint()
-			case 3:
-				v = d.Byte()
-			case 4:
-				v = d.Bool()
-			case 5:
-				v = d.Uint32()
-			case 6:
-				v = d.Uint32BE()
-			case 7:
-				v = d.Uint64()
-			case 8:
-				v = math.Float64bits(d.Float64())
-			case 9, 10:
-				v = string(d.Bytes())
-			case 11:
-				size := int(op/13) + 1
-				n := d.Count(size)
-				d.Take(n * size)
-				v = [2]int{n, size}
-			case 12:
-				v = string(d.Take(int(op / 13)))
+			v := decodeOp(&d, op)
+			if c, ok := v.([2]int); ok {
+				d.Take(c[0] * c[1]) // the elements counted, zeros
 			}
 			if v != got[i] {
 				t.Fatalf("op %d: %v re-encoded decodes as %v (%v)", i, got[i], v, d.Err())
 			}
 		}
 	})
+}
+
+// decodeOp decodes the field that op chooses: op%13 names the method,
+// op/13 the size of a count's elements (less one) or of a Take. A count
+// is returned with its elements' size, which it does not take.
+func decodeOp(d *Decoder, op byte) any {
+	switch op % 13 {
+	case 0:
+		return d.Header("TEST")
+	case 1:
+		return d.Uvarint()
+	case 2:
+		return d.Varint()
+	case 3:
+		return d.Byte()
+	case 4:
+		return d.Bool()
+	case 5:
+		return d.Uint32()
+	case 6:
+		return d.Uint32BE()
+	case 7:
+		return d.Uint64()
+	case 8:
+		return math.Float64bits(d.Float64())
+	case 9, 10:
+		return string(d.Bytes())
+	case 11:
+		size := int(op/13) + 1
+		return [2]int{d.Count(size), size}
+	default:
+		return string(d.Take(int(op / 13)))
+	}
 }

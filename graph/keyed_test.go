@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -48,5 +49,42 @@ func TestThresholdHysteresis(t *testing.T) {
 	got := drive(t, Threshold(30, 25), "a@1=29", "a@2=31", "a@3=29", "a@4=31", "a@5=24", "a@6=26", "b@7=40")
 	if want := "a@2=1 a@5=0 b@7=1"; got != want {
 		t.Fatalf("threshold: %s, want %s", got, want)
+	}
+}
+
+// TestEmptyKeyIsAKey: a record of a hash-partitioned input whose key is
+// empty has state of its own, and timers; a record of another input has
+// no key to keep state by, whatever its key, and using keyed state for it
+// fails with ErrNoKey.
+func TestEmptyKeyIsAKey(t *testing.T) {
+	out := &recorder{}
+	s := NewTaskState(TaskInfo{Operator: "x", Parallelism: 1}, out)
+	op := Window(WindowSpec{Kind: Tumbling, Size: 10 * time.Millisecond, Aggregate: AggCount})(0)
+	if err := op.Open(s.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Record{{Key: "", Time: 1}, {Key: "a", Time: 2}, {Key: "", Time: 3}} {
+		s.SetKey(r.Key)
+		if err := op.ProcessRecord(0, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.AdvanceWatermark(10, op); err != nil || s.Err() != nil {
+		t.Fatalf("watermark: %v, %v", err, s.Err())
+	}
+	var got []string
+	for _, r := range out.got {
+		got = append(got, fmt.Sprintf("%q=%g", r.Key, r.Value))
+	}
+	if want := `""=2 "a"=1`; strings.Join(got, " ") != want { // timers fire in (time, key) order
+		t.Fatalf("windows of keys \"\" and a: %v, want %s", got, want)
+	}
+
+	s.SetUnkeyed("a")
+	if err := op.ProcessRecord(0, &Record{Key: "a", Time: 11}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(s.Err(), ErrNoKey) {
+		t.Fatalf("keyed state for a record of an input that is not hash-partitioned: %v, want ErrNoKey", s.Err())
 	}
 }

@@ -173,8 +173,9 @@ func (e *RecordError) Unwrap() error { return e.Err }
 func Reject(err error) error { return &RecordError{Err: err} }
 
 // ErrNoKey is the cause of a job failure when an operator used keyed state or
-// a keyed timer while processing a record without a key: its input is not
-// hash-partitioned.
+// a keyed timer while processing a record of an input that is not
+// hash-partitioned (TaskState.SetUnkeyed): the operator is wired wrongly.
+// No record can cause it: every key, the empty one too, is a key.
 var ErrNoKey = errors.New("keyed state used without a current key (is the input hash-partitioned?)")
 
 // ErrForeignKey is the cause of a job failure when a record reached a subtask
@@ -190,6 +191,7 @@ type Context struct {
 	out    Output
 
 	key     string
+	keyed   bool    // key scopes keyed state: the record came by a hash edge, or a timer fired
 	keySlot int     // the key's shard index in state tables, -1 if not yet computed
 	keyHash uint64  // keyHash(key), once keySlot is computed
 	version Version // the version that writes now belong to
@@ -269,7 +271,7 @@ func (c *Context) slot() int {
 	if c.keySlot >= 0 {
 		return c.keySlot
 	}
-	if c.key == "" {
+	if !c.keyed {
 		c.fail(ErrNoKey)
 		return -1
 	}

@@ -26,10 +26,24 @@ func NewTaskState(info TaskInfo, out Output) *TaskState {
 // Context is the operator's view of this state.
 func (s *TaskState) Context() *Context { return &s.ctx }
 
-// SetKey makes key the current key.
+// SetKey makes key the current key of keyed state and keyed timers, as
+// for a record of a hash-partitioned input or a timer. Every string is a
+// key, the empty one too: a device that sends an empty key field, or an
+// empty level of a topic a key comes from, has state of its own.
 func (s *TaskState) SetKey(key string) {
-	if key != s.ctx.key {
-		s.ctx.key = key
+	if key != s.ctx.key || !s.ctx.keyed {
+		s.ctx.key, s.ctx.keyed = key, true
+		s.ctx.keySlot = -1
+	}
+}
+
+// SetUnkeyed makes key the current key of a record of an input that is
+// not hash-partitioned: CurrentKey returns it, but the subtask does not own
+// it, and keyed state or a keyed timer used now fails the job with
+// ErrNoKey (the operator is wired wrongly, whatever the record).
+func (s *TaskState) SetUnkeyed(key string) {
+	if key != s.ctx.key || s.ctx.keyed {
+		s.ctx.key, s.ctx.keyed = key, false
 		s.ctx.keySlot = -1
 	}
 }

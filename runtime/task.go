@@ -169,9 +169,14 @@ func (t *task) processRecords(ch int, recs []graph.Record) error {
 	t.metrics.RecordsIn.Add(int64(len(recs)))
 	t.state.SetProcessingTime(t.env.wallMillis())
 	input := t.inputOf[ch]
+	keyed := t.node.Inputs[input].Partitioner.Kind == graph.HashPartitioning
 	for i := range recs {
 		r := &recs[i]
-		t.state.SetKey(r.Key)
+		if keyed {
+			t.state.SetKey(r.Key)
+		} else {
+			t.state.SetUnkeyed(r.Key)
+		}
 		if err := t.op.ProcessRecord(input, r); err != nil {
 			if err = t.reject(r, err); err != nil {
 				return t.fail(err)

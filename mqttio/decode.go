@@ -183,7 +183,7 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 		case nil:
 			return decodeErr("key field %q is missing", d.KeyField)
 		default:
-			return decodeErr("key field %q is a %T, want a string or number", d.KeyField, k)
+			return decodeErr("key field %q is %s, want a string or a number", d.KeyField, describe(k))
 		}
 	}
 	if d.ValueField != "" {

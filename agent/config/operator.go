@@ -113,6 +113,16 @@ type inputCount struct {
 // docs/config.md list them.
 var operatorKinds = []*operatorKind{&opFilter, &opMap, &opUnion, &opCount, &opSum, &opWindow, &opJoin, &opDedupe, &opThreshold}
 
+// OperatorKinds are the names of the kinds of operators, which a file
+// gives in an operator's type, in the order docs/config.md lists them.
+func OperatorKinds() []string {
+	names := make([]string, len(operatorKinds))
+	for i, k := range operatorKinds {
+		names[i] = k.name
+	}
+	return names
+}
+
 // kindNamed returns the kind named name, nil if there is none.
 func kindNamed(name string) *operatorKind {
 	if i := slices.IndexFunc(operatorKinds, func(k *operatorKind) bool { return k.name == name }); i >= 0 {

@@ -203,6 +203,12 @@ func (s *Store) load() error {
 			if r.Offset >= end {
 				return false // the next segment's
 			}
+			if r.Damage != "" {
+				// Lost: logged by the log; what names the records lost
+				// fails its verification when it is restored.
+				s.damage = append(s.damage, fmt.Sprintf("records %d to %d: %s", r.Offset, r.End()-1, r.Damage))
+				return true
+			}
 			e, err := decodeEntry(r.Data)
 			if err != nil {
 				bad = fmt.Errorf("record %d: %w", r.Offset, err)

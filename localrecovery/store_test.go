@@ -275,8 +275,8 @@ func TestLostCompletionRecordDiscardsItsState(t *testing.T) {
 }
 
 // TestDamageInAnOlderSegment: a completion record that fails its checksum
-// in a segment before the newest hides the rest of that segment, and is
-// logged; the checkpoints of later segments are there.
+// in a segment before the newest is lost, and logged; the checkpoints of
+// later segments are there.
 func TestDamageInAnOlderSegment(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "c")
 	var logs logBuffer
@@ -296,7 +296,7 @@ func TestDamageInAnOlderSegment(t *testing.T) {
 	if !strings.HasPrefix(got, "6 5") || strings.Contains(got, " 1") {
 		t.Fatalf("completed %q: want the later segments' newest, not the damaged segment's", got)
 	}
-	if !strings.Contains(logs.String(), "checkpoint store damaged; reading on after it") {
+	if !strings.Contains(logs.String(), "reading past damage in the log") {
 		t.Fatalf("the damage is not logged:\n%s", logs.String())
 	}
 	for _, m := range mustCompleted(t, s) {

@@ -30,16 +30,28 @@
 // appended durable (fdatasync, and an fsync of the directory after a new
 // segment was created) and only then lets readers see it. A segment is
 // synced before the next one is created, so after a power cut only the
-// newest segment can end in a torn write: Open cuts it at the first record
-// that does not verify, and logs the cut, as a warning, or as an error when
-// records after it verify, which a torn write rarely leaves and damage
-// (bit rot) does: those records go with the cut, for a log read in order
-// cannot go on past a gap. A sealed segment is not cut: a record in it
-// that does not verify fails the Read that reaches it with ErrCorrupt. A
-// segment whose header names another offset than its name fails Open.
+// newest segment can end in a torn write: bytes at its end that do not
+// verify, followed by none that do. Open cuts them, and logs the cut as a
+// warning: nothing in them was synced, so nothing was acknowledged.
 // A failed write or sync rolls the log back to its last sync (the kernel
 // may have dropped the pages of a failed fdatasync), so a retry never
 // leaves the same data twice.
+//
+// # Damage in the middle of a log
+//
+// Bytes that do not verify followed by a record that does, or anywhere in
+// a segment before the newest (which was synced whole before the next one
+// was made), are damage, not a torn write: bit rot, a sector lost. The
+// log reads past them: a Read returns the offsets their records held as
+// one Record with Damage set, then the records after, which resynchronise
+// at the first frame that verifies and covers the offsets due. A segment
+// that ends before the next begins (cut short, or the file removed) loses
+// the offsets between the same way. Open cuts nothing for damage. Each
+// range lost is logged as an error and told to Options.OnDamage once. A
+// segment header that does not verify is damage too, and its records are
+// read by their own checksums from the offset the file's name gives; a
+// header that verifies and names another format or offset is no segment
+// of this log, and fails Open with ErrCorrupt.
 //
 // # Wear
 //

@@ -3,8 +3,10 @@ package seglog
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -26,6 +28,23 @@ type Options struct {
 	// there, as Open in the other mode would cut it (Damage says so);
 	// Append, Sync, Reset, TruncateFront and TrimTo fail.
 	ReadOnly bool
+	// OnDamage, if set, is told of each range of offsets lost to damage
+	// in the middle of the log (see the package doc), once per range
+	// while the log is open, when Open or a Read first meets it. The
+	// log also logs it, as an error.
+	OnDamage func(Damage)
+}
+
+// Damage is a range of a log's offsets lost to damage in the middle of the
+// log: the bytes that held them do not verify, and records after them do
+// (or the next segment begins after them). Read returns it as a Record
+// with Damage set.
+type Damage struct {
+	Segment string // the segment file's path
+	At      int64  // where in it the bytes that do not verify begin
+	Offset  uint64 // the first offset lost
+	Count   int    // the offsets lost
+	Reason  string
 }
 
 // indexEvery is how far apart, in bytes, the records a segment's index
@@ -56,8 +75,6 @@ type mark struct {
 type Log struct {
 	dir  string
 	opts Options
-	// damage is what Open cut, or would have (Damage).
-	damage []string
 
 	wmu sync.Mutex // Append, Sync, Reset: the writer's side
 	rmu sync.Mutex // Read, TruncateFront, Reset: the reader's side
@@ -70,6 +87,11 @@ type Log struct {
 	broken  error      // a rollback failed: writes fail until one succeeds
 	hint    readHint   // where the last Read stopped
 	closed  bool
+	// damage describes what Open cut, or would have, and the damage met
+	// since (Damage); lost holds the first offsets of the ranges lost
+	// that were met.
+	damage []string
+	lost   map[uint64]bool
 
 	// Owned by the writer (wmu).
 	w     File
@@ -157,6 +179,36 @@ var errClosed = errors.New("log closed")
 
 var errReadOnly = errors.New("log opened read-only")
 
-// Damage describes what Open found at the end of the log that does not
-// verify, and cut (in read-only mode: would have cut), if anything.
-func (l *Log) Damage() []string { return l.damage }
+// Damage describes, in words, what does not verify that the log met
+// since it was opened: a torn write at its end that Open cut (in
+// read-only mode: would have cut), and damage in the middle that it reads
+// past (Options.OnDamage).
+func (l *Log) Damage() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.damage)
+}
+
+// noteDamage records that the scan of segment s met r, a Record with
+// Damage set that starts at byte at, and tells of it the first time.
+func (l *Log) noteDamage(s *segment, at int64, r Record) {
+	d := Damage{Segment: l.path(s), At: at, Offset: r.Offset, Count: r.Count, Reason: r.Damage}
+	msg := "reading past damage in the log: offsets lost"
+	l.mu.Lock()
+	if l.lost[d.Offset] {
+		l.mu.Unlock()
+		return
+	}
+	if l.lost == nil {
+		l.lost = make(map[uint64]bool)
+	}
+	l.lost[d.Offset] = true
+	l.damage = append(l.damage, fmt.Sprintf("%s: offsets %d to %d (%d) lost, at byte %d of %s: %s", msg, d.Offset, d.Offset+uint64(d.Count), d.Count, d.At, d.Segment, d.Reason))
+	l.mu.Unlock()
+	if !l.opts.ReadOnly {
+		l.opts.Logger.Error(msg, "segment", d.Segment, "at_byte", d.At, "offset", d.Offset, "count", d.Count, "reason", d.Reason)
+	}
+	if l.opts.OnDamage != nil {
+		l.opts.OnDamage(d)
+	}
+}

@@ -284,30 +284,6 @@ func TestTornTailIsCut(t *testing.T) {
 	}
 }
 
-// TestCorruptRecordIsNeverRead: a flipped byte in an older segment makes a
-// Read fail with ErrCorrupt at that record; the records before it read.
-func TestCorruptRecordIsNeverRead(t *testing.T) {
-	dir := t.TempDir()
-	l := open(t, dir, seglog.Options{SegmentBytes: 400})
-	for range 20 {
-		appendSync(t, l, 50, 1)
-	}
-	l.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-	data, _ := os.ReadFile(segs[0])
-	data[len(data)-3] ^= 0x20
-	os.WriteFile(segs[0], data, 0o600)
-	l = open(t, dir, seglog.Options{SegmentBytes: 400})
-	var read []uint64
-	err := l.Read(1, func(r seglog.Record) bool {
-		read = append(read, r.Offset)
-		return true
-	})
-	if !errors.Is(err, seglog.ErrCorrupt) || len(read) == 0 || read[len(read)-1] != uint64(len(read)) {
-		t.Fatalf("reading a damaged segment: %v after %v", err, read)
-	}
-}
-
 // TestFailedWritesRollBack: a write that fails half way (a full disk) or a
 // sync that fails leaves the log as it was at its last sync, and appends
 // go on once the fault is gone, with nothing twice.
@@ -377,21 +353,6 @@ func TestMeterCountsPagesAsTheKernel(t *testing.T) {
 	}
 	if l.Sync(); m.Syncs() != 3 {
 		t.Fatalf("a sync with nothing to sync counted: %d", m.Syncs())
-	}
-}
-
-// TestOpenRefusesAnotherFile: a file with a segment's name but not a
-// segment's header is damage, not a log.
-func TestOpenRefusesAnotherFile(t *testing.T) {
-	dir := t.TempDir()
-	l := open(t, dir, seglog.Options{SegmentBytes: 100})
-	for range 5 {
-		appendSync(t, l, 60, 1)
-	}
-	l.Close()
-	os.WriteFile(filepath.Join(dir, "00000000000000000001.seg"), []byte("not a segment at all, and long enough"), 0o600)
-	if _, err := seglog.Open(dir, seglog.Options{Logger: quiet}); !errors.Is(err, seglog.ErrCorrupt) {
-		t.Fatalf("Open: %v, want ErrCorrupt", err)
 	}
 }
 

@@ -80,7 +80,10 @@ func MkdirDurable(fs FS, dir string) error {
 }
 
 // checkSealed reads a segment's header and size; its records are
-// verified as they are read.
+// verified as they are read. A header that does not verify is damage,
+// past which the records are read by their own checksums, from the first
+// offset the segment's name gives; one of another format, or that names
+// another offset, is no segment of this log.
 func (l *Log) checkSealed(s *segment) error {
 	f, err := l.opts.FS.Open(l.path(s))
 	if err != nil {
@@ -92,17 +95,31 @@ func (l *Log) checkSealed(s *segment) error {
 		return err
 	}
 	first, err := decodeHeader(h)
-	if err == nil && first != s.first {
-		err = fmt.Errorf("header names offset %d", first)
-	}
-	if err != nil {
+	switch {
+	case err == nil && first != s.first:
+		return fmt.Errorf("%w: %s: header names offset %d", ErrCorrupt, l.path(s), first)
+	case errors.Is(err, errFormat):
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, l.path(s), err)
+	case err != nil:
+		l.damagedHeader(s, err)
 	}
 	if s.size, err = f.Size(); err != nil {
 		return err
 	}
 	s.durable = s.size
 	return nil
+}
+
+// damagedHeader logs that segment s's header does not verify (why):
+// damage, since records after it do, which are read all the same.
+func (l *Log) damagedHeader(s *segment, why error) {
+	msg := "a log segment's header does not verify; reading its records by their own checksums"
+	l.mu.Lock()
+	l.damage = append(l.damage, fmt.Sprintf("%s: %s: %v", msg, l.path(s), why))
+	l.mu.Unlock()
+	if !l.opts.ReadOnly {
+		l.opts.Logger.Error(msg, "segment", l.path(s), "reason", why.Error())
+	}
 }
 
 // openLast opens the newest segment for appending after scanning it to its
@@ -133,20 +150,27 @@ func (l *Log) openLast() error {
 		return err
 	}
 	first, herr := decodeHeader(h)
-	if herr == nil && first != s.first {
+	switch {
+	case herr == nil && first != s.first:
 		f.Close()
 		return fmt.Errorf("%w: %s: header names offset %d", ErrCorrupt, l.path(s), first)
-	}
-	if herr != nil {
-		// Created, and cut off before its first sync completed: nothing
-		// in it was acknowledged, unless the damage is not a torn write.
+	case errors.Is(herr, errFormat):
+		f.Close()
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, l.path(s), herr)
+	case herr != nil:
 		rest := make([]byte, max(0, size-headerSize))
 		if _, err := f.ReadAt(rest, headerSize); err != nil && !errors.Is(err, io.EOF) {
 			f.Close()
 			return err
 		}
+		if _, _, found := resync(rest, s.first); found {
+			l.damagedHeader(s, herr) // records after it verify: damage
+			break
+		}
+		// Created, and cut off before its first sync completed: nothing
+		// in it was acknowledged.
 		f.Close()
-		l.cutLog(verifyingAfter(rest, s.first), "removing a log segment whose header does not verify: a write torn by a power cut, or damage",
+		l.cutLog("removing a log segment whose header does not verify: a write torn by a power cut",
 			"segment", l.path(s), "reason", herr.Error(), "bytes", size)
 		if !l.opts.ReadOnly {
 			if err := fs.Remove(l.path(s)); err != nil {
@@ -171,6 +195,10 @@ func (l *Log) openLast() error {
 		if !ok {
 			break
 		}
+		if r.Damage != "" {
+			l.noteDamage(s, pos, r)
+			continue
+		}
 		if pos >= last.pos+indexEvery {
 			last = mark{r.Offset, pos}
 			s.index = append(s.index, last)
@@ -179,12 +207,7 @@ func (l *Log) openLast() error {
 	var bad *badFrame
 	switch {
 	case errors.As(sc.err, &bad):
-		rest := make([]byte, size-bad.pos)
-		if _, err := f.ReadAt(rest, bad.pos); err != nil && !errors.Is(err, io.EOF) {
-			f.Close()
-			return err
-		}
-		l.cutLog(verifyingAfter(rest, sc.next), "cutting the log at a record that does not verify: a write torn by a power cut, or damage",
+		l.cutLog("cutting the log at a record that does not verify: a write torn by a power cut",
 			"segment", l.path(s), "at_byte", bad.pos, "reason", bad.reason, "bytes_cut", size-bad.pos, "next_offset", sc.next)
 		if !l.opts.ReadOnly {
 			if err := f.Truncate(bad.pos); err == nil {
@@ -206,22 +229,19 @@ func (l *Log) openLast() error {
 	return nil
 }
 
-// cutLog records a cut at Open (Damage) and logs it: a warning, or an error when records after the
-// cut verify, which a torn write rarely leaves (the kernel wrote pages
-// back out of order) and damage does.
-func (l *Log) cutLog(verifying int, msg string, args ...any) {
+// cutLog records a cut of a torn write at Open (Damage) and logs it, as
+// a warning: nothing cut was synced, so nothing in it was acknowledged.
+func (l *Log) cutLog(msg string, args ...any) {
 	var b strings.Builder
 	b.WriteString(msg)
 	for i := 0; i+1 < len(args); i += 2 {
 		fmt.Fprintf(&b, ", %v %v", args[i], args[i+1])
 	}
+	l.mu.Lock()
 	l.damage = append(l.damage, b.String())
+	l.mu.Unlock()
 	if l.opts.ReadOnly {
 		return // Damage says it; the mode that cuts logs it
 	}
-	log := l.opts.Logger.Warn
-	if verifying > 0 {
-		log = l.opts.Logger.Error
-	}
-	log(msg, append(args, "records_after_that_verify", verifying)...)
+	l.opts.Logger.Warn(msg, args...)
 }

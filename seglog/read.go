@@ -42,7 +42,11 @@ func (l *Log) Read(from uint64, f func(Record) bool) error {
 			start = mark{h.off, h.pos}
 		}
 		l.mu.Unlock()
-		next, more, err := l.readSegment(s, start, from, limit, f)
+		sealedEnd := uint64(0)
+		if sealed {
+			sealedEnd = end
+		}
+		next, more, err := l.readSegment(s, start, from, limit, sealedEnd, f)
 		if err != nil || !more || !sealed {
 			return err
 		}
@@ -54,9 +58,10 @@ func (l *Log) Read(from uint64, f func(Record) bool) error {
 }
 
 // readSegment reads s from the record at start until limit, passing f the
-// records from offset from on. It returns the offset after the last record
-// read, and whether f wants more.
-func (l *Log) readSegment(s *segment, start mark, from uint64, limit int64, f func(Record) bool) (next uint64, more bool, err error) {
+// records from offset from on, and the ranges of offsets lost to damage;
+// sealedEnd is the offset s ends at if it is sealed, else 0. It returns
+// the offset after the last record read, and whether f wants more.
+func (l *Log) readSegment(s *segment, start mark, from uint64, limit int64, sealedEnd uint64, f func(Record) bool) (next uint64, more bool, err error) {
 	if s.r == nil {
 		if s.r, err = l.opts.FS.Open(l.path(s)); err != nil {
 			return 0, false, err
@@ -66,17 +71,22 @@ func (l *Log) readSegment(s *segment, start mark, from uint64, limit int64, f fu
 		l.rbuf = bufio.NewReaderSize(nil, 64<<10)
 	}
 	sc := newScanner(s.r, start.pos, limit, start.off, l.rbuf)
+	sc.end = sealedEnd
 	for {
 		pos := sc.pos
 		r, ok := sc.scan()
 		if !ok {
 			break
 		}
-		l.mu.Lock()
-		if last := s.index[len(s.index)-1]; pos >= last.pos+indexEvery {
-			s.index = append(s.index, mark{r.Offset, pos})
+		if r.Damage != "" {
+			l.noteDamage(s, pos, r)
+		} else {
+			l.mu.Lock()
+			if last := s.index[len(s.index)-1]; pos >= last.pos+indexEvery {
+				s.index = append(s.index, mark{r.Offset, pos})
+			}
+			l.mu.Unlock()
 		}
-		l.mu.Unlock()
 		if r.End() <= from {
 			continue
 		}

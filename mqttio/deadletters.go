@@ -92,6 +92,9 @@ func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) 
 	d := &deadLetterStore{log: l, stored: make(map[string]uint64)}
 	var bad error
 	err = l.Read(l.First(), func(r seglog.Record) bool {
+		if r.Damage != "" {
+			return true // lost, and logged as such
+		}
 		var dl DeadLetter
 		if bad = json.Unmarshal(r.Data, &dl); bad != nil {
 			return false
@@ -156,7 +159,7 @@ func listDeadLetters(l *seglog.Log, from uint64, limit int) ([]StoredDeadLetter,
 	var out []StoredDeadLetter
 	var bad error
 	err := l.Read(max(from, l.First()), func(r seglog.Record) bool {
-		if r.Offset < from {
+		if r.Offset < from || r.Damage != "" {
 			return true
 		}
 		dl := StoredDeadLetter{Seq: r.Offset}

@@ -219,11 +219,18 @@ func TestIngestLogFullDisk(t *testing.T) {
 		if log := logged.String(); !strings.Contains(log, "ingest log append failed") || !strings.Contains(log, "no space left on device") {
 			t.Fatalf("no clear error in the log:\n%s", log)
 		}
+		if h := logs.Health(); h.RefusingSince.IsZero() || time.Since(h.RefusingSince) > time.Minute ||
+			!strings.Contains(h.RefusingError, "ingest log mqtt/0") || !strings.Contains(h.RefusingError, "no space left on device") {
+			t.Fatalf("the logs' health does not say that they refuse appends, since when and why: %+v", h)
+		}
 
 		full.Store(false)
 		testwait.For(t, 20*time.Second, "all 300 messages logged, acknowledged and processed", func() bool {
 			return proxy.pubacks.Load() == 300 && metrics.Logged.Load() == 300 && len(got.snapshot()) == 300
 		})
+		if h := logs.Health(); !h.RefusingSince.IsZero() || h.RefusingError != "" {
+			t.Fatalf("the logs' health still says they refuse appends: %+v", h)
+		}
 		stop()
 		for i, seq := range got.snapshot() {
 			if seq != i {

@@ -21,6 +21,17 @@ type Message struct {
 	// PacketID identifies a QoS 1 message for the broker's redelivery
 	// after a crash; see Log.Logged.
 	PacketID uint16
+	// Lost is set by Read only, on what is no message: Lost.Count offsets
+	// from its own were lost to damage in the log, and Payload holds the
+	// bytes that held them, which do not verify.
+	Lost *Lost
+}
+
+// Lost says how many messages of an ingest log were lost to damage (bytes
+// that do not verify, read past: seglog.Damage), and why.
+type Lost struct {
+	Count  int
+	Reason string
 }
 
 // PayloadSum is the checksum that recognises a redelivery of a message
@@ -64,6 +75,55 @@ type Logs struct {
 	logs    map[string]*Log // by name; a log is shared by the source incarnations of one subtask across job restarts
 	byIndex []*Log          // by Log.index-1
 	dead    *deadLetterStore
+
+	healthMu sync.Mutex // a log tells of damage while mu is held (Log)
+	health   Health     // but Refusing*, which each Log keeps
+}
+
+// Health is what went wrong with the ingest logs since they were opened,
+// and what goes wrong now.
+type Health struct {
+	// DamagedRecords counts the ranges of the logs found lost to damage
+	// (bit rot, a segment cut short or removed: seglog.Damage) and read
+	// past; LostMessages, the messages they held. Each range is a dead
+	// letter of its source when the source reads it. LastDamage describes
+	// the newest.
+	DamagedRecords int64
+	LostMessages   int64
+	LastDamage     string
+	// RefusingSince is set while a log refuses appends (a full or failing
+	// disk): the messages waiting are not acknowledged to the broker, which
+	// holds them, until an append succeeds. It is when the oldest refusal
+	// in a row began; RefusingError, the newest error, which names the
+	// file.
+	RefusingSince time.Time
+	RefusingError string
+}
+
+// Health says what went wrong with the logs.
+func (d *Logs) Health() Health {
+	d.healthMu.Lock()
+	h := d.health
+	d.healthMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.logs {
+		l.refusing.Lock()
+		if !l.refusing.since.IsZero() && (h.RefusingSince.IsZero() || l.refusing.since.Before(h.RefusingSince)) {
+			h.RefusingSince, h.RefusingError = l.refusing.since, l.refusing.err
+		}
+		l.refusing.Unlock()
+	}
+	return h
+}
+
+// damaged counts a range of a log lost to damage (seglog.Options.OnDamage).
+func (d *Logs) damaged(dm seglog.Damage) {
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	d.health.DamagedRecords++
+	d.health.LostMessages += int64(dm.Count)
+	d.health.LastDamage = fmt.Sprintf("%d messages from offset %d lost: %s at byte %d: %s", dm.Count, dm.Offset, dm.Segment, dm.At, dm.Reason)
 }
 
 // OpenLogs opens or creates the ingest logs in dir.
@@ -129,7 +189,9 @@ func (d *Logs) Log(name string) (*Log, error) {
 	if l := d.logs[name]; l != nil {
 		return l, nil
 	}
-	seg, err := seglog.Open(filepath.Join(d.dir, logDir(name)), d.segOptions(d.opts.SegmentBytes))
+	opts := d.segOptions(d.opts.SegmentBytes)
+	opts.OnDamage = d.damaged
+	seg, err := seglog.Open(filepath.Join(d.dir, logDir(name)), opts)
 	if err != nil {
 		return nil, fmt.Errorf("ingest log %s: %w", name, err)
 	}
@@ -191,6 +253,11 @@ type Log struct {
 	appendMu sync.Mutex // one Append at a time
 	enc      []byte     // the group being encoded
 	encoder  groupCodec
+	refusing struct { // while appends fail (Health)
+		sync.Mutex
+		since time.Time
+		err   string
+	}
 
 	readMu  sync.Mutex // one Read at a time
 	held    heldGroup  // the group a Read stopped in
@@ -222,7 +289,14 @@ func (l *Log) Append(msgs []Message) (uint64, error) {
 		return first, nil
 	}
 	fail := func(err error) (uint64, error) {
-		return 0, fmt.Errorf("appending to ingest log %s: %w", l.name, err)
+		err = fmt.Errorf("appending to ingest log %s: %w", l.name, err)
+		l.refusing.Lock()
+		if l.refusing.since.IsZero() {
+			l.refusing.since = time.Now()
+		}
+		l.refusing.err = err.Error()
+		l.refusing.Unlock()
+		return 0, err
 	}
 	if l.fault != nil {
 		if err := l.fault(); err != nil {
@@ -235,6 +309,9 @@ func (l *Log) Append(msgs []Message) (uint64, error) {
 	if err := l.seg.Sync(); err != nil {
 		return fail(err)
 	}
+	l.refusing.Lock()
+	l.refusing.since, l.refusing.err = time.Time{}, ""
+	l.refusing.Unlock()
 	select {
 	case l.grew <- struct{}{}:
 	default:
@@ -273,7 +350,8 @@ var ErrTruncated = seglog.ErrTruncated
 
 // Read calls f for the messages from offset on, at most max of them, and
 // returns the offset after the last one read. Message payloads are valid
-// only during f.
+// only during f. Messages lost to damage in the log come as one Message
+// with Lost set, at the first offset lost.
 func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) (uint64, error) {
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
@@ -295,6 +373,14 @@ func (l *Log) Read(offset uint64, max int, f func(off uint64, m Message) error) 
 	}
 	var ferr error
 	err := l.seg.Read(next, func(r seglog.Record) bool {
+		if r.Damage != "" {
+			lost := Message{Payload: r.Data, Lost: &Lost{Count: int(r.End() - next), Reason: r.Damage}}
+			if ferr = f(next, lost); ferr != nil {
+				return false
+			}
+			next, n = r.End(), n+1
+			return n < max
+		}
 		msgs, err := l.decoder.decode(r.Data, r.Count, l.scratch)
 		l.scratch = msgs
 		if err != nil {
@@ -365,7 +451,9 @@ func (l *Log) Logged(n int) (map[uint16]uint64, error) {
 	next := l.Next()
 	from := max(l.First(), next-min(next, uint64(n)))
 	_, err := l.Read(from, n, func(_ uint64, m Message) error {
-		out[m.PacketID] = PayloadSum(m.Topic, m.Payload) // newest wins
+		if m.Lost == nil {
+			out[m.PacketID] = PayloadSum(m.Topic, m.Payload) // newest wins
+		}
 		return nil
 	})
 	return out, err

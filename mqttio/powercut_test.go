@@ -23,7 +23,8 @@ var ingestCuts = flag.Int("powercut.cuts", 100, "TestIngestLogPowerCut: power cu
 // its offset, with its own topic and payload; nothing else is, but
 // messages whose Append had not returned; and those are the ones a broker
 // would deliver again, which Logged recognises by packet id and payload,
-// so the source acknowledges them without logging them twice.
+// so the source acknowledges them without logging them twice. A torn write
+// is cut, never read past as damage.
 func TestIngestLogPowerCut(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	fs := powercut.New()
@@ -49,6 +50,9 @@ func TestIngestLogPowerCut(t *testing.T) {
 			next := l.Next()
 			got := map[uint64]bool{}
 			if _, err := l.Read(l.First(), 1<<20, func(off uint64, m Message) error {
+				if m.Lost != nil {
+					return fmt.Errorf("a write a power cut tore read as damage at %d: %s", off, m.Lost.Reason)
+				}
 				w, ok := want[off]
 				if !ok || w.m.Topic != m.Topic || !bytes.Equal(w.m.Payload, m.Payload) || w.m.PacketID != m.PacketID {
 					return fmt.Errorf("offset %d holds %s %q (packet %d): never appended there", off, m.Topic, m.Payload, m.PacketID)
@@ -57,6 +61,9 @@ func TestIngestLogPowerCut(t *testing.T) {
 				return nil
 			}); err != nil {
 				t.Fatalf("cut %d, log %s: %v", cut, name, err)
+			}
+			if h := logs.Health(); h.DamagedRecords != 0 {
+				t.Fatalf("cut %d: a torn write counted as damage: %+v", cut, h)
 			}
 			redeliverable, err := l.Logged(RedeliveryWindow)
 			if err != nil {

@@ -449,6 +449,16 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 	n := 0
 	var dead []DeadLetter
 	next, err := s.log.Read(s.offset, len(buf), func(off uint64, m Message) error {
+		if m.Lost != nil {
+			if m.Lost.Count == 0 {
+				return nil // bytes that held no message
+			}
+			dl := DeadLetter{Source: s.name(), Offset: off, Reason: fmt.Sprintf("ingest log damaged: %d messages lost, offsets %d to %d: %s",
+				m.Lost.Count, off, off+uint64(m.Lost.Count)-1, m.Lost.Reason)}
+			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
+			dead = append(dead, dl)
+			return nil
+		}
 		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 			dl := DeadLetter{Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
 			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)

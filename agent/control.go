@@ -516,6 +516,9 @@ func (c *control) status() api.Status {
 	c.mu.Lock()
 	out.ConfigError = c.configError
 	c.mu.Unlock()
+	if c.logs != nil {
+		out.Ingest = ingestStatus(c.logs.Health())
+	}
 	inc := c.current.Load()
 	if inc == nil {
 		if c.restoring.Load() {
@@ -604,6 +607,16 @@ func (c *control) status() api.Status {
 		out.DeadLetters += m.DeadLetters.Load()
 		out.IngestLag += m.Lag.Load()
 		out.IngestFailures += m.AppendFailures.Load()
+	}
+	return out
+}
+
+// ingestStatus is the ingest logs' health h as the control API says it.
+func ingestStatus(h mqttio.Health) api.Ingest {
+	out := api.Ingest{DamagedRecords: h.DamagedRecords, LostMessages: h.LostMessages, LastDamage: h.LastDamage,
+		NotAcknowledgingReason: h.RefusingError}
+	if !h.RefusingSince.IsZero() {
+		out.NotAcknowledgingSinceUnixMS = h.RefusingSince.UnixMilli()
 	}
 	return out
 }

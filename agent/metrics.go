@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 )
@@ -95,6 +96,16 @@ func (c *control) writeMetrics(w io.Writer) {
 	}
 	gauge("cairn_ingest_lag_messages", "Logged MQTT messages waiting to be processed.", float64(st.IngestLag))
 	counter("cairn_ingest_append_failures_total", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
+	e.family("cairn_ingest_damaged_records_total", "counter", "Ranges of the ingest logs found lost to damage (bytes that do not verify, with records after them that do) and read past, since the agent started.")
+	e.sample("cairn_ingest_damaged_records_total", "", float64(st.Ingest.DamagedRecords))
+	e.family("cairn_ingest_lost_messages_total", "counter", "Messages the damaged ranges of the ingest logs held, since the agent started.")
+	e.sample("cairn_ingest_lost_messages_total", "", float64(st.Ingest.LostMessages))
+	unacknowledged := 0.0
+	if since := st.Ingest.NotAcknowledgingSinceUnixMS; since != 0 {
+		unacknowledged = max(0, float64(time.Now().UnixMilli()-since)/1000)
+	}
+	gauge("cairn_input_unacknowledged", "1 while an ingest log refuses appends (a full or failing disk): input is not acknowledged to the broker, which keeps it.", bit(st.Ingest.NotAcknowledgingSinceUnixMS != 0))
+	gauge("cairn_input_unacknowledged_seconds", "How long an ingest log has refused appends, 0 while it takes them.", unacknowledged)
 	gauge("cairn_output_backlog_bytes", "Output the sinks hold until their brokers acknowledge it.", float64(st.OutputBacklogBytes))
 	gauge("cairn_input_held", "1 while the output backlog is over agent.max_output_backlog and sources read nothing new.", bit(st.InputHeld))
 	e.family("cairn_disk_written_bytes_total", "counter", "Bytes the agent made the kernel write to a file of its data directory (whole pages), since it started.")

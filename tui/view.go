@@ -187,6 +187,13 @@ func (m *Model) header(w int) []string {
 	if st.InputHeld {
 		lines = append(lines, warnStyle.Render("input held: ")+fmt.Sprintf("the sinks hold %s their brokers have not taken", bytes(st.OutputBacklogBytes)))
 	}
+	if since := st.Ingest.NotAcknowledgingSinceUnixMS; since != 0 {
+		lines = append(lines, alarmStyle.Render("input NOT acknowledged")+fmt.Sprintf(" since %s: %s",
+			time.UnixMilli(since).In(m.opts.Location).Format("15:04:05"), st.Ingest.NotAcknowledgingReason))
+	}
+	if in := st.Ingest; in.DamagedRecords > 0 {
+		lines = append(lines, badStyle.Render("ingest log damaged")+fmt.Sprintf(": %d messages lost in %d ranges, dead letters of their sources", in.LostMessages, in.DamagedRecords))
+	}
 	if mem := st.Memory; mem.NearLimit() {
 		lines = append(lines, warnStyle.Render("memory near its limit: ")+fmt.Sprintf("heap %s live of %s; the GC runs almost all the time", bytes(mem.HeapLive), bytes(mem.Limit)))
 	}

@@ -122,6 +122,13 @@ func TestView(t *testing.T) {
 			held.InputHeld, held.OutputBacklogBytes = true, 33_900_000
 			return model(80, 24, skewedBefore, held)
 		}, []string{"input held: the sinks hold 32MB their brokers have not taken"}},
+		{"ingest-trouble", func() *Model {
+			trouble := skewedNow
+			trouble.Ingest = api.Ingest{DamagedRecords: 2, LostMessages: 102, NotAcknowledgingSinceUnixMS: 1_795_000_044_000,
+				NotAcknowledgingReason: "appending to ingest log fleet/0: write data/ingest/log-fleet%2F0/00000000000000000001.seg: no space left on device"}
+			return model(100, 24, skewedBefore, trouble)
+		}, []string{"input NOT acknowledged since 11:07:24: appending to ingest log fleet/0: write data/ingest/log-fleet",
+			"ingest log damaged: 102 messages lost in 2 ranges, dead letters of their sources"}},
 		{"broker-down", func() *Model {
 			down := skewedNow
 			down.Brokers = []api.Broker{{ID: "local", Connected: true, Clients: 2, ConnectedClients: 2},

@@ -25,6 +25,8 @@ type Status struct {
 	// or failing disk): their messages were not acknowledged and are
 	// retried.
 	IngestFailures int64 `json:"ingest_failures"`
+	// Ingest says what went wrong with the ingest logs.
+	Ingest Ingest `json:"ingest"`
 	// OutputBacklogBytes is the output the sinks hold until their brokers
 	// acknowledge it; InputHeld is true while it is over
 	// agent.max_output_backlog and the sources read nothing new.
@@ -42,6 +44,25 @@ type Status struct {
 	// History holds this run's newest checkpoint outcomes, completed and
 	// failed, oldest first (at most 32).
 	History []CheckpointInfo `json:"history"`
+}
+
+// Ingest is what went wrong with the ingest logs since the agent started,
+// and what goes wrong now.
+type Ingest struct {
+	// DamagedRecords counts the ranges of the logs found lost to damage
+	// (bytes that do not verify, with records after them that do: bit rot;
+	// a segment cut short or removed) and read past; LostMessages, the
+	// messages they held. Each range is a dead letter of its source when
+	// the source reads it. LastDamage describes the newest.
+	DamagedRecords int64  `json:"damaged_records"`
+	LostMessages   int64  `json:"lost_messages"`
+	LastDamage     string `json:"last_damage,omitempty"`
+	// NotAcknowledgingSinceUnixMS is set while an ingest log refuses
+	// appends (a full or failing disk): since then the input waiting is not
+	// acknowledged to the broker, which keeps it and holds back the rest.
+	// NotAcknowledgingReason is the newest error; it names the file.
+	NotAcknowledgingSinceUnixMS int64  `json:"not_acknowledging_since_unix_ms,omitempty"`
+	NotAcknowledgingReason      string `json:"not_acknowledging_reason,omitempty"`
 }
 
 // Memory is a process's memory, in bytes.

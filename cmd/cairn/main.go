@@ -454,6 +454,21 @@ func brokerLine(b api.Broker, now time.Time) string {
 	return line
 }
 
+// ingestLines say what goes wrong with the ingest logs now, and what
+// went wrong since the agent started.
+func ingestLines(in api.Ingest, now time.Time) []string {
+	var lines []string
+	if since := in.NotAcknowledgingSinceUnixMS; since != 0 {
+		lines = append(lines, fmt.Sprintf("INPUT NOT ACKNOWLEDGED for %s (the broker keeps it; nothing is lost): %s",
+			now.Sub(time.UnixMilli(since)).Round(time.Second), in.NotAcknowledgingReason))
+	}
+	if in.DamagedRecords > 0 {
+		lines = append(lines, fmt.Sprintf("INGEST LOG DAMAGED: %d ranges read past, %d messages lost (dead letters of their sources); the newest: %s",
+			in.DamagedRecords, in.LostMessages, in.LastDamage))
+	}
+	return lines
+}
+
 // diskLine says what the agent wrote to its data directory, per file, and
 // at what rate.
 func diskLine(d api.Disk) string {
@@ -502,6 +517,9 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	if st.InputHeld {
 		fmt.Fprintf(stdout, "input held: the sinks hold %d B their brokers have not taken, over agent.max_output_backlog\n", st.OutputBacklogBytes)
+	}
+	for _, line := range ingestLines(st.Ingest, time.Now()) {
+		fmt.Fprintln(stdout, line)
 	}
 	fmt.Fprintln(stdout, memoryLine(st.Memory))
 	fmt.Fprintln(stdout, diskLine(st.Disk))

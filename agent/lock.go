@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-edge/cairn/datadir"
 	"github.com/cairn-edge/cairn/seglog"
 )
 
@@ -49,20 +50,22 @@ func lockDataDir(dataDir string) (func() error, error) {
 	return release, nil
 }
 
-// entries are what the agent keeps in its data directory.
-var entries = []string{"checkpoints", "ingest", "savepoints", pidFile, "cairn.sock", "checkpoints.db", "ingest.db"}
+// entries are what the agent keeps in its data directory: the one list
+// of them (TestDataDirHoldsOnlyItsEntries). Of an earlier cairn's, it
+// reads ingest.db and checkpoints.db to move them.
+var entries = []string{"LOCK", pidFile, "cairn.sock", "checkpoint-id", "checkpoints", "ingest", "savepoints", "checkpoints.db", "ingest.db"}
 
 // checkEntries refuses a data directory in which one of the entries the
-// agent keeps is a symbolic link: whoever could write the directory could
-// point the agent's stores, and the files it writes as its user (root,
-// perhaps), anywhere. The directory itself may be a link (to another
-// disk, say).
+// agent keeps is a symbolic link, or a file with more than one name
+// (datadir.CheckEntry): whoever could write the directory could point the
+// agent's stores, and the files it writes as its user (root, perhaps),
+// anywhere. The directory itself may be a link (to another disk, say).
+// The files are also opened without following links
+// (datadir.OpenFile), so that none can be put there after this check.
 func checkEntries(dataDir string) error {
 	for _, name := range entries {
-		st, err := os.Lstat(filepath.Join(dataDir, name))
-		if err == nil && st.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("data directory %s: %s is a symbolic link, which cairn does not follow in its data directory: "+
-				"replace it with the directory or file it points to", dataDir, name)
+		if err := datadir.CheckEntry(filepath.Join(dataDir, name)); err != nil {
+			return fmt.Errorf("data directory %s: %w", dataDir, err)
 		}
 	}
 	return nil
@@ -70,7 +73,7 @@ func checkEntries(dataDir string) error {
 
 // writePID writes this process's pid to path, not following a link there.
 func writePID(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	f, err := datadir.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cairn-edge/cairn/datadir"
 	"github.com/cairn-edge/cairn/seglog"
 	"github.com/cairn-edge/cairn/wire"
 )
@@ -56,7 +57,7 @@ func readHighWater(path string) (uint64, error) {
 // not by a failed checkpoint.
 func openHighWater(path string) (*os.File, error) {
 	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := datadir.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // never written through a link
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint id mark: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	iofs "io/fs"
 	"os"
 	"sort"
+
+	"github.com/cairn-edge/cairn/datadir"
 )
 
 // FS is the file system a log lives in: the operating system's (OS), or
@@ -42,6 +44,9 @@ var OS FS = osFS{}
 
 type osFS struct{}
 
+// Create fails where anything is at name, a link too (O_EXCL); OpenAppend
+// and Open follow no link, and refuse a file with another name
+// (datadir.OpenFile).
 func (osFS) Create(name string) (File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
@@ -51,7 +56,7 @@ func (osFS) Create(name string) (File, error) {
 }
 
 func (osFS) OpenAppend(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_APPEND, 0)
+	f, err := datadir.OpenFile(name, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +64,7 @@ func (osFS) OpenAppend(name string) (File, error) {
 }
 
 func (osFS) Open(name string) (File, error) {
-	f, err := os.Open(name)
+	f, err := datadir.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

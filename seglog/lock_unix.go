@@ -7,14 +7,17 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/cairn-edge/cairn/datadir"
 )
 
 // LockDir takes an exclusive lock on dir (a LOCK file in it) for this
 // process, so that two processes never write the files in it; it returns
 // the release. It fails at once if another process holds the lock. A
-// LOCK that is a symbolic link is not followed.
+// LOCK that is a symbolic link, or has another name, is refused
+// (datadir.OpenFile).
 func LockDir(dir string) (func() error, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := datadir.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}

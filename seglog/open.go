@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/cairn-edge/cairn/datadir"
 )
 
 // Open opens the log in dir, creating the directory if needed. The newest
@@ -27,6 +29,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, next: 1, synced: 1, dirty: dirtyPages{through: -1}}
 	fs := opts.FS
+	if fs == OS {
+		if err := datadir.CheckEntry(dir); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.ReadOnly {
 		if err := MkdirDurable(fs, dir); err != nil {
 			return nil, err

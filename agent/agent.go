@@ -167,7 +167,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer stopWatch()
-	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs,
+	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs, dataDir: dataDir,
 		wear:  newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear}),
 		build: opts.Build, checkpointMetrics: newCheckpointMetrics()}
 	ctlCtx, stopControl := context.WithCancel(context.Background())

@@ -103,6 +103,14 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 			return nil, err
 		}
 		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TopicFields: map[int]string{}}
+		for _, f := range []*string{&s.Key, &s.Value, &s.Time} {
+			if w := c.AsWritten(f); w != *f {
+				if dec.Written == nil {
+					dec.Written = make(map[string]string)
+				}
+				dec.Written[*f] = w
+			}
+		}
 		if s.Format == "raw" {
 			dec.Format = mqttio.Raw
 		}

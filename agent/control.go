@@ -159,8 +159,9 @@ type control struct {
 	remote *remoteSide
 	// wear counts what the agent writes to its data directory.
 	wear *wear
-	// logs holds the ingest logs and the dead letters.
-	logs *mqttio.Logs
+	// logs holds the ingest logs and the dead letters, in dataDir.
+	logs    *mqttio.Logs
+	dataDir string
 	// build says which cairn this is, and checkpointMetrics (required:
 	// every incarnation reports to it) what their checkpoints did, for the
 	// metrics.
@@ -517,7 +518,7 @@ func (c *control) status() api.Status {
 	out.ConfigError = c.configError
 	c.mu.Unlock()
 	if c.logs != nil {
-		out.Ingest = ingestStatus(c.logs.Health())
+		out.Ingest = ingestStatus(c.logs.Health(), c.dataDir)
 	}
 	inc := c.current.Load()
 	if inc == nil {
@@ -611,10 +612,18 @@ func (c *control) status() api.Status {
 	return out
 }
 
-// ingestStatus is the ingest logs' health h as the control API says it.
-func ingestStatus(h mqttio.Health) api.Ingest {
-	out := api.Ingest{DamagedRecords: h.DamagedRecords, LostMessages: h.LostMessages, LastDamage: h.LastDamage,
-		NotAcknowledgingReason: h.RefusingError}
+// ingestStatus is the ingest logs' health h as the control API says it,
+// with the paths of the data directory's files relative to it: data_dir
+// may take something from the environment, which the agent shows nowhere.
+func ingestStatus(h mqttio.Health, dataDir string) api.Ingest {
+	relative := func(s string) string {
+		if dataDir == "" {
+			return s
+		}
+		return strings.ReplaceAll(s, strings.TrimSuffix(dataDir, "/")+"/", "")
+	}
+	out := api.Ingest{DamagedRecords: h.DamagedRecords, LostMessages: h.LostMessages, LastDamage: relative(h.LastDamage),
+		NotAcknowledgingReason: relative(h.RefusingError)}
 	if !h.RefusingSince.IsZero() {
 		out.NotAcknowledgingSinceUnixMS = h.RefusingSince.UnixMilli()
 	}

@@ -527,3 +527,56 @@ func FuzzReadings(f *testing.F) {
 		checkReadings(t, "exactly-once", telemetry, events, rng)
 	})
 }
+
+// TestReasonsShowWhatTheFileWrites: where a pipeline file takes a source's
+// field or an operator's expression from the environment (${VAR}), the
+// reasons for the dead letters and rejections of a run show them as the
+// file writes them, never what the environment gave: they are stored,
+// served and published.
+func TestReasonsShowWhatTheFileWrites(t *testing.T) {
+	const pipeline = `
+brokers:
+  local: {embedded: true}
+checkpoints: {interval: 1h}
+sources:
+  - {id: telemetry, broker: local, topics: ["t/{device}"], key: "${KEY}", value: "${VALUE}"}
+  - {id: events, broker: local, topics: ["e"], value: v}
+operators:
+  - {id: hot, type: filter, inputs: [telemetry], expr: "humidity > ${LIMIT}"}
+  - {id: scaled, type: map, inputs: [events], expr: "value * ${FACTOR}"}
+`
+	secrets := map[string]string{"KEY": "k_SECRET", "VALUE": "temp_SECRET", "LIMIT": "123456789", "FACTOR": "factor_SECRET"}
+	cfg, errs := config.Parse("env.yaml", []byte(pipeline), func(name string) (string, bool) { v, ok := secrets[name]; return v, ok })
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	br, err := sharedBroker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &readingsHarness{t: t, cfg: cfg, dir: t.TempDir(), broker: br, id: "env"}
+	at := time.UnixMilli(1_700_000_000_000)
+	h.feed([]mqttio.Message{
+		{Topic: "t/d", Payload: []byte(`{"temp_SECRET": 1}`), Received: at},                  // no key
+		{Topic: "t/d", Payload: []byte(`{"k_SECRET": "d"}`), Received: at},                   // no value
+		{Topic: "t/d", Payload: []byte(`{"k_SECRET": "d", "temp_SECRET": 1}`), Received: at}, // no humidity
+	}, []mqttio.Message{{Topic: "e", Payload: []byte(`{"v": 1}`), Received: at}}) // no factor
+	res := h.life(0, 4, false)
+	var reasons []string
+	for r := range res.rejections {
+		reasons = append(reasons, r.reason)
+	}
+	for _, dl := range h.sourceDeadLetters() {
+		reasons = append(reasons, dl)
+	}
+	joined := strings.Join(reasons, "\n")
+	for _, want := range []string{`key field \"${KEY}\" is missing`, `value field \"${VALUE}\" is missing`, // as sourceDeadLetters quotes them
+		`filter "humidity > ${LIMIT}": `, `map "value * ${FACTOR}": `} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no reason says %s:\n%s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "SECRET") || strings.Contains(joined, "123456789") {
+		t.Errorf("a reason shows what the environment gave:\n%s", joined)
+	}
+}

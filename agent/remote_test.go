@@ -20,7 +20,7 @@ func TestReloadRefusesRemoteChanges(t *testing.T) {
 		}
 		return c
 	}
-	const r = "remote:\n  endpoint: s3:9000\n  bucket: b\n  access_key: a\n  secret_key: s\n"
+	const r = "remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n"
 	base := parse(r)
 	for next, want := range map[string]string{
 		r:                    "",

@@ -37,6 +37,18 @@ type Decoding struct {
 	ValueField string
 	// MaxPayload is the largest payload accepted; default 256 KiB.
 	MaxPayload int
+	// Written gives, for a field name above that took something from the
+	// environment (${VAR}), the name as the pipeline file writes it:
+	// reasons show that, never what the environment gave.
+	Written map[string]string
+}
+
+// shown is field as a reason shows it (Written).
+func (d *Decoding) shown(field string) string {
+	if w, ok := d.Written[field]; ok {
+		return w
+	}
+	return field
 }
 
 // ParseTopicPattern turns a pattern with named levels, such as
@@ -181,15 +193,15 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 		case float64:
 			r.Key = FormatKey(k)
 		case nil:
-			return decodeErr("key field %q is missing", d.KeyField)
+			return decodeErr("key field %q is missing", d.shown(d.KeyField))
 		default:
-			return decodeErr("key field %q is %s, want a string or a number", d.KeyField, describe(k))
+			return decodeErr("key field %q is %s, want a string or a number", d.shown(d.KeyField), describe(k))
 		}
 	}
 	if d.ValueField != "" {
 		v, ok := obj[d.ValueField].(float64)
 		if !ok {
-			return decodeErr("value field %q is %s, want a number", d.ValueField, describe(obj[d.ValueField]))
+			return decodeErr("value field %q is %s, want a number", d.shown(d.ValueField), describe(obj[d.ValueField]))
 		}
 		r.Value = v
 	}
@@ -201,17 +213,17 @@ func (d *Decoding) decode(m Message, r *graph.Record) error {
 			// wrapped int64 that would drag the watermark to the end
 			// of time.
 			if !(t >= minMillis && t <= maxMillis) {
-				return decodeErr("time field %q is %v ms, outside the years 0001 to 9999", d.TimeField, t)
+				return decodeErr("time field %q is %v ms, outside the years 0001 to 9999", d.shown(d.TimeField), t)
 			}
 			r.Time = int64(t)
 		case string:
 			ts, err := time.Parse(time.RFC3339Nano, t)
 			if err != nil {
-				return decodeErr("time field %q: %v", d.TimeField, err)
+				return decodeErr("time field %q: %v", d.shown(d.TimeField), err)
 			}
 			r.Time = ts.UnixMilli()
 		default:
-			return decodeErr("time field %q is %s, want milliseconds or an RFC 3339 string", d.TimeField, describe(obj[d.TimeField]))
+			return decodeErr("time field %q is %s, want milliseconds or an RFC 3339 string", d.shown(d.TimeField), describe(obj[d.TimeField]))
 		}
 	}
 	r.Payload = obj

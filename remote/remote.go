@@ -16,6 +16,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 )
@@ -101,6 +102,20 @@ func Open(cfg Config) (*Remote, error) {
 func ValidDevice(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") || strings.TrimSpace(name) != name {
 		return fmt.Errorf("device name %q: want a non-empty name without slashes or surrounding spaces", name)
+	}
+	return nil
+}
+
+// ValidBucket returns why name is no bucket name S3 takes, if it is not:
+// 3 to 63 lower-case letters, digits, dots and hyphens, beginning and
+// ending with a letter or a digit, no two dots together, no IP address.
+func ValidBucket(name string) error {
+	if err := s3utils.CheckValidBucketNameStrict(name); err != nil {
+		why := err.Error()
+		if why != "" {
+			why = strings.ToLower(why[:1]) + why[1:]
+		}
+		return fmt.Errorf("bucket %q: %s; S3 takes 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or a digit", name, why)
 	}
 	return nil
 }

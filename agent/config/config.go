@@ -183,7 +183,10 @@ type Broker struct {
 	URL string `yaml:"url"`
 	// The base of the client ids of the agent's clients, a persistent
 	// session each: `-` and the source's (and its subtask's) or the
-	// sink's id follow it. Empty: `cairn-` and the host name.
+	// sink's id follow it. Letters, digits, `-`, `_`, `.` and `:` only
+	// (MQTT 3.1.1 promises letters and digits; `#` and `+` are wildcards
+	// and `/` separates the levels of the topics brokers make of client
+	// ids). Empty: `cairn-` and the host name.
 	ClientID string `yaml:"client_id"`
 	// The user name the agent's clients give.
 	Username string `yaml:"username"`
@@ -794,10 +797,38 @@ func (v *validator) broker(name string, b *Broker) {
 	case b.MaxInflight < 1 || b.MaxInflight > 65535:
 		v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, v.c.show(&b.MaxInflight))
 	}
+	if b.ClientID != "" {
+		if bad := badClientIDChars(b.ClientID); bad != "" {
+			if v.c.fromEnv(&b.ClientID) {
+				bad = "characters it may not" // which could tell what the environment gave
+			}
+			v.errorf(v.c.at(&b.ClientID, b.Pos), "broker %q: client_id %s holds %s: a client id may hold letters, digits and %s "+
+				"(MQTT 3.1.1 promises only letters and digits; # and + are wildcards, and / separates the levels of the topics brokers make of client ids)",
+				name, v.c.show(&b.ClientID), bad, clientIDPunct)
+		}
+	}
 	v.address(name, b)
 	if b.StatusTopic != "" {
 		v.topic(&b.StatusTopic, b.Pos, fmt.Sprintf("broker %q: status_topic", name), mqttio.CheckTopic)
 	}
+}
+
+// clientIDPunct are the characters besides ASCII letters and digits that
+// a client id may hold: the agent's own ids join a base and the source's or
+// sink's id with "-", and host names hold "-" and ".".
+const clientIDPunct = "- _ . :"
+
+// badClientIDChars returns the characters of id that a client id may not
+// hold, quoted, or "".
+func badClientIDChars(id string) string {
+	var bad []string
+	for _, r := range id {
+		ok := r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r))
+		if q := strconv.QuoteRune(r); !ok && !slices.Contains(bad, q) {
+			bad = append(bad, q)
+		}
+	}
+	return strings.Join(bad, ", ")
 }
 
 // address checks a broker's address (its url, or the listen address of

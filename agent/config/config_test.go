@@ -339,3 +339,29 @@ func TestLogSettings(t *testing.T) {
 		t.Errorf("LogFormat of a missing file = %q", got)
 	}
 }
+
+// TestClientIDRefusals: a client id holding a character a client id may
+// not (MQTT's wildcards, its level separator, a space) is refused at its
+// position, naming the characters, unless it came from the environment;
+// letters, digits and - _ . : pass.
+func TestClientIDRefusals(t *testing.T) {
+	file := func(id string) []byte {
+		return []byte("brokers:\n  b:\n    url: tcp://broker:1883\n    client_id: " + id + "\nsources:\n  - {id: s, simulator: {devices: 1, rate: 1}}\n")
+	}
+	for id, want := range map[string]string{
+		"gw#1":          `c.yaml:4:16: broker "b": client_id "gw#1" holds '#': a client id may hold letters, digits and - _ . :`,
+		"'gw+1/x y'":    `c.yaml:4:16: broker "b": client_id "gw+1/x y" holds '+', '/', ' ':`,
+		"gw-${ID}":      `c.yaml:4:16: broker "b": client_id "gw-${ID}" (from the environment) holds characters it may not:`,
+		"gw-0042.a_b:1": "",
+	} {
+		_, errs := Parse("c.yaml", file(id), env(map[string]string{"ID": "secret#"}))
+		switch {
+		case want == "" && len(errs) > 0:
+			t.Errorf("client_id %s refused: %v", id, errs)
+		case want != "" && (len(errs) == 0 || !strings.Contains(errs.Error(), want)):
+			t.Errorf("client_id %s: %v\nwant %s", id, errs, want)
+		case strings.Contains(errs.Error(), "secret"):
+			t.Errorf("client_id %s: the error shows what the environment gave: %v", id, errs)
+		}
+	}
+}

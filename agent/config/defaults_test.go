@@ -24,7 +24,7 @@ operators:
   - {id: w, type: window, inputs: [in], key_by: key, window: {kind: tumbling, size: 1s}, aggregate: avg}
 sinks:
   - {id: out, input: w, broker: local, topic: out}
-remote: {endpoint: 's3:9000', bucket: b, access_key: a, secret_key: s}
+remote: {endpoint: 's3:9000', bucket: bkt, access_key: a, secret_key: s}
 `
 
 // TestDocumentedDefaults checks that a field the file leaves out has the

@@ -40,7 +40,7 @@ sources:
     simulator: {devices: 1, rate: 1}
 remote:
   endpoint: s3:9000
-  bucket: b
+  bucket: bkt
   access_key_file: ./secrets/s3.access
   secret_key_file: secrets/s3.secret
 `

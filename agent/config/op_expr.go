@@ -22,13 +22,17 @@ type ExprSettings struct {
 	// reads, as the validation found them (nil: not known); its
 	// expression is compiled with them.
 	PayloadFields exprop.Fields `yaml:"-"`
+	// ExprWritten is Expr as the file writes it, before ${VAR}
+	// substitution (Config.AsWritten), set by the validation: what the
+	// operator's reasons for rejecting a record show.
+	ExprWritten string `yaml:"-"`
 }
 
 // opFilter passes the records its expression is true of.
 var opFilter = operatorKind{name: "filter", needs: []string{"expr"}, keepsFields: true,
 	validate: func(v *validator, o *Operator, in exprop.Fields) { checkExpr(v, o, in, exprop.CompileFilter) },
 	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
-		return exprop.Filter(o.Expr, o.PayloadFields)
+		return exprop.Filter(o.Expr, o.ExprWritten, o.PayloadFields)
 	},
 	doc: "Passes the records for which `expr` is true."}
 
@@ -36,7 +40,7 @@ var opFilter = operatorKind{name: "filter", needs: []string{"expr"}, keepsFields
 var opMap = operatorKind{name: "map", needs: []string{"expr"}, keepsFields: true,
 	validate: func(v *validator, o *Operator, in exprop.Fields) { checkExpr(v, o, in, exprop.CompileMap) },
 	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
-		return exprop.Map(o.Expr, o.PayloadFields)
+		return exprop.Map(o.Expr, o.ExprWritten, o.PayloadFields)
 	},
 	doc: "Sets each record's value to `expr`."}
 
@@ -46,7 +50,7 @@ var opMap = operatorKind{name: "map", needs: []string{"expr"}, keepsFields: true
 // CompileMap, what the operator is built with), and so gives what o
 // needs. It notes in in o.PayloadFields.
 func checkExpr[P any](v *validator, o *Operator, in exprop.Fields, compile func(string, exprop.Fields) (P, error)) {
-	o.PayloadFields = in
+	o.PayloadFields, o.ExprWritten = in, v.c.AsWritten(&o.Expr)
 	if o.Expr == "" {
 		v.errorf(o.Pos, "operator %s: %s needs expr", v.c.show(&o.ID), o.Type)
 		return

@@ -16,7 +16,9 @@ type Remote struct {
 	// The S3 API's host:port, without a scheme or a path:
 	// `s3.example.net:443`.
 	Endpoint string `yaml:"endpoint,required"`
-	// The bucket the checkpoints go to.
+	// The bucket the checkpoints go to: a name S3 takes, 3 to 63
+	// lower-case letters, digits, dots and hyphens, beginning and ending
+	// with a letter or a digit.
 	Bucket string `yaml:"bucket,required"`
 	// A prefix of the objects' names, which are
 	// `<prefix>/<device>/checkpoints/<id>.json` and
@@ -69,6 +71,10 @@ func (v *validator) remote() {
 	r.TLS = *r.TLSSetting
 	if strings.Contains(r.Endpoint, "://") || strings.Contains(r.Endpoint, "/") {
 		v.errorf(r.Pos, "remote: endpoint %s: want host:port, without a scheme or a path (tls: true for https)", v.c.show(&r.Endpoint))
+	}
+	if err := remote.ValidBucket(r.Bucket); r.Bucket != "" && err != nil {
+		v.errorf(v.c.at(&r.Bucket, r.Pos), "remote: %s", v.c.reason(&r.Bucket, err,
+			"bucket %s is no name S3 takes: 3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or a digit"))
 	}
 	for _, f := range []struct {
 		name  string

@@ -25,7 +25,7 @@ var secrets = map[string]string{
 func TestNoValueFromTheEnvironment(t *testing.T) {
 	const simulator = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
 	const broker = "brokers:\n  b: {url: 'tcp://b:1883'}\n"
-	const remote = "remote:\n  endpoint: s3:9000\n  bucket: b\n  access_key: a\n  secret_key: s\n"
+	const remote = "remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n"
 	const op = simulator + "operators:\n  - id: o\n    inputs: [s]\n    key_by: key\n"
 	for _, tc := range []struct {
 		name, file string

@@ -43,6 +43,17 @@ func (c *Config) show(field any) string {
 	return format(field)
 }
 
+// AsWritten returns the string at address field, a field of c, as the
+// file writes it, before ${VAR} substitution: what the agent shows at run
+// time (in reasons it stores, publishes and serves) instead of what the
+// environment gave, as errors do.
+func (c *Config) AsWritten(field *string) string {
+	if text, ok := c.env[field]; ok {
+		return text
+	}
+	return *field
+}
+
 // fromEnv reports whether the value of the field at address field (or of
 // an entry of it) took something from the environment.
 func (c *Config) fromEnv(field any) bool {

@@ -10,6 +10,7 @@
 package exprop
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -193,20 +194,23 @@ func env(r *graph.Record) map[string]any {
 
 // Filter returns an operator that keeps the records for which src is true
 // (compiled by CompileFilter). A record for which it fails or is not a
-// boolean is rejected (graph.RecordError).
-func Filter(src string, fields Fields) (func(int) graph.Operator, error) {
+// boolean is rejected (graph.RecordError), for a reason that shows the
+// expression as shown ("": src), which may be as the user wrote it rather
+// than src.
+func Filter(src, shown string, fields Fields) (func(int) graph.Operator, error) {
 	p, err := CompileFilter(src, fields)
 	if err != nil {
 		return nil, err
 	}
+	shown = cmp.Or(shown, src)
 	return graph.FilterErr(func(r *graph.Record) (bool, error) {
 		out, err := expr.Run(p, env(r))
 		if err != nil {
-			return false, graph.Reject(fmt.Errorf("filter %q: %s", src, firstLine(err)))
+			return false, graph.Reject(fmt.Errorf("filter %q: %s", shown, firstLine(err)))
 		}
 		keep, ok := out.(bool)
 		if !ok {
-			return false, graph.Reject(fmt.Errorf("filter %q gave %T, want true or false", src, out))
+			return false, graph.Reject(fmt.Errorf("filter %q gave %T, want true or false", shown, out))
 		}
 		return keep, nil
 	}), nil
@@ -214,24 +218,26 @@ func Filter(src string, fields Fields) (func(int) graph.Operator, error) {
 
 // Map returns an operator that sets each record's Value to src (compiled
 // by CompileMap). A record for which it fails or gives no number is
-// rejected (graph.RecordError).
-func Map(src string, fields Fields) (func(int) graph.Operator, error) {
+// rejected (graph.RecordError), for a reason that shows the expression as
+// shown ("": src).
+func Map(src, shown string, fields Fields) (func(int) graph.Operator, error) {
 	p, err := CompileMap(src, fields)
 	if err != nil {
 		return nil, err
 	}
+	shown = cmp.Or(shown, src)
 	return graph.MapErr(func(r *graph.Record) error {
 		out, err := expr.Run(p, env(r))
 		if err != nil {
-			return graph.Reject(fmt.Errorf("map %q: %s", src, firstLine(err)))
+			return graph.Reject(fmt.Errorf("map %q: %s", shown, firstLine(err)))
 		}
 		v, ok := number(out)
 		if !ok {
-			return graph.Reject(fmt.Errorf("map %q gave %T, want a number", src, out))
+			return graph.Reject(fmt.Errorf("map %q gave %T, want a number", shown, out))
 		}
 		if math.IsInf(v, 0) || math.IsNaN(v) {
 			// value / 0, say: no total, comparison or JSON output can use it.
-			return graph.Reject(fmt.Errorf("map %q gave %v, want a finite number", src, v))
+			return graph.Reject(fmt.Errorf("map %q gave %v, want a finite number", shown, v))
 		}
 		r.Value = v
 		return nil

@@ -29,7 +29,7 @@ func run(t *testing.T, newOp func(int) graph.Operator, recs ...graph.Record) ([]
 }
 
 func TestFilterAndMap(t *testing.T) {
-	f, err := Filter(`value > 30 && site == "north"`, nil)
+	f, err := Filter(`value > 30 && site == "north"`, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestFilterAndMap(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Key != "a" {
 		t.Fatalf("filter kept %v (%v)", got, err)
 	}
-	m, err := Map(`(value - 32) * 5 / 9`, nil)
+	m, err := Map(`(value - 32) * 5 / 9`, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +51,12 @@ func TestFilterAndMap(t *testing.T) {
 }
 
 func TestExpressionErrors(t *testing.T) {
-	if _, err := Filter("value >", nil); err == nil {
+	if _, err := Filter("value >", "", nil); err == nil {
 		t.Fatal("a broken expression compiled")
 	}
 	// A reading without the field, or with one of another type, is
 	// rejected alone: the operator goes on with the next.
-	f, _ := Filter("humidity > 50", nil)
+	f, _ := Filter("humidity > 50", "", nil)
 	var rejected *graph.RecordError
 	for _, payload := range []map[string]any{{}, {"humidity": "wet"}} {
 		_, err := run(t, f, graph.Record{Value: 1, Payload: payload})
@@ -67,11 +67,11 @@ func TestExpressionErrors(t *testing.T) {
 	if got, err := run(t, f, graph.Record{Key: "k", Payload: map[string]any{"humidity": 60.0}}); err != nil || len(got) != 1 {
 		t.Fatalf("the filter after a rejected record kept %v (%v)", got, err)
 	}
-	f, _ = Filter("reading", nil)
+	f, _ = Filter("reading", "", nil)
 	if _, err := run(t, f, graph.Record{Value: 1, Payload: map[string]any{"reading": 1.0}}); !errors.As(err, &rejected) || !strings.Contains(err.Error(), "want true or false") {
 		t.Fatalf("a filter giving a number: %v", err)
 	}
-	m, _ := Map(`label`, nil)
+	m, _ := Map(`label`, "", nil)
 	if _, err := run(t, m, graph.Record{Value: 1, Payload: map[string]any{"label": "text"}}); !errors.As(err, &rejected) || !strings.Contains(err.Error(), "want a number") {
 		t.Fatalf("a map giving a string: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestCompileWhatIsKnown(t *testing.T) {
 func TestTypedExpressionsRejectBadRecords(t *testing.T) {
 	fields := Fields{"humidity": Number, "site": String, "ok": Bool}
 	for _, src := range []string{"humidity > 50", "site == 'north'", "ok", "!ok", "ok && value > 0"} {
-		f, err := Filter(src, fields)
+		f, err := Filter(src, "", fields)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestTypedExpressionsRejectBadRecords(t *testing.T) {
 			t.Errorf("filter %s on a good record: %v", src, err)
 		}
 	}
-	m, err := Map("time / 1000 + humidity", fields)
+	m, err := Map("time / 1000 + humidity", "", fields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestTypedExpressionsRejectBadRecords(t *testing.T) {
 	if _, err := run(t, m, graph.Record{Time: 5000}); err == nil {
 		t.Fatal("a map over a missing field gave no error")
 	}
-	m, _ = Map("time", nil)
+	m, _ = Map("time", "", nil)
 	if got, err := run(t, m, graph.Record{Time: 7}); err != nil || got[0].Value != 7 {
 		t.Fatalf("map time gave %v, %v; want 7 (an int64 is a number)", got, err)
 	}
@@ -179,7 +179,7 @@ func TestParseType(t *testing.T) {
 // rejects the record rather than pass on a number nothing downstream can
 // use.
 func TestMapRejectsNonFinite(t *testing.T) {
-	m, err := Map("value / 0", nil)
+	m, err := Map("value / 0", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,8 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		if s.Parallelism == parallelism[s.Input] {
 			in = graph.Forward() // each subtask takes one input subtask's records, in order
 		}
-		b.Operator(s.ID, s.Parallelism, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog, Metrics: metrics}),
+		b.Operator(s.ID, s.Parallelism, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog, Metrics: metrics,
+			Format: s.Output.Format(s.Input, c.AggregateOf(s.Input))}),
 			[]graph.Input{graph.In(streams[s.Input], in)})
 	}
 	return b.Build()

@@ -77,12 +77,8 @@ var ErrAgentRunning = errors.New("an agent is running on the data directory")
 func deadLetterPage(dls []mqttio.StoredDeadLetter, from uint64) api.DeadLetters {
 	out := api.DeadLetters{DeadLetters: make([]api.DeadLetter, 0, len(dls)), Next: from}
 	for _, dl := range dls {
-		size := dl.Size
-		if size == 0 { // stored by an earlier cairn, whole
-			size = len(dl.Payload)
-		}
-		out.DeadLetters = append(out.DeadLetters, api.DeadLetter{Seq: dl.Seq, Time: dl.Time, Source: dl.Source, Operator: dl.Operator,
-			Topic: dl.Topic, Offset: dl.Offset, Reason: dl.Reason, Payload: string(dl.Payload), PayloadBytes: size})
+		shown := dl.Shown()
+		out.DeadLetters = append(out.DeadLetters, api.DeadLetter(shown))
 		out.Next = dl.Seq + 1
 	}
 	return out

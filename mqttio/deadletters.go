@@ -2,6 +2,7 @@ package mqttio
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairn-edge/cairn/seglog"
 )
@@ -48,6 +50,43 @@ func DeadLetterPayload(p []byte) ([]byte, int) {
 type StoredDeadLetter struct {
 	Seq uint64
 	DeadLetter
+}
+
+// ShownDeadLetter is a dead letter as cairn shows it, in one shape on a
+// source's dead_letter_topic and in `cairn deadletters --json`
+// (agent/api.DeadLetter, which a test holds to it): JSON of lower-case
+// fields, the payload as text, or base64 where it is no UTF-8 text.
+type ShownDeadLetter struct {
+	// Seq is its place in the store; 0 for one not stored (an
+	// at-most-once source's).
+	Seq uint64 `json:"seq"`
+	// Time is when it was stored; absent for those an older cairn stored.
+	Time     time.Time `json:"time,omitzero"`
+	Source   string    `json:"source,omitempty"`
+	Operator string    `json:"operator,omitempty"`
+	Topic    string    `json:"topic,omitempty"`
+	Offset   uint64    `json:"offset,omitempty"`
+	Reason   string    `json:"reason"`
+	// Payload is the message or record as kept: its first
+	// MaxDeadLetterPayload bytes, as text, or in base64 where
+	// PayloadEncoding says "base64"; PayloadBytes is its whole length.
+	Payload         string `json:"payload"`
+	PayloadEncoding string `json:"payload_encoding,omitempty"`
+	PayloadBytes    int    `json:"payload_bytes"`
+}
+
+// Shown is dl as cairn shows it.
+func (dl *StoredDeadLetter) Shown() ShownDeadLetter {
+	size := dl.Size
+	if size == 0 { // stored by an earlier cairn, whole
+		size = len(dl.Payload)
+	}
+	out := ShownDeadLetter{Seq: dl.Seq, Time: dl.Time, Source: dl.Source, Operator: dl.Operator, Topic: dl.Topic,
+		Offset: dl.Offset, Reason: dl.Reason, Payload: string(dl.Payload), PayloadBytes: size}
+	if !utf8.Valid(dl.Payload) {
+		out.Payload, out.PayloadEncoding = base64.StdEncoding.EncodeToString(dl.Payload), "base64"
+	}
+	return out
 }
 
 const (
@@ -114,11 +153,12 @@ func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) 
 	return d, nil
 }
 
-// add stores the dead letters not stored yet, durably.
-func (d *deadLetterStore) add(dls []DeadLetter) error {
+// add stores the dead letters not stored yet, durably, and returns those
+// it stored.
+func (d *deadLetterStore) add(dls []DeadLetter) ([]StoredDeadLetter, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	added := 0
+	var added []StoredDeadLetter
 	now := time.Now().UTC()
 	for _, dl := range dls {
 		k := storedKey(&dl)
@@ -128,25 +168,26 @@ func (d *deadLetterStore) add(dls []DeadLetter) error {
 		dl.Time = now
 		v, err := json.Marshal(dl)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := d.log.Append(1, v); err != nil {
-			return fmt.Errorf("storing dead letters: %w", err)
+		seq, err := d.log.Append(1, v)
+		if err != nil {
+			return nil, fmt.Errorf("storing dead letters: %w", err)
 		}
-		added++
+		added = append(added, StoredDeadLetter{Seq: seq, DeadLetter: dl})
 	}
-	if added == 0 {
-		return nil
+	if len(added) == 0 {
+		return nil, nil
 	}
 	if err := d.log.Sync(); err != nil {
-		return fmt.Errorf("storing dead letters: %w", err)
+		return nil, fmt.Errorf("storing dead letters: %w", err)
 	}
 	for _, dl := range dls {
 		if k := storedKey(&dl); k != "" {
 			d.stored[k] = max(d.stored[k], dl.Offset)
 		}
 	}
-	return d.log.TrimTo(maxDeadLetterBytes)
+	return added, d.log.TrimTo(maxDeadLetterBytes)
 }
 
 // list returns up to limit dead letters from seq from on (from the oldest
@@ -178,8 +219,9 @@ func listDeadLetters(l *seglog.Log, from uint64, limit int) ([]StoredDeadLetter,
 
 func (d *deadLetterStore) close() error { return d.log.Close() }
 
-// deadLetters stores dead letters; a replay stores each of a source once.
-func (d *Logs) deadLetters(dls []DeadLetter) error { return d.dead.add(dls) }
+// deadLetters stores dead letters, and returns those it stored: a replay
+// stores each of a source once.
+func (d *Logs) deadLetters(dls []DeadLetter) ([]StoredDeadLetter, error) { return d.dead.add(dls) }
 
 // StoreRejected stores, durably, a dead letter of an operator
 // (DeadLetter.Operator set) whose record came from origin
@@ -190,7 +232,8 @@ func (d *Logs) StoreRejected(dl DeadLetter, origin uint64) error {
 	if origin != 0 {
 		dl.Source, dl.Offset, dl.Topic, _ = d.Origin(origin)
 	}
-	return d.dead.add([]DeadLetter{dl})
+	_, err := d.dead.add([]DeadLetter{dl})
+	return err
 }
 
 // DeadLetters returns up to limit stored dead letters from seq from on,

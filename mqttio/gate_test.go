@@ -87,12 +87,12 @@ func TestDeadLettersWaitForTheGate(t *testing.T) {
 		return s.client.IsConnectionOpen() && s.gate.open()
 	})
 	s.gate.notify(nil, paho.ConnectionNotificationConnecting{}) // as paho does before it resumes
-	s.publishDeadLetters([]DeadLetter{{Reason: "while shut"}})
+	s.publishDeadLetters([]StoredDeadLetter{{DeadLetter: DeadLetter{Reason: "while shut"}}})
 	if !strings.Contains(logged.String(), "dead letters not published") {
 		t.Fatalf("nothing logged for a dead letter held back: %q", logged.String())
 	}
 	s.gate.All() // paho lists what it resends
-	s.publishDeadLetters([]DeadLetter{{Reason: "while open"}})
+	s.publishDeadLetters([]StoredDeadLetter{{DeadLetter: DeadLetter{Reason: "while open"}}})
 	if r := testwait.Recv(t, heard, 10*time.Second, "the letter sent while the gate was open"); r != "while open" {
 		t.Fatalf("the consumer heard %q first: a letter went out while the gate was shut", r)
 	}

@@ -72,7 +72,8 @@ func migrateBolt(tx *bolt.Tx, logs *Logs) error {
 			if err != nil {
 				return err
 			}
-			return logs.deadLetters(dls)
+			_, err = logs.deadLetters(dls)
+			return err
 		}
 		l, err := logs.Log(string(name))
 		if err != nil {

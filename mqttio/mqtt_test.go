@@ -339,11 +339,11 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		delivered(t, bad)
 		bad.Disconnect(100)
 		out := collect(t, b.url, "consumer", want)
-		deadSeen := make(chan DeadLetter, 10)
+		deadSeen := make(chan ShownDeadLetter, 10)
 		dlc := client(t, b.url, "dead-letter-consumer", true)
 		defer dlc.Disconnect(100)
 		if tok := dlc.Subscribe("dead/"+id, 1, func(_ paho.Client, m paho.Message) {
-			var dl DeadLetter
+			var dl ShownDeadLetter
 			if json.Unmarshal(m.Payload(), &dl) == nil {
 				deadSeen <- dl
 			}
@@ -361,7 +361,7 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		testwait.For(t, 30*time.Second, "the dead letters counted", func() bool { return metrics.DeadLetters.Load() >= 4 })
 		// They are published as they are read, without waiting for the
 		// broker: wait for them before the source stops.
-		var published []DeadLetter
+		var published []ShownDeadLetter
 		for range 4 {
 			published = append(published, testwait.Recv(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic"))
 		}
@@ -375,7 +375,7 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 			t.Fatalf("DeadLetters = %d, %v; want 4", len(dls), err)
 		}
 		for _, dl := range published {
-			if dl.Reason == "" || dl.Topic != "sensors/dx/telemetry" {
+			if dl.Reason == "" || dl.Topic != "sensors/dx/telemetry" || dl.Seq == 0 || dl.Time.IsZero() || dl.PayloadBytes == 0 {
 				t.Fatalf("dead letter on the topic: %+v", dl)
 			}
 		}

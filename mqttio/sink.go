@@ -31,6 +31,9 @@ type SinkConfig struct {
 	// Backlog, if set, counts the bytes the sink holds until the broker
 	// acknowledges them, with those of the job's other sinks.
 	Backlog *Backlog
+	// Format is the shape of the messages (OutputFormat); its Check must
+	// have passed.
+	Format OutputFormat
 }
 
 // SinkMetrics are a sink's counters.
@@ -77,6 +80,7 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 		cfg.Client.Logger = slog.Default()
 	}
 	topic := newTopicTemplate(cfg.Topic)
+	cfg.Format.prepare()
 	return func(subtask int) graph.Operator {
 		return &sink{cfg: cfg, subtask: subtask, topic: topic, name: "sink", id: "sink", numbering: numbering{subtask: subtask, parallelism: 1}}
 	}
@@ -102,7 +106,8 @@ type sink struct {
 	// reconnects counts the client's reconnection attempts.
 	reconnects atomic.Uint64
 
-	current batch // since the last barrier
+	current batch  // since the last barrier
+	body    []byte // the message ProcessRecord encodes
 	// numbering numbers what is staged (Output); its epoch is 0 until the
 	// first barrier of a new numbering sets it.
 	numbering numbering
@@ -147,15 +152,16 @@ func (s *sink) ProcessRecord(_ int, r *graph.Record) error {
 	if err := s.topic.check(r.Key); err != nil {
 		return graph.Reject(fmt.Errorf("%s: %w", s.name, err))
 	}
-	body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: r.Payload})
+	body, err := s.cfg.Format.appendBody(s.body[:0], r)
+	s.body = body
 	if err != nil {
 		// Failing the job would fail it again on every replay of this
 		// record: it is rejected (counted, logged once a minute, a dead
 		// letter), and counted apart as one JSON cannot encode.
 		s.cfg.Metrics.Unencodable.Add(1)
-		return graph.Reject(fmt.Errorf("%s: the record cannot be encoded as JSON: %w", s.name, err))
+		return graph.Reject(fmt.Errorf("%s: %w", s.name, err))
 	}
-	s.cfg.Backlog.Add(int64(s.current.add(s.topic.parts, r.Key, body[len(`{"id":""`):])))
+	s.cfg.Backlog.Add(int64(s.current.add(s.topic.parts, r.Key, body)))
 	s.cfg.Metrics.Staged.Add(1)
 	return nil
 }

@@ -473,8 +473,9 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		// Stored together, one sync for the batch's dead letters,
 		// before the source reads on.
 		s.cfg.Metrics.DeadLetters.Add(int64(len(dead)))
-		err = s.cfg.Logs.deadLetters(dead)
-		s.publishDeadLetters(dead)
+		var stored []StoredDeadLetter
+		stored, err = s.cfg.Logs.deadLetters(dead)
+		s.publishDeadLetters(stored)
 	}
 	s.offset = next
 	s.readAt.Store(next)
@@ -491,7 +492,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 // source, which keeps no log. While the client is not connected, or paho
 // has not yet listed what it resends on this connection, it sends none
 // (paho would race with itself over them, see resumeGate) and says so.
-func (s *source) publishDeadLetters(dead []DeadLetter) {
+func (s *source) publishDeadLetters(dead []StoredDeadLetter) {
 	if s.cfg.DeadLetterTopic == "" {
 		return
 	}
@@ -505,7 +506,7 @@ func (s *source) publishDeadLetters(dead []DeadLetter) {
 		return
 	}
 	for _, dl := range dead {
-		if payload, err := json.Marshal(dl); err == nil {
+		if payload, err := json.Marshal(dl.Shown()); err == nil {
 			s.client.Publish(s.cfg.DeadLetterTopic, 1, false, payload)
 		}
 	}
@@ -519,9 +520,9 @@ func (s *source) readFast(buf []graph.Record) (int, error) {
 			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 				s.cfg.Metrics.DeadLetters.Add(1)
 				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
-				dl := DeadLetter{Source: s.name(), Topic: m.Topic, Reason: err.Error()}
+				dl := StoredDeadLetter{DeadLetter: DeadLetter{Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
 				dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
-				s.publishDeadLetters([]DeadLetter{dl})
+				s.publishDeadLetters([]StoredDeadLetter{dl})
 				continue
 			}
 			n++

@@ -51,8 +51,9 @@ func TestTortureCheckJoin(t *testing.T) {
 		at("fast", "k0", 8, 600), at("slow", "k0", 9, 600),
 	}
 	res := func(id, key string, start int64, l float64, lc int64, r float64, rc int64) output {
-		return output{ID: id, Key: key, Value: l - r, Payload: []byte(fmt.Sprintf(
-			`{"Start":%d,"End":%d,"Left":%v,"Right":%v,"LeftCount":%d,"RightCount":%d}`, epoch+start, epoch+start+joinWindow, l, r, lc, rc))}
+		return output{ID: id, Key: key, Value: l - r, Message: []byte(fmt.Sprintf(
+			`{"id":%q,"v":2,"key":%q,"value":%v,"aggregate":"sum","start":%d,"end":%d,"left":%v,"right":%v,"left_count":%d,"right_count":%d}`,
+			id, key, l-r, epoch+start, epoch+start+joinWindow, l, r, lc, rc))}
 	}
 	k0w0, k1w0, k0w1 := res("1", "k0", 0, 3, 2, 3, 1), res("2", "k1", 0, 4, 1, 5, 1), res("3", "k0", 250, 6, 1, 7, 1)
 	for _, c := range []struct {

@@ -3,6 +3,7 @@
 package torture
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -46,10 +47,12 @@ func presubscribe(url, id, filter string) error {
 // output is the JSON of a message of the sink (mqttio.Output), with the
 // payload left for the pipeline's check to decode.
 type output struct {
-	ID      string          `json:"id"`
-	Key     string          `json:"key"`
-	Value   float64         `json:"value"`
-	Payload json.RawMessage `json:"payload"`
+	ID    string  `json:"id"`
+	Key   string  `json:"key"`
+	Value float64 `json:"value"`
+	// Message is the whole message, which holds a result's details
+	// (version 2 of the sinks' output: mqttio.OutputFormat).
+	Message json.RawMessage `json:"-"`
 }
 
 // fenceTopic is published by the harness after the agent stopped: once the
@@ -109,6 +112,7 @@ func (c *consumer) receive(_ paho.Client, m paho.Message) {
 		return
 	}
 	c.ids[o.ID] = string(m.Payload())
+	o.Message = bytes.Clone(m.Payload())
 	c.outs = append(c.outs, o)
 }
 

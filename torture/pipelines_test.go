@@ -223,11 +223,16 @@ func checkSequences(want map[string][2]int, outs []output, overcount bool) tally
 	return t
 }
 
-// joinResult is the payload of a window join's output (graph.JoinResult).
+// joinResult is what a window join's output says of its window, besides
+// its key and value (version 2 of the sinks' output).
 type joinResult struct {
-	Start, End            int64
-	Left, Right           float64
-	LeftCount, RightCount int64
+	Start      int64   `json:"start"`
+	End        int64   `json:"end"`
+	Left       float64 `json:"left"`
+	Right      float64 `json:"right"`
+	LeftCount  int64   `json:"left_count"`
+	RightCount int64   `json:"right_count"`
+	Aggregate  string  `json:"aggregate"`
 }
 
 // checkJoin checks the window join: a window [s, s+joinWindow) of a key
@@ -269,8 +274,8 @@ func checkJoin(published []message, outs []output) tally {
 	top := make(map[string]int64)
 	for _, o := range outs {
 		var r joinResult
-		if err := json.Unmarshal(o.Payload, &r); err != nil {
-			t.problem(&t.wrong, "%s: payload %s: %v", o.ID, o.Payload, err)
+		if err := json.Unmarshal(o.Message, &r); err != nil || r.Aggregate != "sum" {
+			t.problem(&t.wrong, "%s: %s: %v; want the sum's details", o.ID, o.Message, err)
 			continue
 		}
 		w := window{o.Key, r.Start}

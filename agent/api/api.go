@@ -327,9 +327,13 @@ type DeadLetter struct {
 	Offset uint64 `json:"offset,omitempty"`
 	Reason string `json:"reason"`
 	// Payload is the message or record as stored: its first 4 KiB
-	// (mqttio.MaxDeadLetterPayload); PayloadBytes is its whole length.
-	Payload      string `json:"payload"`
-	PayloadBytes int    `json:"payload_bytes"`
+	// (mqttio.MaxDeadLetterPayload), as text, or in base64 where
+	// PayloadEncoding says "base64" (it is no UTF-8 text); PayloadBytes is
+	// its whole length. The shape is mqttio.ShownDeadLetter's, which a
+	// source's dead_letter_topic carries too.
+	Payload         string `json:"payload"`
+	PayloadEncoding string `json:"payload_encoding,omitempty"`
+	PayloadBytes    int    `json:"payload_bytes"`
 }
 
 // DeadLetters is a page of stored dead letters, oldest first; Next is the

@@ -67,10 +67,10 @@ type Config struct {
 	Operators []*Operator `yaml:"operators"`
 	// The outputs: each publishes the records of a source or an operator
 	// to an MQTT broker, once the checkpoint that holds them completes,
-	// each as a JSON object with its `id`, `key`, `time`, `value` and
-	// `payload`. The id (`<checkpoint>-<subtask>-<sequence>`) is the same
-	// for the same output: a consumer that drops repeated ids sees each
-	// record once.
+	// each as a JSON object (`output`; docs/outputs.md gives its fields)
+	// with an `id` (`<sink>-<epoch>-<subtask>-<position>-<hash>`) that is
+	// the same for the same output: a consumer that drops repeated ids
+	// sees each record once.
 	Sinks []*Sink `yaml:"sinks"`
 	// The upload of completed checkpoints to S3-compatible storage, and
 	// the restore from there when the data directory holds none that
@@ -412,6 +412,66 @@ type Sink struct {
 	// one input too, outputs published again after a fallback to an
 	// older checkpoint keep their ids (README, "Output ids").
 	Parallelism int `yaml:"parallelism" default:"1"`
+	// The shape of the messages. Absent: version 2, times in
+	// milliseconds, no field renamed or added.
+	Output *SinkOutput `yaml:"output"`
+}
+
+// SinkOutput is the shape of a sink's messages; docs/outputs.md gives
+// every field of both versions.
+type SinkOutput struct {
+	Pos
+	// `2`: one JSON object of lower-case fields that says what made the
+	// record (`operator`), what its value is of (`aggregate`) and holds a
+	// window's or join's span and counts, or an alarm's `raised`, beside
+	// `id`, `key`, `time` and `value`; `"v": 2` tells it from version 1.
+	// `1`: the shape before version 2, with the result's details in
+	// `payload` under capitalised names (`Start`, `Raised`), for
+	// consumers written for it.
+	Version int `yaml:"version" default:"2"`
+	// How version 2 gives times (`time`, a window's `start` and `end`):
+	// `millis`, milliseconds since the epoch; `rfc3339`, an RFC 3339
+	// string in UTC to the millisecond; `both`, the milliseconds and,
+	// beside each, the string under the name with `_rfc3339`.
+	Time string `yaml:"time" default:"millis"`
+	// Names version 2's fields take instead of their own, by field
+	// (`{key: device, value: temperature}`); any but `id` and `v`.
+	Names map[string]string `yaml:"names"`
+	// Fields version 2 adds to every message, by name, each a string:
+	// `{gateway: "${GATEWAY_ID}"}`.
+	Add map[string]string `yaml:"add"`
+}
+
+// outputTimes are SinkOutput.Time's.
+var outputTimes = []string{"millis", "rfc3339", "both"}
+
+// Format is the mqttio format of the messages of sink s, whose input's
+// records are of operator (or source) in, aggregating as aggregate says
+// ("": none).
+func (o *SinkOutput) Format(in, aggregate string) mqttio.OutputFormat {
+	f := mqttio.OutputFormat{Operator: in, Aggregate: aggregate}
+	if o != nil {
+		f.Version, f.Names, f.Add = o.Version, o.Names, o.Add
+		f.Time, _ = mqttio.ParseTimeFormat(o.Time)
+	}
+	return f
+}
+
+// AggregateOf names what the values of operator id's records are of:
+// its aggregate, for a window or a join; count or sum for those; ""
+// for the others and for sources.
+func (c *Config) AggregateOf(id string) string {
+	for _, o := range c.Operators {
+		if o.ID == id {
+			switch o.Type {
+			case opWindow.name, opJoin.name:
+				return o.Aggregate
+			case opCount.name, opSum.name:
+				return o.Type
+			}
+		}
+	}
+	return ""
 }
 
 // ParallelismOf is the parallelism of the source or operator id; 0 if
@@ -733,6 +793,25 @@ func (v *validator) sink(s *Sink) {
 	}
 	if s.Topic != "" || c.at(&s.Topic, Pos{}) != (Pos{}) { // a missing one is reported as such
 		v.topic(&s.Topic, s.Pos, fmt.Sprintf("sink %s: topic", c.show(&s.ID)), mqttio.CheckTopicTemplate)
+	}
+	if o := s.Output; o != nil {
+		if !slices.Contains(outputTimes, o.Time) {
+			v.errorf(c.at(&o.Time, o.Pos), "sink %s: output time %s is not one of %s", c.show(&s.ID), c.show(&o.Time), strings.Join(outputTimes, ", "))
+			return
+		}
+		f := o.Format(s.Input, "")
+		if err := f.Check(); err != nil {
+			at := o.Pos
+			switch {
+			case o.Version != 1 && o.Version != 2:
+				at = c.at(&o.Version, o.Pos)
+			case strings.Contains(err.Error(), " added "):
+				at = c.at(&o.Add, o.Pos)
+			default:
+				at = c.at(&o.Names, o.Pos)
+			}
+			v.errorf(at, "sink %s: %v", c.show(&s.ID), err)
+		}
 	}
 }
 

@@ -365,3 +365,27 @@ func TestClientIDRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkOutputRefusals: an output shape a sink cannot publish is
+// refused at the setting at fault.
+func TestSinkOutputRefusals(t *testing.T) {
+	file := func(output string) []byte {
+		return []byte("brokers:\n  b: {url: tcp://broker:1883}\nsources:\n  - {id: s, simulator: {devices: 1, rate: 1}}\nsinks:\n  - id: out\n    input: s\n    broker: b\n    topic: out/{key}\n    output:\n" + output)
+	}
+	for output, want := range map[string]string{
+		"      version: 3\n":           `o.yaml:11:16: sink "out": output version 3: want 1 or 2`,
+		"      time: iso\n":            `o.yaml:11:13: sink "out": output time "iso" is not one of millis, rfc3339, both`,
+		"      names: {key: value}\n":  `o.yaml:11:14: sink "out": output fields key and value would both be "value"`,
+		"      names: {kee: device}\n": `o.yaml:11:14: sink "out": output has no field "kee" to rename`,
+		"      add: {time: x}\n":       `o.yaml:11:12: sink "out": output field "time" added is the name of the field time`,
+		"      names: {key: device}\n      add: {gateway: gw-1}\n      time: both\n": "",
+	} {
+		_, errs := Parse("o.yaml", file(output), env(nil))
+		switch {
+		case want == "" && len(errs) > 0:
+			t.Errorf("output %q refused: %v", output, errs)
+		case want != "" && (len(errs) == 0 || !strings.Contains(errs.Error(), want)):
+			t.Errorf("output %q: %v\nwant %s", output, errs, want)
+		}
+	}
+}

@@ -107,6 +107,7 @@ func enums() map[string][]string {
 		"operators[].on_error":    onErrors,
 		"operators[].window.kind": kinds,
 		"operators[].window.time": windowTimes,
+		"sinks[].output.time":     outputTimes,
 	}
 }
 

@@ -519,6 +519,12 @@ func (c *control) status() api.Status {
 	c.mu.Unlock()
 	if c.logs != nil {
 		out.Ingest = ingestStatus(c.logs.Health(), c.dataDir)
+		kept, _ := c.logs.DeadLetterCounts()
+		out.DeadLetterCauses = make(map[string]int64)
+		for _, cause := range mqttio.Causes {
+			out.DeadLetterCauses[cause] = kept[cause]
+			out.DeadLetters += kept[cause]
+		}
 	}
 	inc := c.current.Load()
 	if inc == nil {
@@ -605,7 +611,6 @@ func (c *control) status() api.Status {
 	}
 	out.OutputBacklogBytes, out.InputHeld = inc.backlog.Bytes()
 	for _, m := range inc.sources {
-		out.DeadLetters += m.DeadLetters.Load()
 		out.IngestLag += m.Lag.Load()
 		out.IngestFailures += m.AppendFailures.Load()
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // The README's Metrics section lists every metric written here, with its
@@ -79,7 +80,18 @@ func (c *control) writeMetrics(w io.Writer) {
 	counter("cairn_records_out_total", "Records a subtask emitted.")
 	counter("cairn_backpressure_seconds_total", "Time a subtask waited for room downstream.")
 	counter("cairn_late_records_total", "Records a window dropped for arriving after its allowed lateness.")
-	counter("cairn_dead_letters_total", "MQTT messages that could not be decoded.")
+	var kept, added map[string]int64
+	if c.logs != nil {
+		kept, added = c.logs.DeadLetterCounts()
+	}
+	e.family("cairn_dead_letters_total", "counter", "Dead letters stored since the agent started, by cause: undecodable, damaged, rejected, unpublishable.")
+	for _, cause := range mqttio.Causes {
+		e.sample("cairn_dead_letters_total", labels("cause", cause), float64(added[cause]))
+	}
+	e.family("cairn_dead_letters", "gauge", "Dead letters the data directory keeps, which cairn deadletters lists, by cause.")
+	for _, cause := range mqttio.Causes {
+		e.sample("cairn_dead_letters", labels("cause", cause), float64(kept[cause]))
+	}
 	counter("cairn_sink_records_staged_total", "Records a sink staged for a checkpoint.")
 	counter("cairn_sink_messages_published_total", "Messages a sink published that its broker acknowledged.")
 	counter("cairn_sink_records_unencodable_total", "Records a sink dropped as not encodable as JSON (NaN, ±Inf).")
@@ -116,7 +128,10 @@ func (c *control) writeMetrics(w io.Writer) {
 	for _, f := range st.Disk.Files {
 		e.sample("cairn_disk_syncs_total", labels("file", f.Name), float64(f.Syncs))
 	}
-	gauge("cairn_disk_written_bytes_per_day", "The last hour's rate of the bytes the kernel wrote for the agent (its files' pages and the file system's for them), extrapolated to a day.", float64(st.Disk.PerDayBytes))
+	e.family("cairn_disk_written_bytes_per_day", "gauge", "The last hour's rate of the bytes the kernel wrote for the agent (its files' pages and the file system's for them), extrapolated to a day; absent until the agent has run 10 minutes.")
+	if st.Disk.PerDaySpanSeconds > 0 {
+		e.sample("cairn_disk_written_bytes_per_day", "", float64(st.Disk.PerDayBytes))
+	}
 	gauge("cairn_uptime_seconds", "Time since the pipeline (re)started.", st.UptimeSeconds)
 	gauge("cairn_heap_live_bytes", "The Go heap's live data at the last garbage collection (before the first, what it holds).", float64(st.Memory.HeapLive))
 	gauge("cairn_heap_goal_bytes", "The size the Go heap may reach before the next garbage collection.", float64(st.Memory.HeapGoal))
@@ -222,7 +237,6 @@ func (c *control) counts() counts {
 		out.add("cairn_sink_renumbered_total", sink, float64(m.Renumbered.Load()))
 	}
 	for _, m := range inc.sources {
-		out.add("cairn_dead_letters_total", "", float64(m.DeadLetters.Load()))
 		out.add("cairn_ingest_append_failures_total", "", float64(m.AppendFailures.Load()))
 	}
 	return out

@@ -30,6 +30,7 @@ const (
 // are dead letters.
 type rejections struct {
 	policy map[string]string // operator id → config.OnError*
+	sinks  map[string]bool   // the ids of the sinks, whose dead letters are unpublishable output
 	store  func(dl mqttio.DeadLetter, origin uint64) error
 	log    *slog.Logger
 
@@ -46,7 +47,7 @@ type rejectCount struct {
 }
 
 func newRejections(cfg *config.Config, store func(dl mqttio.DeadLetter, origin uint64) error, log *slog.Logger) *rejections {
-	r := &rejections{policy: make(map[string]string), store: store, log: log, ops: make(map[string]*rejectCount)}
+	r := &rejections{policy: make(map[string]string), sinks: make(map[string]bool), store: store, log: log, ops: make(map[string]*rejectCount)}
 	for _, o := range cfg.Operators {
 		r.policy[o.ID] = o.OnError
 	}
@@ -54,6 +55,7 @@ func newRejections(cfg *config.Config, store func(dl mqttio.DeadLetter, origin u
 	// (mqttio.CheckTopic): it is kept, as an operator's by default.
 	for _, s := range cfg.Sinks {
 		r.policy[s.ID] = config.OnErrorDeadLetter
+		r.sinks[s.ID] = true
 	}
 	return r
 }
@@ -78,7 +80,7 @@ func (r *rejections) handle(id checkpoint.TaskID, rec *graph.Record, err error) 
 	}
 	stored := false
 	if policy == config.OnErrorDeadLetter && c.stored < rejectStoredPerPeriod {
-		if serr := r.store(deadLetterOf(id, rec, err), rec.Origin); serr != nil {
+		if serr := r.store(r.deadLetterOf(id, rec, err), rec.Origin); serr != nil {
 			c.storeErr = serr
 		} else {
 			c.stored++
@@ -116,9 +118,9 @@ func (r *rejections) report(op, policy string, c *rejectCount) {
 	r.log.Warn("operator rejected more records", attrs...)
 }
 
-// deadLetterOf is the dead letter of rec: the record as JSON, cut as
-// every dead letter is (mqttio.DeadLetterPayload).
-func deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.DeadLetter {
+// deadLetterOf is the dead letter of rec, which id rejected for err: the
+// record as JSON, cut as every dead letter is (mqttio.DeadLetterPayload).
+func (r *rejections) deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.DeadLetter {
 	payload, jerr := json.Marshal(struct {
 		Key     string  `json:"key"`
 		Time    int64   `json:"time"`
@@ -128,7 +130,10 @@ func deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.Dea
 	if jerr != nil {
 		payload = []byte(fmt.Sprintf("%q", fmt.Sprint(rec.Key, " ", rec.Time, " ", rec.Payload)))
 	}
-	dl := mqttio.DeadLetter{Operator: id.Operator + "/" + strconv.Itoa(id.Subtask), Reason: err.Error()}
+	dl := mqttio.DeadLetter{Cause: mqttio.CauseRejected, Operator: id.Operator + "/" + strconv.Itoa(id.Subtask), Reason: err.Error()}
+	if r.sinks[id.Operator] {
+		dl.Cause = mqttio.CauseUnpublishable
+	}
 	dl.Payload, dl.Size = mqttio.DeadLetterPayload(payload)
 	return dl
 }

@@ -19,8 +19,9 @@ type wearFile struct {
 // wear counts what the agent writes to its data directory, and the rate of
 // the last hour: a gateway's flash wears out by what is written to it.
 type wear struct {
-	files []wearFile
-	base  int64 // the kernel's count when counting began
+	files  []wearFile
+	kernel func() (int64, error) // the kernel's count of the process's writes
+	base   int64                 // the kernel's count when counting began
 
 	mu      sync.Mutex
 	samples []wearSample // oldest first, at most a minute apart, none older than wearWindow but the oldest
@@ -31,12 +32,17 @@ type wearSample struct {
 	written int64
 }
 
-// wearWindow is the span PerDayBytes extrapolates from.
-const wearWindow = time.Hour
+// wearWindow is the span PerDayBytes extrapolates from, and minWearSpan
+// the least: the first minutes of a start (restoring, replaying the log,
+// the first checkpoints) say nothing of a day.
+const (
+	wearWindow  = time.Hour
+	minWearSpan = 10 * time.Minute
+)
 
 func newWear(files ...wearFile) *wear {
-	w := &wear{files: files}
-	w.base, _ = procfs.WriteBytes(procfs.Self)
+	w := &wear{files: files, kernel: func() (int64, error) { return procfs.WriteBytes(procfs.Self) }}
+	w.base, _ = w.kernel()
 	w.sample(time.Now())
 	return w
 }
@@ -46,7 +52,7 @@ func newWear(files ...wearFile) *wear {
 // them, which the files' counts cannot see. Where the kernel does not
 // tell, it is the sum of the files' pages.
 func (w *wear) written() int64 {
-	if n, err := procfs.WriteBytes(procfs.Self); err == nil {
+	if n, err := w.kernel(); err == nil {
 		return n - w.base
 	}
 	var n int64
@@ -93,8 +99,9 @@ func (w *wear) status(now time.Time) api.Disk {
 	w.mu.Lock()
 	oldest := w.samples[0]
 	w.mu.Unlock()
-	if span := now.Sub(oldest.at); span >= time.Second {
+	if span := now.Sub(oldest.at); span >= minWearSpan {
 		d.PerDayBytes = int64(float64(d.WrittenBytes-oldest.written) / span.Seconds() * 86400)
+		d.PerDaySpanSeconds = span.Seconds()
 	}
 	return d
 }

@@ -47,7 +47,10 @@ func TestBrokerStateOfAClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Disconnect(0)
-	testwait.For(t, 20*time.Second, "the second client connected", func() bool { return state.Status().Connected == 1 })
+	// The state changes before the connection is logged: wait for both.
+	testwait.For(t, 20*time.Second, "the second client connected", func() bool {
+		return state.Status().Connected == 1 && strings.Contains(log.String(), `msg="MQTT connected"`)
+	})
 	if st := state.Status(); st.Clients != 2 {
 		t.Fatalf("state of one client up and one down: %+v", st)
 	}

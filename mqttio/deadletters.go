@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -19,6 +20,9 @@ import (
 // DeadLetter is a message that could not be decoded, or a record an
 // operator rejected, kept with the reason.
 type DeadLetter struct {
+	// Cause says why there is a dead letter (Cause*); empty in those an
+	// older cairn stored, whose cause CauseOf infers.
+	Cause string `json:"cause,omitempty"`
 	// Operator is the subtask ("id/subtask") that rejected the record;
 	// empty for a message its source could not decode.
 	Operator string `json:"operator,omitempty"`
@@ -32,6 +36,35 @@ type DeadLetter struct {
 	Reason  string `json:"reason"`
 	// Time is when it was stored; zero in those an older cairn stored.
 	Time time.Time `json:"time,omitzero"`
+}
+
+// The causes of dead letters (DeadLetter.Cause), in the order cairn
+// shows them.
+const (
+	// CauseUndecodable: a message its source could not decode.
+	CauseUndecodable = "undecodable"
+	// CauseDamaged: messages lost to damage in the ingest log.
+	CauseDamaged = "damaged"
+	// CauseRejected: a record an operator rejected.
+	CauseRejected = "rejected"
+	// CauseUnpublishable: a record a sink rejected, whose topic no
+	// broker takes, or that JSON cannot hold.
+	CauseUnpublishable = "unpublishable"
+)
+
+// Causes are the causes of dead letters, in the order cairn shows them.
+var Causes = []string{CauseUndecodable, CauseDamaged, CauseRejected, CauseUnpublishable}
+
+// CauseOf is dl's cause: its own, or for one an older cairn stored
+// without, a source's undecodable and an operator's rejected.
+func CauseOf(dl *DeadLetter) string {
+	switch {
+	case dl.Cause != "":
+		return dl.Cause
+	case dl.Operator == "":
+		return CauseUndecodable
+	}
+	return CauseRejected
 }
 
 // MaxDeadLetterPayload is how much of a message or record a dead letter
@@ -61,12 +94,15 @@ type ShownDeadLetter struct {
 	// at-most-once source's).
 	Seq uint64 `json:"seq"`
 	// Time is when it was stored; absent for those an older cairn stored.
-	Time     time.Time `json:"time,omitzero"`
-	Source   string    `json:"source,omitempty"`
-	Operator string    `json:"operator,omitempty"`
-	Topic    string    `json:"topic,omitempty"`
-	Offset   uint64    `json:"offset,omitempty"`
-	Reason   string    `json:"reason"`
+	Time time.Time `json:"time,omitzero"`
+	// Cause is why: CauseUndecodable, CauseDamaged, CauseRejected or
+	// CauseUnpublishable.
+	Cause    string `json:"cause"`
+	Source   string `json:"source,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Topic    string `json:"topic,omitempty"`
+	Offset   uint64 `json:"offset,omitempty"`
+	Reason   string `json:"reason"`
 	// Payload is the message or record as kept: its first
 	// MaxDeadLetterPayload bytes, as text, or in base64 where
 	// PayloadEncoding says "base64"; PayloadBytes is its whole length.
@@ -81,7 +117,7 @@ func (dl *StoredDeadLetter) Shown() ShownDeadLetter {
 	if size == 0 { // stored by an earlier cairn, whole
 		size = len(dl.Payload)
 	}
-	out := ShownDeadLetter{Seq: dl.Seq, Time: dl.Time, Source: dl.Source, Operator: dl.Operator, Topic: dl.Topic,
+	out := ShownDeadLetter{Seq: dl.Seq, Time: dl.Time, Cause: CauseOf(&dl.DeadLetter), Source: dl.Source, Operator: dl.Operator, Topic: dl.Topic,
 		Offset: dl.Offset, Reason: dl.Reason, Payload: string(dl.Payload), PayloadBytes: size}
 	if !utf8.Valid(dl.Payload) {
 		out.Payload, out.PayloadEncoding = base64.StdEncoding.EncodeToString(dl.Payload), "base64"
@@ -108,6 +144,8 @@ type deadLetterStore struct {
 	mu     sync.Mutex
 	log    *seglog.Log
 	stored map[string]uint64 // storedKey → the highest offset stored
+	kept   map[string]int64  // cause → dead letters the log holds
+	added  map[string]int64  // cause → dead letters stored since it was opened
 }
 
 // storedKey is what dead letters are stored in offset order by: their
@@ -128,9 +166,20 @@ func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) 
 	if err != nil {
 		return nil, fmt.Errorf("dead letters: %w", err)
 	}
-	d := &deadLetterStore{log: l, stored: make(map[string]uint64)}
+	d := &deadLetterStore{log: l, stored: make(map[string]uint64), added: make(map[string]int64)}
+	if err := d.scan(true); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// scan reads the log through, counting what it keeps by cause, and, if
+// keys, noting the offsets stored by key.
+func (d *deadLetterStore) scan(keys bool) error {
+	d.kept = make(map[string]int64)
 	var bad error
-	err = l.Read(l.First(), func(r seglog.Record) bool {
+	err := d.log.Read(d.log.First(), func(r seglog.Record) bool {
 		if r.Damage != "" {
 			return true // lost, and logged as such
 		}
@@ -138,7 +187,8 @@ func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) 
 		if bad = json.Unmarshal(r.Data, &dl); bad != nil {
 			return false
 		}
-		if k := storedKey(&dl); k != "" {
+		d.kept[CauseOf(&dl)]++
+		if k := storedKey(&dl); keys && k != "" {
 			d.stored[k] = max(d.stored[k], dl.Offset)
 		}
 		return true
@@ -147,10 +197,17 @@ func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) 
 		err = bad
 	}
 	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("dead letters: %w", err)
+		return fmt.Errorf("dead letters: %w", err)
 	}
-	return d, nil
+	return nil
+}
+
+// counts returns, by cause, the dead letters the store keeps and those it
+// stored since it was opened.
+func (d *deadLetterStore) counts() (kept, added map[string]int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.kept), maps.Clone(d.added)
 }
 
 // add stores the dead letters not stored yet, durably, and returns those
@@ -187,7 +244,18 @@ func (d *deadLetterStore) add(dls []DeadLetter) ([]StoredDeadLetter, error) {
 			d.stored[k] = max(d.stored[k], dl.Offset)
 		}
 	}
-	return added, d.log.TrimTo(maxDeadLetterBytes)
+	for _, dl := range added {
+		d.kept[CauseOf(&dl.DeadLetter)]++
+		d.added[CauseOf(&dl.DeadLetter)]++
+	}
+	first := d.log.First()
+	if err := d.log.TrimTo(maxDeadLetterBytes); err != nil {
+		return added, err
+	}
+	if d.log.First() != first { // the oldest went: count what is left
+		return added, d.scan(false)
+	}
+	return added, nil
 }
 
 // list returns up to limit dead letters from seq from on (from the oldest
@@ -218,6 +286,11 @@ func listDeadLetters(l *seglog.Log, from uint64, limit int) ([]StoredDeadLetter,
 }
 
 func (d *deadLetterStore) close() error { return d.log.Close() }
+
+// DeadLetterCounts returns, by cause (Causes), the dead letters kept in
+// the logs' store, which `cairn deadletters` lists, and those stored since
+// the logs were opened.
+func (d *Logs) DeadLetterCounts() (kept, added map[string]int64) { return d.dead.counts() }
 
 // deadLetters stores dead letters, and returns those it stored: a replay
 // stores each of a source once.

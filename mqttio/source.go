@@ -453,14 +453,14 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 			if m.Lost.Count == 0 {
 				return nil // bytes that held no message
 			}
-			dl := DeadLetter{Source: s.name(), Offset: off, Reason: fmt.Sprintf("ingest log damaged: %d messages lost, offsets %d to %d: %s",
+			dl := DeadLetter{Cause: CauseDamaged, Source: s.name(), Offset: off, Reason: fmt.Sprintf("ingest log damaged: %d messages lost, offsets %d to %d: %s",
 				m.Lost.Count, off, off+uint64(m.Lost.Count)-1, m.Lost.Reason)}
 			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
 			dead = append(dead, dl)
 			return nil
 		}
 		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
-			dl := DeadLetter{Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
+			dl := DeadLetter{Cause: CauseUndecodable, Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
 			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
 			dead = append(dead, dl)
 			return nil
@@ -520,7 +520,7 @@ func (s *source) readFast(buf []graph.Record) (int, error) {
 			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 				s.cfg.Metrics.DeadLetters.Add(1)
 				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
-				dl := StoredDeadLetter{DeadLetter: DeadLetter{Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
+				dl := StoredDeadLetter{DeadLetter: DeadLetter{Cause: CauseUndecodable, Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
 				dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
 				s.publishDeadLetters([]StoredDeadLetter{dl})
 				continue

@@ -28,7 +28,7 @@ func skewedStatus(uptime float64, scale int64) api.Status {
 		RestoredFrom: &api.Restored{ID: 17, Source: "local"},
 		DeadLetters:  3, IngestLag: 1200,
 		Memory: api.Memory{Resident: 46_500_000, HeapLive: 18_200_000, HeapGoal: 36_400_000, Limit: 96 << 20},
-		Disk:   api.Disk{WrittenBytes: 2_100_000, Syncs: 5_300, PerDayBytes: 41_000_000},
+		Disk:   api.Disk{WrittenBytes: 2_100_000, Syncs: 5_300, PerDayBytes: 41_000_000, PerDaySpanSeconds: 3600},
 		Operators: []api.Operator{
 			{ID: "fleet", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 2000, 970, 0)}},
 			{ID: "reference", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 300, 0, 0)}},

@@ -167,7 +167,7 @@ func (m *Model) header(w int) []string {
 			counters += brokers
 		}
 	}
-	if disk := fmt.Sprintf(" · disk %s/day", bytes(st.Disk.PerDayBytes)); lipgloss.Width(counters+disk) <= w {
+	if disk := fmt.Sprintf(" · disk %s/day", bytes(st.Disk.PerDayBytes)); st.Disk.PerDaySpanSeconds > 0 && lipgloss.Width(counters+disk) <= w {
 		counters += disk
 	}
 	lines = append(lines, counters)

@@ -15,7 +15,11 @@ type Status struct {
 	// RestoredFrom is null on a fresh start.
 	RestoredFrom *Restored  `json:"restored_from"`
 	Operators    []Operator `json:"operators"`
-	DeadLetters  int64      `json:"dead_letters"`
+	// DeadLetters counts the dead letters the data directory keeps, which
+	// `cairn deadletters` lists, across restarts; DeadLetterCauses, by
+	// cause (DeadLetter.Cause).
+	DeadLetters      int64            `json:"dead_letters"`
+	DeadLetterCauses map[string]int64 `json:"dead_letter_causes"`
 	// Brokers are the MQTT brokers the pipeline's clients talk to, by
 	// name in the config.
 	Brokers []Broker `json:"brokers"`
@@ -295,9 +299,12 @@ type Disk struct {
 	// Syncs are the fsyncs and fdatasyncs of the agent's files.
 	Syncs int64 `json:"syncs"`
 	// PerDayBytes is the rate of the last hour (or since the start, when
-	// shorter), extrapolated to a day.
-	PerDayBytes int64      `json:"per_day_bytes"`
-	Files       []DiskFile `json:"files"`
+	// shorter), extrapolated to a day; PerDaySpanSeconds, the span it is
+	// the rate of. Both are 0 until the agent has run 10 minutes: a few
+	// seconds of a start say nothing of a day.
+	PerDayBytes       int64      `json:"per_day_bytes"`
+	PerDaySpanSeconds float64    `json:"per_day_span_seconds"`
+	Files             []DiskFile `json:"files"`
 }
 
 // DiskFile is what the agent wrote to some of its files: "ingest" (the
@@ -317,6 +324,11 @@ type DeadLetter struct {
 	Seq uint64 `json:"seq"`
 	// Time is when it was stored; zero for those an older cairn stored.
 	Time time.Time `json:"time,omitzero"`
+	// Cause is why: "undecodable" (a message its source could not
+	// decode), "damaged" (messages lost to damage in the ingest log),
+	// "rejected" (a record an operator rejected) or "unpublishable" (a
+	// record a sink rejected).
+	Cause string `json:"cause"`
 	// Source is the source that received it; Operator, for a rejected
 	// record, the subtask ("id/subtask") that rejected it.
 	Source   string `json:"source,omitempty"`

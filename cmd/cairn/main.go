@@ -480,7 +480,10 @@ func diskLine(d api.Disk) string {
 	if len(files) > 0 {
 		line += " (" + strings.Join(files, "; ") + ")"
 	}
-	return line + "; about " + megabytes(d.PerDayBytes) + " a day at the last hour's rate"
+	if d.PerDaySpanSeconds == 0 {
+		return line + "; a day's rate once the agent has run 10 minutes"
+	}
+	return line + "; about " + megabytes(d.PerDayBytes) + " a day at the rate of the last " + (time.Duration(d.PerDaySpanSeconds) * time.Second).Round(time.Minute).String()
 }
 
 // megabytes formats n bytes in decimal megabytes.
@@ -529,7 +532,13 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	input := fmt.Sprintf("input: ingest lag %d, dead letters %d", st.IngestLag, st.DeadLetters)
 	if st.DeadLetters > 0 {
-		input += " (cairn deadletters lists them)"
+		var causes []string
+		for _, c := range []string{"undecodable", "damaged", "rejected", "unpublishable"} { // as api.DeadLetter.Cause
+			if n := st.DeadLetterCauses[c]; n > 0 {
+				causes = append(causes, fmt.Sprintf("%d %s", n, c))
+			}
+		}
+		input += " (" + strings.Join(causes, ", ") + "; cairn deadletters lists them)"
 	}
 	fmt.Fprintln(stdout, input)
 	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED")

@@ -158,6 +158,15 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 	if got := reasons(out); err != nil || len(got) != 2 {
 		t.Fatalf("cairn deadletters of the running agent: %v, the reasons %v; want some, for a missing humidity and for \"wet\"", err, got)
 	}
+	// Status counts what deadletters lists, the first run's too, by cause.
+	listed := int64(strings.Count(string(out), "\n"))
+	if st := cairntest.AwaitStatus(t, socket, "the status", time.Minute, func(api.Status) bool { return true }); st.DeadLetters != listed ||
+		st.DeadLetterCauses["rejected"] != listed || st.DeadLetterCauses["undecodable"] != 0 {
+		t.Fatalf("status says %d dead letters (%v); cairn deadletters lists %d, all rejected", st.DeadLetters, st.DeadLetterCauses, listed)
+	}
+	if status, _ := exec.Command(bin, "status", "-c", file).Output(); !strings.Contains(string(status), fmt.Sprintf("dead letters %d (%d rejected; cairn deadletters lists them)", listed, listed)) {
+		t.Fatalf("cairn status:\n%s", status)
+	}
 	second.Signal(syscall.SIGTERM)
 	if err := second.Wait(); err != nil {
 		t.Fatalf("agent stopped with %v", err)

@@ -89,7 +89,7 @@ func stateAndStore(dir string, keys int) (*State, *localrecovery.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
 	return st, store, err
 }
 

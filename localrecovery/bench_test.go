@@ -18,12 +18,11 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/localrecovery"
-	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
 func openStore(b *testing.B) *localrecovery.Store {
-	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints"), localrecovery.Options{})
+	s, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -262,7 +261,7 @@ func (c *countTo) ProcessRecord(int, *graph.Record) error {
 // prepareMillionKeyCheckpoint leaves in dir a store whose newest checkpoint
 // holds a million keys.
 func prepareMillionKeyCheckpoint(b *testing.B, dir string) {
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -306,7 +305,7 @@ func (firstRecord) ProcessRecord(int, *graph.Record) error {
 // runFirstRecord restores dir's newest checkpoint and runs until the first
 // record reaches the sink.
 func runFirstRecord(dir string) error {
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{})
 	if err != nil {
 		return err
 	}
@@ -319,7 +318,7 @@ func runFirstRecord(dir string) error {
 		return err
 	}
 	cfg := checkpoint.DefaultConfig()
-	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore)})
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: localrecovery.Candidates(store, restore)})
 	if err != nil {
 		return err
 	}

@@ -135,3 +135,20 @@ func TruncateHalf(path string) error {
 	}
 	return os.Truncate(path, int64(m.highPage/2)*int64(m.pageSize))
 }
+
+// Tuned is opts with bbolt's options changed by tune (BenchmarkOptions).
+func Tuned(opts Options, tune func(*bolt.Options)) Options {
+	opts.tune = tune
+	return opts
+}
+
+// SetChunkSize makes the chunks of snapshots n bytes, and returns what
+// sets them back (BenchmarkOptions).
+func SetChunkSize(n int) func() {
+	was := chunkSize
+	chunkSize = n
+	return func() { chunkSize = was }
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }

@@ -24,6 +24,9 @@ import (
 // (chosen by measurement: the package doc).
 const ChunkSize = 1 << 20
 
+// chunkSize is ChunkSize but where BenchmarkOptions varies it.
+var chunkSize = ChunkSize
+
 // Options configure a Store.
 type Options struct {
 	// Retain is how many completed checkpoints to keep; default 3.
@@ -200,6 +203,10 @@ func (s *Store) load() error {
 		format = formatOf(tx)
 		return nil
 	}); err != nil {
+		if s.opts.ReadOnly {
+			s.damage = append(s.damage, err.Error()) // nothing to list
+			return nil
+		}
 		return err
 	}
 	switch {
@@ -496,15 +503,15 @@ func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
 		for p := range data {
 			for len(p) > 0 {
 				if buf == nil {
-					if full || len(p) >= ChunkSize {
-						buf = make([]byte, 0, ChunkSize+4)
+					if full || len(p) >= chunkSize {
+						buf = make([]byte, 0, chunkSize+4)
 					} else {
 						buf = make([]byte, 0, len(p)+4)
 					}
 				}
-				n := min(len(p), ChunkSize-len(buf))
+				n := min(len(p), chunkSize-len(buf))
 				buf, p = append(buf, p[:n]...), p[n:]
-				if len(buf) == ChunkSize {
+				if len(buf) == chunkSize {
 					full = true
 					if !yield(done()) {
 						return

@@ -14,33 +14,35 @@ import (
 )
 
 // The layout of the store's bbolt file, format 3 (the package doc says
-// why it is so). Top-level buckets:
+// why it is so). Its names are text, for the bbolt command (`bbolt
+// buckets`, `bbolt keys`: docs/checkpoints.md). Top-level buckets:
 //
-//	"meta"             "format"     → 1 byte: 3
-//	                   "last_id"    → 8 bytes big-endian: an id taken (SaveLastID)
-//	                   "moved_from" → what an earlier store held when it was
-//	                                  moved into this file (moveSegments)
-//	0x00 <id:8 BE>     a checkpoint's bucket:
-//	                   "m"                          → its completion record: the
-//	                                                  manifest as JSON, then its
-//	                                                  CRC-32C (4 bytes BE)
-//	                   "s" <task> 0x00 <chunk:4 BE> → a chunk of the subtask's
-//	                                                  snapshot, then the chunk's
-//	                                                  CRC-32C (4 bytes BE)
+//	"meta"                 "format"     → 1 byte: 3
+//	                       "last_id"    → 8 bytes big-endian: an id taken (SaveLastID)
+//	                       "moved_from" → what an earlier store held when it was
+//	                                      moved into this file (rebuild)
+//	"checkpoint <id:%020d>" a checkpoint's bucket:
+//	                       "record"                     → its completion record: the
+//	                                                      manifest as JSON, then its
+//	                                                      CRC-32C (4 bytes BE)
+//	                       "state/<task>/<chunk:%08d>"  → a chunk of the subtask's
+//	                                                      snapshot, then the chunk's
+//	                                                      CRC-32C (4 bytes BE)
 //
-// A checkpoint's bucket may lack "m": its record went with retention while
-// a retained checkpoint's chain still names its snapshots, or it holds the
-// snapshots a store of format 2 kept under a checkpoint whose record had
-// gone. Formats 1 and 2 (earlier.go) are moved into format 3 when opened.
+// A checkpoint's bucket may lack its record: it holds the snapshots a
+// store of format 2 kept under a checkpoint whose record had gone, which
+// a retained checkpoint's chain names. Formats 1 and 2 (earlier.go) are
+// moved into format 3 when opened.
 const formatVersion = 3
 
 var (
-	bucketMeta  = []byte("meta")
-	keyFormat   = []byte("format")
-	keyLastID   = []byte("last_id")
-	keyMoved    = []byte("moved_from")
-	keyRecord   = []byte("m")
-	chunkPrefix = byte('s')
+	bucketMeta      = []byte("meta")
+	keyFormat       = []byte("format")
+	keyLastID       = []byte("last_id")
+	keyMoved        = []byte("moved_from")
+	keyRecord       = []byte("record")
+	checkpointNamed = "checkpoint "
+	statePrefix     = "state/"
 )
 
 // crc32c is the Castagnoli table of every checksum the store writes.
@@ -48,37 +50,43 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 // checkpointBucket is the name of checkpoint id's bucket.
 func checkpointBucket(id uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{0}, id)
+	return fmt.Appendf(nil, "%s%020d", checkpointNamed, id)
 }
 
 // parseCheckpointBucket returns the id of a checkpoint bucket's name;
 // false for another top-level bucket.
 func parseCheckpointBucket(name []byte) (uint64, bool) {
-	if len(name) != 9 || name[0] != 0 {
+	digits, ok := bytes.CutPrefix(name, []byte(checkpointNamed))
+	if !ok || len(digits) != 20 {
 		return 0, false
 	}
-	return binary.BigEndian.Uint64(name[1:]), true
+	id, err := strconv.ParseUint(string(digits), 10, 64)
+	return id, err == nil
 }
 
 // chunkKey is the key of chunk i of task's snapshot in its checkpoint's
 // bucket.
 func chunkKey(task string, i uint32) []byte {
-	k := make([]byte, 0, 1+len(task)+1+4)
-	k = append(append(append(k, chunkPrefix), task...), 0)
-	return binary.BigEndian.AppendUint32(k, i)
+	return fmt.Appendf(nil, "%s%08d", snapshotPrefix(task), i)
 }
 
 // snapshotPrefix is what the keys of task's chunks start with.
 func snapshotPrefix(task string) []byte {
-	return append(append([]byte{chunkPrefix}, task...), 0)
+	return []byte(statePrefix + task + "/")
 }
 
 // parseChunkKey returns the task and index of a chunk's key.
 func parseChunkKey(k []byte) (task string, i uint32, ok bool) {
-	if len(k) < 1+1+1+4 || k[0] != chunkPrefix || k[len(k)-5] != 0 {
+	rest, ok := bytes.CutPrefix(k, []byte(statePrefix))
+	slash := bytes.LastIndexByte(rest, '/')
+	if !ok || slash <= 0 || len(rest)-slash-1 != 8 {
 		return "", 0, false
 	}
-	return string(k[1 : len(k)-5]), binary.BigEndian.Uint32(k[len(k)-4:]), true
+	n, err := strconv.ParseUint(string(rest[slash+1:]), 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return string(rest[:slash]), uint32(n), true
 }
 
 // chunkValue is a chunk as stored: its bytes, then their CRC-32C.
@@ -131,7 +139,7 @@ func handleKey(id uint64, task string) string { return strconv.FormatUint(id, 10
 func parseHandleKey(key string) (uint64, string, error) {
 	ids, task, ok := strings.Cut(key, "/")
 	id, err := strconv.ParseUint(ids, 10, 64)
-	if !ok || err != nil || task == "" || strings.IndexByte(task, 0) >= 0 {
+	if !ok || err != nil || task == "" {
 		return 0, "", fmt.Errorf("bad state key %q", key)
 	}
 	return id, task, nil
@@ -140,5 +148,5 @@ func parseHandleKey(key string) (uint64, string, error) {
 // isChunkOf says whether k is a key of a chunk of the snapshot whose keys
 // start with prefix.
 func isChunkOf(k, prefix []byte) bool {
-	return len(k) == len(prefix)+4 && bytes.HasPrefix(k, prefix)
+	return len(k) == len(prefix)+8 && bytes.HasPrefix(k, prefix)
 }

@@ -31,6 +31,13 @@ import (
 const helperEnv = "CAIRN_HELPER"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(storeEnv); path != "" {
+		if err := runWriter(path); err != nil {
+			fmt.Fprintln(os.Stderr, "writer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if dir := os.Getenv(helperEnv); dir != "" {
 		if err := runHelper(dir); err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)

@@ -28,7 +28,8 @@ import (
 //	snapshots    <id:8 BE><task>\x00 → a bucket per subtask snapshot,
 //	                 <part:4 BE> → a bucket per write transaction,
 //	                     <chunk:4 BE> → up to 1 MiB of the snapshot
-//	checkpoints  <id:8 BE> → the completion record (encodeRecord)
+//	checkpoints  <id:8 BE> → the completion record: the manifest as JSON,
+//	                         then its CRC-32C (4 bytes BE)
 //
 // and in format 1 every chunk in one bucket, "blobs", under the key
 // <id:8 BE><task>\x00<chunk:4 BE>.
@@ -216,7 +217,7 @@ func (f *boltFile) completed() []*checkpoint.Manifest {
 			return nil
 		}
 		return records.ForEach(func(k, v []byte) error {
-			m, err := decodeRecord(v)
+			m, err := decodeEarlierRecord(v)
 			if err != nil || len(k) != 8 || m.ID != binary.BigEndian.Uint64(k) {
 				f.log.Error("skipping a damaged completion record", "key", fmt.Sprintf("%x", k), "err", err)
 				return nil

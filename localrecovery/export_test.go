@@ -1,11 +1,12 @@
 package localrecovery
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"unsafe"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -33,7 +34,7 @@ func FlipNewestBlob(path string) (uint64, error) {
 		return 0, err
 	}
 	var id uint64
-	var off int64
+	var value []byte
 	err = db.View(func(tx *bolt.Tx) error {
 		c := tx.Cursor()
 		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
@@ -45,8 +46,7 @@ func FlipNewestBlob(path string) (uint64, error) {
 			bc := b.Cursor()
 			for ck, v := bc.First(); ck != nil; ck, v = bc.Next() {
 				if _, i, ok := parseChunkKey(ck); ok && i == 0 && len(v) > 8 {
-					id = cid
-					off = int64(uintptr(unsafe.Pointer(&v[(len(v)-4)/2])) - db.Info().Data)
+					id, value = cid, slices.Clone(v)
 					return nil
 				}
 			}
@@ -58,7 +58,17 @@ func FlipNewestBlob(path string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return id, flipByte(path, off, 0x08)
+	// Where the value is in the file (bbolt copies an inline bucket's
+	// values that are not aligned, so its pointer may not tell).
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	at := bytes.Index(data, value)
+	if at < 0 || bytes.Index(data[at+1:], value) >= 0 {
+		return 0, fmt.Errorf("checkpoint %d's chunk is not in the file once", id)
+	}
+	return id, flipByte(path, int64(at+len(value)/2), 0x08)
 }
 
 // flipByte flips the bits mask of the byte at off of the file at path.

@@ -258,24 +258,74 @@ func TestChunker(t *testing.T) {
 	small := bytes.Repeat([]byte("s"), ChunkSize/3)
 	big := payload(3, 2*ChunkSize+5)
 	parts := [][]byte{small, nil, small, big, small, {}}
-	var joined []byte
 	got := slices.Collect(chunks(slices.Values(parts)))
-	for i, c := range got {
-		data, err := chunkData(c)
-		if err != nil {
-			t.Fatalf("chunk %d: %v", i, err)
-		}
-		if i < len(got)-1 && len(data) != ChunkSize {
-			t.Fatalf("chunk %d of %d is %d bytes, want %d", i, len(got), len(data), ChunkSize)
-		}
-		joined = append(joined, data...)
-	}
-	if !bytes.Equal(joined, bytes.Join(parts, nil)) {
+	if !bytes.Equal(bytes.Join(got, nil), bytes.Join(parts, nil)) {
 		t.Fatal("chunks do not join back into the parts")
+	}
+	for i, c := range got[:len(got)-1] {
+		if len(c) != ChunkSize {
+			t.Fatalf("chunk %d of %d is %d bytes, want %d", i, len(got), len(c), ChunkSize)
+		}
 	}
 	if got := slices.Collect(chunks(slices.Values([][]byte{nil, {}}))); len(got) != 0 {
 		t.Fatalf("empty parts gave %d chunks", len(got))
 	}
+}
+
+// TestValues: a value holds what was stored, deflated where small and
+// that saves a tenth, raw otherwise; a changed byte anywhere in it fails
+// its checksum; its header says its length without inflating it.
+func TestValues(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		data    []byte
+		deflate bool
+	}{
+		{"empty", nil, false},
+		{"tiny", []byte("x"), false},
+		{"small, repetitive", bytes.Repeat([]byte("reading "), 400), true},
+		{"small, random", payloadRandom(3000), false},
+		{"large", payload(1, deflateBelow+1), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := encodeValue(c.data)
+			if (v[0] == valueDeflate) != c.deflate {
+				t.Fatalf("encoding %d, want deflated %v", v[0], c.deflate)
+			}
+			if n, ok := valueSize(v); !ok || n != int64(len(c.data)) {
+				t.Fatalf("valueSize %d %v, want %d", n, ok, len(c.data))
+			}
+			got, err := decodeValue(v, ChunkSize)
+			if err != nil || !bytes.Equal(got, c.data) {
+				t.Fatalf("decodeValue: %v", err)
+			}
+			for i := range v {
+				bad := slices.Clone(v)
+				bad[i] ^= 0x20
+				if _, err := decodeValue(bad, ChunkSize); err == nil {
+					t.Fatalf("a value with byte %d of %d changed decodes", i, len(v))
+				}
+			}
+			if len(c.data) > 0 {
+				if _, err := decodeValue(v, len(c.data)-1); err == nil {
+					t.Fatal("a value larger than the limit decodes")
+				}
+			}
+		})
+	}
+}
+
+// payloadRandom is n bytes that do not deflate.
+func payloadRandom(n int) []byte {
+	data := make([]byte, n)
+	x := uint64(88172645463325252)
+	for i := range data {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		data[i] = byte(x)
+	}
+	return data
 }
 
 // TestIncompleteCheckpointWritesNothing: snapshots taken in for a

@@ -2,13 +2,17 @@ package localrecovery
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 )
@@ -23,11 +27,11 @@ import (
 //	                                      moved into this file (rebuild)
 //	"checkpoint <id:%020d>" a checkpoint's bucket:
 //	                       "record"                     → its completion record: the
-//	                                                      manifest as JSON, then its
-//	                                                      CRC-32C (4 bytes BE)
+//	                                                      manifest as JSON, as a value
 //	                       "state/<task>/<chunk:%08d>"  → a chunk of the subtask's
-//	                                                      snapshot, then the chunk's
-//	                                                      CRC-32C (4 bytes BE)
+//	                                                      snapshot, as a value
+//
+// where a value is checksummed, and deflated when small (encodeValue).
 //
 // A checkpoint's bucket may lack its record: it holds the snapshots a
 // store of format 2 kept under a checkpoint whose record had gone, which
@@ -89,35 +93,124 @@ func parseChunkKey(k []byte) (task string, i uint32, ok bool) {
 	return string(rest[:slash]), uint32(n), true
 }
 
-// chunkValue is a chunk as stored: its bytes, then their CRC-32C.
-func chunkValue(chunk []byte) []byte {
-	v := make([]byte, 0, len(chunk)+4)
-	return binary.BigEndian.AppendUint32(append(v, chunk...), crc32.Checksum(chunk, crc32c))
+// A value of a checkpoint's bucket, a completion record or a chunk, is
+// stored as an encoding (a byte: valueRaw or valueDeflate), the length
+// of what it holds (uvarint), the bytes stored (deflated or not), then
+// the CRC-32C of everything before it (4 bytes BE). A small value is
+// deflated where that saves a tenth: at the reference load a
+// checkpoint's record and snapshots then fit a page, where raw they take
+// two (docs/checkpoints.md); a large one is stored raw, so that a large
+// state's restore reads and checks its bytes and no more.
+const (
+	valueRaw     = 0
+	valueDeflate = 1
+	// deflateBelow is the size under which a value is deflated.
+	deflateBelow = 64 << 10
+	// maxRecord bounds what a record inflates to.
+	maxRecord = 64 << 20
+)
+
+var deflaters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
+	return w
+}}
+
+var inflaters = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+
+// encodeValue is data as stored, in a new slice: deflated if it is
+// smaller than deflateBelow and deflating saves a tenth.
+func encodeValue(data []byte) []byte {
+	head := binary.AppendUvarint([]byte{valueRaw}, uint64(len(data)))
+	if len(data) < deflateBelow && len(data) >= 64 {
+		var z bytes.Buffer
+		z.Write(binary.AppendUvarint([]byte{valueDeflate}, uint64(len(data))))
+		w := deflaters.Get().(*flate.Writer)
+		w.Reset(&z)
+		_, err := w.Write(data)
+		if err = errors.Join(err, w.Close()); err == nil && z.Len()-len(head) < len(data)*9/10 {
+			deflaters.Put(w)
+			return binary.BigEndian.AppendUint32(z.Bytes(), crc32.Checksum(z.Bytes(), crc32c))
+		}
+		deflaters.Put(w)
+	}
+	v := make([]byte, 0, len(head)+len(data)+4)
+	v = append(append(v, head...), data...)
+	return binary.BigEndian.AppendUint32(v, crc32.Checksum(v, crc32c))
 }
 
-// chunkData verifies a stored chunk and returns its bytes (v's).
-func chunkData(v []byte) ([]byte, error) {
-	if len(v) < 4 {
-		return nil, errors.New("a chunk shorter than its checksum")
+// valueSize is the length of what a stored value holds, from its header.
+func valueSize(v []byte) (int64, bool) {
+	if len(v) < 1+1+4 || v[0] > valueDeflate {
+		return 0, false
 	}
-	data, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
-	if crc32.Checksum(data, crc32c) != sum {
-		return nil, errors.New("a chunk fails its checksum")
+	n, k := binary.Uvarint(v[1:])
+	return int64(n), k > 0 && n <= math.MaxInt32
+}
+
+// decodeValue verifies a stored value and returns what it holds, at most
+// limit bytes: v's own bytes if it is raw.
+func decodeValue(v []byte, limit int) ([]byte, error) {
+	n, ok := valueSize(v)
+	if !ok {
+		return nil, errors.New("not a value of the store")
+	}
+	body, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if crc32.Checksum(body, crc32c) != sum {
+		return nil, errors.New("fails its checksum")
+	}
+	stored := body[1+uvarintLen(uint64(n)):]
+	if n > int64(limit) {
+		return nil, fmt.Errorf("holds %d bytes, more than %d", n, limit)
+	}
+	if v[0] == valueRaw {
+		if int64(len(stored)) != n {
+			return nil, fmt.Errorf("holds %d bytes, says %d", len(stored), n)
+		}
+		return stored, nil
+	}
+	r := inflaters.Get().(io.ReadCloser)
+	defer inflaters.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(stored), nil); err != nil {
+		return nil, err
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("does not inflate to its %d bytes: %v", n, err)
+	}
+	if k, _ := r.Read(make([]byte, 1)); k > 0 {
+		return nil, fmt.Errorf("inflates to more than its %d bytes", n)
 	}
 	return data, nil
 }
 
-// encodeRecord is a completion record as stored (formats 1 to 3).
+func uvarintLen(n uint64) int { return len(binary.AppendUvarint(nil, n)) }
+
+// encodeRecord is a completion record as stored in format 3: the
+// manifest as JSON, as a value (encodeValue).
 func encodeRecord(m *checkpoint.Manifest) ([]byte, error) {
 	js, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
 	}
-	return binary.BigEndian.AppendUint32(js, crc32.Checksum(js, crc32c)), nil
+	return encodeValue(js), nil
 }
 
-// decodeRecord decodes and verifies a completion record.
+// decodeRecord decodes and verifies a completion record of format 3.
 func decodeRecord(v []byte) (*checkpoint.Manifest, error) {
+	js, err := decodeValue(v, maxRecord)
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	m := new(checkpoint.Manifest)
+	if err := json.Unmarshal(js, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// decodeEarlierRecord decodes and verifies a completion record of
+// formats 1 and 2: the manifest as JSON, then its CRC-32C (4 bytes BE).
+func decodeEarlierRecord(v []byte) (*checkpoint.Manifest, error) {
 	if len(v) < 4 {
 		return nil, errors.New("record too short")
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"iter"
 	"log/slog"
 	"os"
@@ -285,8 +284,9 @@ func readIndex(db *bolt.DB, log *slog.Logger) (index, error) {
 						idx.completed = append(idx.completed, m)
 						return nil
 					}
-					if task, _, ok := parseChunkKey(k); ok && len(v) >= 4 {
-						idx.stored[handleKey(id, task)] += int64(len(v) - 4)
+					if task, _, ok := parseChunkKey(k); ok {
+						n, _ := valueSize(v)
+						idx.stored[handleKey(id, task)] += n
 					}
 					return nil
 				})
@@ -473,13 +473,13 @@ func (s *Store) takeIn(id uint64, task string, data iter.Seq[[]byte]) checkpoint
 	h := checkpoint.StateHandle{Key: handleKey(id, task)}
 	snap := &snapshot{id: id, task: task}
 	for chunk := range chunks(data) {
-		h.Append(chunk[:len(chunk)-4])
-		snap.chunks = append(snap.chunks, chunk)
-		snap.size += int64(len(chunk) - 4)
+		h.Append(chunk)
+		snap.chunks = append(snap.chunks, encodeValue(chunk))
+		snap.size += int64(len(chunk))
 		s.failpoint("blob-chunk")
 	}
 	if len(snap.chunks) == 0 {
-		snap.chunks = append(snap.chunks, chunkValue(nil)) // an empty snapshot is one empty chunk
+		snap.chunks = append(snap.chunks, encodeValue(nil)) // an empty snapshot is one empty chunk
 	}
 	s.mu.Lock()
 	s.pending[h.Key] = snap
@@ -487,40 +487,38 @@ func (s *Store) takeIn(id uint64, task string, data iter.Seq[[]byte]) checkpoint
 	return h
 }
 
-// chunks yields the concatenation of data's parts ChunkSize bytes at a
-// time, each chunk a new slice with its CRC-32C appended (chunkValue).
-// A small snapshot's chunk takes what it needs; after a full one, each
-// starts at full size.
+// chunks yields the concatenation of data's parts chunkSize bytes at a
+// time. A chunk lying within one part is that part's bytes; one spanning
+// parts is a copy. A small snapshot's chunk takes what it needs; after a
+// full one, each starts at full size.
 func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		var buf []byte // the chunk in the making
+		var buf []byte // a chunk spanning parts, in the making
 		full := false
-		done := func() []byte {
-			c := binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, crc32c))
-			buf = nil
-			return c
-		}
 		for p := range data {
 			for len(p) > 0 {
-				if buf == nil {
-					if full || len(p) >= chunkSize {
-						buf = make([]byte, 0, chunkSize+4)
-					} else {
-						buf = make([]byte, 0, len(p)+4)
+				if len(buf) == 0 && len(p) >= chunkSize {
+					if !yield(p[:chunkSize:chunkSize]) {
+						return
 					}
+					p = p[chunkSize:]
+					continue
+				}
+				if buf == nil && full {
+					buf = make([]byte, 0, chunkSize)
 				}
 				n := min(len(p), chunkSize-len(buf))
 				buf, p = append(buf, p[:n]...), p[n:]
 				if len(buf) == chunkSize {
-					full = true
-					if !yield(done()) {
+					if !yield(buf) {
 						return
 					}
+					buf, full = nil, true
 				}
 			}
 		}
 		if len(buf) > 0 {
-			yield(done())
+			yield(buf)
 		}
 	}
 }
@@ -534,7 +532,11 @@ func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 	if snap != nil {
 		data := make([]byte, 0, snap.size)
 		for _, c := range snap.chunks {
-			data = append(data, c[:len(c)-4]...)
+			chunk, err := decodeValue(c, chunkSize)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", checkpoint.ErrCorrupt, h.Key, err)
+			}
+			data = append(data, chunk...)
 		}
 		return data, checkpoint.Verify(h, data)
 	}
@@ -616,7 +618,7 @@ func readState(tx *bolt.Tx, h checkpoint.StateHandle) ([]byte, error) {
 		if _, i, _ := parseChunkKey(k); i != next || v == nil {
 			return nil, fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
 		}
-		chunk, err := chunkData(v)
+		chunk, err := decodeValue(v, max(ChunkSize, chunkSize))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s, chunk %d: %v", checkpoint.ErrCorrupt, h.Key, next, err)
 		}

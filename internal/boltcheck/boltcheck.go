@@ -4,11 +4,11 @@
 package boltcheck
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"time"
-	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -66,7 +66,7 @@ func FlipNewest(path string) error {
 	if err != nil {
 		return err
 	}
-	off := int64(-1)
+	var value []byte
 	err = db.View(func(tx *bolt.Tx) error {
 		c := tx.Cursor()
 		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
@@ -74,17 +74,16 @@ func FlipNewest(path string) error {
 			if b == nil {
 				continue
 			}
-			var largest []byte
 			b.ForEach(func(_, v []byte) error {
-				if len(v) > len(largest) {
-					largest = v
+				if len(v) > len(value) {
+					value = bytes.Clone(v)
 				}
 				return nil
 			})
-			if len(largest) >= 64 {
-				off = int64(uintptr(unsafe.Pointer(&largest[len(largest)/2])) - db.Info().Data)
+			if len(value) >= 64 {
 				return nil
 			}
+			value = nil
 		}
 		return errors.New("no value to flip")
 	})
@@ -92,16 +91,21 @@ func FlipNewest(path string) error {
 	if err != nil {
 		return err
 	}
+	// Where the value is in the file (bbolt copies an inline bucket's
+	// values that are not aligned, so their pointers may not tell).
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	at := bytes.Index(data, value)
+	if at < 0 || bytes.Index(data[at+1:], value) >= 0 {
+		return errors.New("the value to flip is not in the file once")
+	}
+	data[at+len(value)/2] ^= 0x08
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], off); err != nil {
-		return err
-	}
-	b[0] ^= 0x08
-	_, err = f.WriteAt(b[:], off)
-	return err
+	_, err = f.WriteAt(data[at+len(value)/2:at+len(value)/2+1], int64(at+len(value)/2))
+	return errors.Join(err, f.Close())
 }

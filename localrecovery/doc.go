@@ -38,27 +38,19 @@
 // # bbolt's options, for flash
 //
 // Chosen by measurement (BenchmarkOptions; docs/checkpoints.md has the
-// figures):
-//
-//   - NoFreelistSync, with the map free list: the free list is not
-//     written at each commit (a page or more each time), but found again
-//     by a scan of the file when it is opened to write; the map type
-//     allocates and frees in constant time where the array's grows with
-//     the free pages.
-//   - 4 KiB pages, the kernel's: smaller ones save no write (the kernel
-//     writes whole 4 KiB pages, and a commit's pages are not beside each
-//     other), larger ones write more per commit.
-//   - InitialMmapSize 0: bbolt's map grows as the file does, doubling; a
-//     larger first map saved no measurable time and takes address space,
-//     which a 32-bit gateway has little of.
-//   - NoGrowSync off: bbolt syncs the file's new size when it grows it,
-//     which it does rarely (the file stops growing at about what Retain
-//     checkpoints take); bbolt says skipping it is unsafe on ext4.
-//   - ChunkSize 1 MiB: a chunk is a value of its own, in overflow pages;
-//     smaller ones cost leaf pages and time, larger ones gain nothing.
-//
-// bbolt's Batch (transactions of several callers joined) is not used:
-// the store makes one transaction per checkpoint.
+// figures): NoFreelistSync with the map free list (the free list is not
+// written each commit, 12 KB a reference checkpoint instead of 16 KB, and
+// found again by the scan of the file that opening it to write makes);
+// 4 KiB pages (larger ones write more; 1 KiB ones a sixth less, but then
+// a page is not a block, the store cannot count its writes as the disk
+// takes them, and a write into an uncached block reads it first);
+// InitialMmapSize 0 (a larger first map gained nothing, and a 32-bit
+// gateway has little address space); NoGrowSync off (the file stops
+// growing; bbolt says skipping the sync is unsafe on ext4); ChunkSize
+// 1 MiB, and values under 64 KiB deflated where that saves a tenth
+// (encodeValue), which takes a reference checkpoint's bucket from two
+// leaf pages to one. bbolt's Batch is not used: there is one transaction
+// per checkpoint, nothing to batch.
 //
 // # Opening, and damage
 //

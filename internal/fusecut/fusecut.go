@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 // Package fusecut is a file system that loses, when the power is cut, what
 // was written to its files after their last sync, for tests of programs
 // that write through os.File and mmap, as bbolt does, below which
@@ -11,6 +13,8 @@
 // undone. Creating, renaming and removing files is durable at once, as
 // powercut's directories are. It is for tests only, and needs /dev/fuse
 // and the right to mount (root: go-fuse's DirectMount, no fusermount).
+// go-fuse v2.12.1 builds for 64-bit Linux only (its splice package does
+// not for linux/arm), and so does this package.
 package fusecut
 
 import (

@@ -43,7 +43,8 @@ func newState(b *testing.B, keys int) *bench.State {
 // completion, synced (bench.State.Write, as `cairn-bench snapshot`);
 // whole, or incremental after 1 % of the keys changed (a tenth of those
 // deleted), on top of the whole one and the increments before. It
-// reports the bytes and syncs the store counted a checkpoint writing.
+// reports the bytes and syncs the store counted a checkpoint writing, and
+// the p50 and p99 of a checkpoint's time.
 func BenchmarkSnapshotWrite(b *testing.B) {
 	for _, keys := range []int{100_000, 1_000_000} {
 		for _, incremental := range []bool{false, true} {
@@ -58,6 +59,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 					b.Fatal(err)
 				}
 				var size int64
+				var times []time.Duration
 				written, syncs := store.Wear()
 				b.ResetTimer()
 				for i := range b.N {
@@ -66,13 +68,17 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 						s.Change(keys/100, i)
 						b.StartTimer()
 					}
-					h, _, err := s.Write(store, uint64(i+2), incremental)
+					h, d, err := s.Write(store, uint64(i+2), incremental)
 					if err != nil {
 						b.Fatal(err)
 					}
 					size = h.Size
+					times = append(times, d)
 				}
 				b.StopTimer()
+				slices.Sort(times)
+				b.ReportMetric(float64(times[len(times)/2].Microseconds())/1e3, "ms-p50")
+				b.ReportMetric(float64(times[len(times)*99/100].Microseconds())/1e3, "ms-p99")
 				w, n := store.Wear()
 				b.ReportMetric(float64(size)/1e6, "MB/snapshot")
 				b.ReportMetric(float64(w-written)/float64(b.N)/1e6, "MB-written/op")

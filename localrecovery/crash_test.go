@@ -122,6 +122,19 @@ func TestCrashRestartEqualsFailureFree(t *testing.T) {
 			kills, finished, restored := 0, 0, 0
 			byPoint := map[string]int{}
 			replayed := 0
+			// The first kill is at the first checkpoint's completion, and
+			// says how long one takes to complete here (under -race, on a
+			// loaded machine, a second and more): random kills fall up to
+			// twice that and 300 ms after a start, so that most find a
+			// checkpoint to restore.
+			began := time.Now()
+			if run := startHelper(t, dir, 0, append(mode.env, "CAIRN_FAILPOINT=after-completion:1")...); run.killed {
+				kills++
+				byPoint["after-completion"]++
+			} else {
+				t.Fatal("the helper finished before its first checkpoint completed")
+			}
+			window := 300*time.Millisecond + 2*time.Since(began)
 			for kills < (*crashKills+2)/3 {
 				var run helperRun
 				if rng.IntN(2) == 0 {
@@ -131,7 +144,7 @@ func TestCrashRestartEqualsFailureFree(t *testing.T) {
 						byPoint[fp]++
 					}
 				} else {
-					run = startHelper(t, dir, time.Duration(5+rng.IntN(300))*time.Millisecond, mode.env...)
+					run = startHelper(t, dir, 5*time.Millisecond+time.Duration(rng.Int64N(int64(window))), mode.env...)
 					if run.killed {
 						byPoint["random"]++
 					}
@@ -151,8 +164,8 @@ func TestCrashRestartEqualsFailureFree(t *testing.T) {
 			run := startHelper(t, dir, 0, mode.env...)
 			restored += strings.Count(run.stderr, "restoring checkpoint")
 			checkResult(t, dir)
-			t.Logf("%d kills %v, %d cycles reached the end, %d starts restored a checkpoint, %d records replayed from channel state",
-				kills, byPoint, finished+1, restored, replayed)
+			t.Logf("%d kills %v (random ones within %v of a start), %d cycles reached the end, %d starts restored a checkpoint, %d records replayed from channel state",
+				kills, byPoint, window.Round(time.Millisecond), finished+1, restored, replayed)
 			if restored == 0 {
 				t.Fatal("no start restored a checkpoint: the test proves nothing")
 			}

@@ -20,7 +20,6 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
-	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -47,7 +46,7 @@ type Options struct {
 	AllowDroppedState bool
 	// AcceptStateLoss starts the pipeline with what state can be
 	// restored, empty if none, where the data directory shows that state
-	// was lost (recovery.Sources.AcceptStateLoss); without it such a
+	// was lost (localrecovery.Sources.AcceptStateLoss); without it such a
 	// start is refused.
 	AcceptStateLoss bool
 	// Build says which cairn runs, for the metric cairn_build_info.
@@ -86,8 +85,8 @@ func openLogs(dataDir string, log *slog.Logger) (*mqttio.Logs, error) {
 	return mqttio.OpenLogs(LogsPath(dataDir), opts)
 }
 
-// StorePath is the checkpoint store under a data directory.
-func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints") }
+// StorePath is the checkpoint store's file under a data directory.
+func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints.db") }
 
 // HighWaterPath is the file beside the store that keeps the highest
 // checkpoint id taken (localrecovery.Options.HighWater).
@@ -295,14 +294,14 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	if err != nil {
 		return nil, false, err
 	}
-	sources := recovery.Sources{Local: store, AcceptStateLoss: d.acceptStateLoss, Logger: log}
+	sources := localrecovery.Sources{Local: store, AcceptStateLoss: d.acceptStateLoss, Logger: log}
 	if from != nil {
-		sources.Savepoint = &recovery.Candidate{Manifest: from.Manifest, Store: from}
+		sources.Savepoint = &localrecovery.Candidate{Manifest: from.Manifest, Store: from}
 	} else if rem := ctl.remote; rem != nil {
 		sources.Own, sources.From = rem.own, rem.restore
 	}
 	ctl.restoring.Store(true) // until ctl.set
-	restore, err := recovery.Choose(sources)
+	restore, err := localrecovery.Choose(sources)
 	if err != nil {
 		return nil, false, nothingRestored(err)
 	}
@@ -400,9 +399,9 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 }
 
 // nothingRestored names --accept-state-loss in err when no checkpoint
-// could be restored (recovery.ErrNothingRestored).
+// could be restored (localrecovery.ErrNothingRestored).
 func nothingRestored(err error) error {
-	if errors.Is(err, recovery.ErrNothingRestored) {
+	if errors.Is(err, localrecovery.ErrNothingRestored) {
 		return fmt.Errorf("%w (cairn run --accept-state-loss starts with empty state anyway)", err)
 	}
 	return err
@@ -482,16 +481,12 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 // Checkpoints lists the completed checkpoints in the store of a stopped
 // agent's data directory, newest first; with verify, each with the damage
 // its state shows, if any. It only reads: storeDamage says what in the
-// store's files does not verify, which `cairn run` cuts when it starts.
+// store's file does not verify, which `cairn run` sets aside when it
+// starts.
 func Checkpoints(dataDir string, verify bool) (infos []api.CheckpointInfo, storeDamage []string, err error) {
-	if _, err := os.Stat(StorePath(dataDir)); err != nil {
-		if _, errOld := os.Stat(StorePath(dataDir) + ".db"); errOld == nil {
-			return nil, nil, fmt.Errorf("the checkpoints are in %s.db, an earlier cairn's store, which `cairn run` moves into %s when it starts", StorePath(dataDir), StorePath(dataDir))
-		}
-		return nil, nil, fmt.Errorf("no checkpoint store in %s: %w", dataDir, err)
-	}
-	// Read-only: a listing must not cut, move or delete anything, nor
-	// apply a retention the agent's config may not share.
+	// Read-only: a listing must not move, set aside or delete anything,
+	// nor apply a retention the agent's config may not share, nor wait
+	// for a running agent (which answers through its socket).
 	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: math.MaxInt32, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, err

@@ -51,9 +51,13 @@ func lockDataDir(dataDir string) (func() error, error) {
 }
 
 // entries are what the agent keeps in its data directory: the one list
-// of them (TestDataDirHoldsOnlyItsEntries). Of an earlier cairn's, it
-// reads ingest.db and checkpoints.db to move them.
-var entries = []string{"LOCK", pidFile, "cairn.sock", "checkpoint-id", "checkpoints", "ingest", "savepoints", "checkpoints.db", "ingest.db"}
+// of them (TestDataDirHoldsOnlyItsEntries). The checkpoint store is
+// checkpoints.db (and checkpoints.db.moving while an earlier store moves
+// into it); of an earlier cairn's, it reads checkpoints/ and ingest.db
+// to move them. A damaged store set aside (checkpoints.db.damaged-N) is
+// never written again.
+var entries = []string{"LOCK", pidFile, "cairn.sock", "checkpoint-id", "checkpoints.db", "checkpoints.db.moving", "ingest", "savepoints",
+	"checkpoints", "ingest.db"}
 
 // checkEntries refuses a data directory in which one of the entries the
 // agent keeps is a symbolic link, or a file with more than one name

@@ -127,7 +127,7 @@ sinks:
 			t.Errorf("the data directory holds %s, which is not among the entries checked (%v)", name, entries)
 		}
 	}
-	for _, name := range []string{"LOCK", "cairn.pid", "cairn.sock", "checkpoints", "ingest", "savepoints"} {
+	for _, name := range []string{"LOCK", "cairn.pid", "cairn.sock", "checkpoint-id", "checkpoints.db", "ingest", "savepoints"} {
 		if !slices.Contains(running, name) {
 			t.Errorf("the running agent's data directory lacks %s: %v", name, running)
 		}

@@ -23,7 +23,6 @@ import (
 	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
-	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -277,7 +276,7 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 	if err != nil {
 		t.Fatal(err)
 	}
-	restore, err := recovery.Choose(recovery.Sources{Local: store, Logger: log})
+	restore, err := localrecovery.Choose(localrecovery.Sources{Local: store, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/recovery"
+	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/remote"
 )
 
@@ -127,9 +127,9 @@ func (r *remoteSide) close() {
 	r.uploads.Close(ctx)
 }
 
-// damage is why m's state fails verification (recovery.Verify), or "".
+// damage is why m's state fails verification (localrecovery.Verify), or "".
 func damage(store checkpoint.Store, m *checkpoint.Manifest) string {
-	if err := recovery.Verify(store, m); err != nil {
+	if err := localrecovery.Verify(store, m); err != nil {
 		return err.Error()
 	}
 	return ""

@@ -34,6 +34,9 @@ const (
 	TargetAckP99Extra         = 20 * time.Millisecond
 	TargetIdleBytesPerDay     = 50_000_000
 	TargetBusyCPUMicros       = 17
+	// The checkpoint store's target (issue 26): at most 150 MB a day
+	// under the reference load.
+	TargetCheckpointBytesPerDay = 150_000_000
 )
 
 // WearConfig sizes the wear scenario.
@@ -109,8 +112,14 @@ type WearFigures struct {
 	SyncsPerSec            float64 `json:"syncs_per_sec"`
 	IngestSyncsPerSec      float64 `json:"ingest_syncs_per_sec"`
 	CheckpointSyncsPerSec  float64 `json:"checkpoint_syncs_per_sec"`
-	CPUMicrosPerMessage    float64 `json:"cpu_us_per_message"`
-	CPUPercent             float64 `json:"cpu_percent"`
+	// Checkpoints completed in the window, and the checkpoint store's own
+	// count of what it wrote and synced: a day, and a checkpoint.
+	Checkpoints                    int64   `json:"checkpoints"`
+	CheckpointWrittenPerDayBytes   int64   `json:"checkpoint_written_bytes_per_day"`
+	CheckpointWrittenPerCheckpoint float64 `json:"checkpoint_written_bytes_per_checkpoint"`
+	CheckpointSyncsPerCheckpoint   float64 `json:"checkpoint_syncs_per_checkpoint"`
+	CPUMicrosPerMessage            float64 `json:"cpu_us_per_message"`
+	CPUPercent                     float64 `json:"cpu_percent"`
 	// AckP50MS and AckP99MS are the times from the broker sending a
 	// reading to the agent's PUBACK for it, as the broker's side of the
 	// wire sees them.
@@ -173,6 +182,7 @@ func (r *WearResult) Rows() []Row {
 			Row{"  written a day", mb(f.WrittenPerDayBytes)},
 			Row{"  of it counted by the agent: ingest, checkpoints", counted},
 			Row{"  syncs/s (ingest, checkpoints)", syncs},
+			Row{"  checkpoint store: a day; a checkpoint", checkpointStore(f)},
 			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs); a bare paho subscriber %s µs",
 				num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage, num(f.BareCPUMicrosPerMessage))},
 			Row{"  publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", f.AckP50MS, f.AckP99MS, mqttio.DefaultSyncInterval+TargetAckP99Extra)},
@@ -191,6 +201,16 @@ func (r *WearResult) Rows() []Row {
 		within = "NO"
 	}
 	return append(rows, Row{"within targets", within})
+}
+
+// checkpointStore says what the checkpoint store wrote by its own count:
+// a day, and a checkpoint (bytes and syncs).
+func checkpointStore(f WearFigures) string {
+	if !f.AgentCounts {
+		return uncounted
+	}
+	return fmt.Sprintf("%s (target ≤ %s); %s B and %.1f syncs a checkpoint, %d checkpoints", mb(f.CheckpointWrittenPerDayBytes), mb(TargetCheckpointBytesPerDay),
+		num(f.CheckpointWrittenPerCheckpoint), f.CheckpointSyncsPerCheckpoint, f.Checkpoints)
 }
 
 // uncounted stands for the agent's own counts where it keeps none.
@@ -466,6 +486,7 @@ type wearSnapshot struct {
 	written                          int64
 	cpu                              time.Duration
 	messages                         int64
+	checkpoints                      int64 // completed
 	ingestSyncs, checkpointSyncs     int64
 	ingestWritten, checkpointWritten int64
 }
@@ -476,7 +497,7 @@ func (p *agentProc) snapshot() (wearSnapshot, error) {
 	if err != nil {
 		return wearSnapshot{}, err
 	}
-	s := wearSnapshot{at: time.Now(), messages: st.RecordsOut("telemetry")}
+	s := wearSnapshot{at: time.Now(), messages: st.RecordsOut("telemetry"), checkpoints: st.Checkpoints.Completed}
 	s.counts = len(st.Disk.Files) > 0
 	for _, f := range st.Disk.Files {
 		switch f.Name {
@@ -525,6 +546,10 @@ func figures(a, b wearSnapshot, payload float64) *WearFigures {
 	f.SyncsPerSec = float64(f.Syncs) / d.Seconds()
 	f.IngestSyncsPerSec = float64(b.ingestSyncs-a.ingestSyncs) / d.Seconds()
 	f.CheckpointSyncsPerSec = float64(b.checkpointSyncs-a.checkpointSyncs) / d.Seconds()
+	f.Checkpoints = b.checkpoints - a.checkpoints
+	f.CheckpointWrittenPerDayBytes = int64(float64(f.CheckpointWrittenBytes) / d.Seconds() * 86400)
+	f.CheckpointWrittenPerCheckpoint = ratio(float64(f.CheckpointWrittenBytes), float64(f.Checkpoints))
+	f.CheckpointSyncsPerCheckpoint = ratio(float64(b.checkpointSyncs-a.checkpointSyncs), float64(f.Checkpoints))
 	f.WrittenPerMessage = ratio(float64(f.WrittenBytes), float64(f.Messages))
 	f.WrittenVsInputRatio = ratio(float64(f.WrittenBytes), float64(f.InputBytes))
 	f.WrittenPerDayBytes = int64(float64(f.WrittenBytes) / d.Seconds() * 86400)

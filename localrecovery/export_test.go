@@ -1,110 +1,164 @@
 package localrecovery
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
 )
 
-// Damage helpers for tests that play a disk that went wrong; the store
-// must be closed.
+// Damage helpers for tests that play a disk that went wrong, and the check
+// each restart of a test makes; the store must be closed.
 
-// newest returns the newest completed checkpoint's id, and the log offsets
-// of its completion record and of the first chunk of its first snapshot of
-// its own (not one it shares with the checkpoints before).
-func newest(dir string) (id, record, chunk uint64, err error) {
-	s, err := Open(dir, Options{Retain: 1 << 30, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return 0, 0, 0, err
+// CheckFile is the check Open makes of the file at path before it opens it
+// to write: nil, or why it is damaged (bbolt's Tx.Check among others).
+func CheckFile(path string) error {
+	err := checkFile(path, Options{Logger: slog.New(slog.DiscardHandler)})
+	if errors.Is(err, errMissing) {
+		return nil
 	}
-	defer s.Close()
-	if len(s.completed) == 0 {
-		return 0, 0, 0, errors.New("no completed checkpoint")
-	}
-	c := s.completed[0]
-	for _, a := range c.m.Subtasks {
-		if b := s.blobs[a.State.Key]; b != nil && b.id == c.m.ID && len(b.chunks) > 0 {
-			return c.m.ID, c.off, b.chunks[0], nil
-		}
-	}
-	return 0, 0, 0, errors.New("no state of its own")
+	return err
 }
 
-// frame finds the record of log offset off in dir's segments: its file
-// and its position there.
-func frame(dir string, off uint64) (string, int64, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+// FlipNewestBlob flips one bit in the middle of a snapshot stored with the
+// newest completed checkpoint, in its leaf or overflow page, and returns
+// the checkpoint's id: its chunk fails its checksum, the file's structure
+// is whole.
+func FlipNewestBlob(path string) (uint64, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
-		return "", 0, err
+		return 0, err
 	}
-	for _, name := range names {
-		f, err := os.Open(name)
-		if err != nil {
-			return "", 0, err
-		}
-		var h [16]byte
-		for pos := int64(20); ; {
-			if _, err := f.ReadAt(h[:], pos); err == io.EOF {
-				break
-			} else if err != nil {
-				f.Close()
-				return "", 0, err
+	var id uint64
+	var value []byte
+	err = db.View(func(tx *bolt.Tx) error {
+		c := tx.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			cid, ok := parseCheckpointBucket(k)
+			b := tx.Bucket(k)
+			if !ok || b.Get(keyRecord) == nil {
+				continue
 			}
-			if binary.LittleEndian.Uint64(h[8:]) == off {
-				f.Close()
-				return name, pos, nil
+			bc := b.Cursor()
+			for ck, v := bc.First(); ck != nil; ck, v = bc.Next() {
+				if _, i, ok := parseChunkKey(ck); ok && i == 0 && len(v) > 8 {
+					id, value = cid, slices.Clone(v)
+					return nil
+				}
 			}
-			pos += 16 + int64(binary.LittleEndian.Uint32(h[:]))
+			return errors.New("the newest checkpoint stored no snapshot of its own")
 		}
-		f.Close()
+		return errors.New("no completed checkpoint")
+	})
+	db.Close()
+	if err != nil {
+		return 0, err
 	}
-	return "", 0, fmt.Errorf("no record at offset %d", off)
+	// Where the value is in the file (bbolt copies an inline bucket's
+	// values that are not aligned, so its pointer may not tell).
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	at := bytes.Index(data, value)
+	if at < 0 || bytes.Index(data[at+1:], value) >= 0 {
+		return 0, fmt.Errorf("checkpoint %d's chunk is not in the file once", id)
+	}
+	return id, flipByte(path, int64(at+len(value)/2), 0x08)
 }
 
-// FlipNewestBlob flips one bit in the middle of the first chunk of the
-// newest completed checkpoint's first snapshot, and returns the
-// checkpoint's id.
-func FlipNewestBlob(dir string) (uint64, error) {
-	id, _, chunk, err := newest(dir)
+// flipByte flips the bits mask of the byte at off of the file at path.
+func flipByte(path string, off int64, mask byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	name, pos, err := frame(dir, chunk)
-	if err != nil {
-		return 0, err
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		return err
 	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return 0, err
-	}
-	n := int64(binary.LittleEndian.Uint32(data[pos:]))
-	data[pos+16+n/2] ^= 0x08
-	return id, os.WriteFile(name, data, 0o600)
+	b[0] ^= mask
+	_, err = f.WriteAt(b[:], off)
+	return err
 }
 
-// CutNewestRecord cuts the log just inside the newest completion record,
-// as a power cut during its write would, and returns its checkpoint's id.
-func CutNewestRecord(dir string) (uint64, error) {
-	id, record, _, err := newest(dir)
+// FlipPage flips, in a page of the type given ("branch" or "leaf") that a
+// top-level bucket, the newest first, or else the root bucket starts at,
+// the high bits of its first element's page number (branch) or position
+// (leaf): the file's structure is damaged, as bit rot in a page would
+// leave it.
+func FlipPage(path, typ string) error {
+	m, err := checkHeader(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	name, pos, err := frame(dir, record)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return id, os.Truncate(name, pos+10)
+	pgid := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		roots := []int{}
+		c := tx.Cursor()
+		for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			if b := tx.Bucket(k); b != nil && b.Root() != 0 {
+				roots = append(roots, int(b.Root()))
+			}
+		}
+		for _, root := range append(roots, int(m.root)) {
+			info, err := tx.Page(root)
+			if err != nil {
+				return err
+			}
+			if info.Type == typ {
+				pgid = root
+				return nil
+			}
+		}
+		return fmt.Errorf("no bucket starts at a %s page", typ)
+	})
+	db.Close()
+	if err != nil {
+		return err
+	}
+	// A page: id (8), flags (2), count (2), overflow (4), then its
+	// elements: a branch's pos, ksize (4 each) and page id (8); a leaf's
+	// flags, pos, ksize, vsize (4 each).
+	off := int64(pgid)*int64(m.pageSize) + 16 + 4 + 3 // a leaf's first pos, high byte
+	if typ == "branch" {
+		off = int64(pgid)*int64(m.pageSize) + 16 + 8 + 5 // the first page id's bits 40-47
+	}
+	return flipByte(path, off, 0x10)
 }
 
-// NewestSegment is the path of the store's newest segment file.
-func NewestSegment(dir string) (string, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.seg"))
-	if err != nil || len(names) == 0 {
-		return "", fmt.Errorf("no segment in %s (%v)", dir, err)
+// TruncateHalf cuts the file at path to half the pages it uses, as a copy
+// that stopped half way would leave it.
+func TruncateHalf(path string) error {
+	m, err := checkHeader(path)
+	if err != nil {
+		return err
 	}
-	return names[len(names)-1], nil
+	return os.Truncate(path, int64(m.highPage/2)*int64(m.pageSize))
 }
+
+// Tuned is opts with bbolt's options changed by tune (BenchmarkOptions).
+func Tuned(opts Options, tune func(*bolt.Options)) Options {
+	opts.tune = tune
+	return opts
+}
+
+// SetChunkSize makes the chunks of snapshots n bytes, and returns what
+// sets them back (BenchmarkOptions).
+func SetChunkSize(n int) func() {
+	was := chunkSize
+	chunkSize = n
+	return func() { chunkSize = was }
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }

@@ -67,13 +67,21 @@ func writeFormat1(t *testing.T, path string, n3, n4 int) []*checkpoint.Manifest 
 	return ms
 }
 
-// TestFormat1IsMoved opens a store of which only a format 1 bbolt file is
-// there: its checkpoints move into the log, read back whole, keep their
-// ids, and the file is gone.
+// formatOfFile is the format of the closed store's file at path.
+func formatOfFile(t *testing.T, path string) byte {
+	t.Helper()
+	f := openBoltFile(path, Options{Logger: discard})
+	defer f.close()
+	return f.format
+}
+
+// TestFormat1IsMoved opens a store whose file is of format 1: its
+// checkpoints move into a file of format 3 in its place, read back whole
+// and keep their ids.
 func TestFormat1IsMoved(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "checkpoints")
-	ms := writeFormat1(t, dir+".db", 2*ChunkSize+10, 1000)
-	s := mustOpen(t, dir, Options{})
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	ms := writeFormat1(t, path, 2*ChunkSize+10, 1000)
+	s := mustOpen(t, path, Options{})
 	if got := ids(t, s); got != "4 3" {
 		t.Fatalf("completed %q, want 4 3", got)
 	}
@@ -86,26 +94,38 @@ func TestFormat1IsMoved(t *testing.T) {
 	if id, _ := s.LastID(); id != 4 {
 		t.Fatalf("last id %d, want 4", id)
 	}
-	if _, err := os.Stat(dir + ".db"); !os.IsNotExist(err) {
-		t.Fatalf("the bbolt file is still there: %v", err)
+	s.Close()
+	if f := formatOfFile(t, path); f != formatVersion {
+		t.Fatalf("the file is of format %d after opening", f)
 	}
 }
 
-// TestBoltStoreIsMoved opens a store of which only the bbolt file that
-// 03e3c0f wrote is there (testdata/checkpoints-bbolt.db): checkpoints 6,
-// an increment on 5's snapshot, and 7, retained, and an id counter at 9.
-// They move with their chains, and the counter with them.
-func TestBoltStoreIsMoved(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "checkpoints")
-	sample, err := os.ReadFile(filepath.Join("testdata", "checkpoints-bbolt.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dir+".db", sample, 0o600); err != nil {
-		t.Fatal(err)
-	}
+// TestEarliestStoreKeepsWorking opens a store of which only the bbolt
+// file that 03e3c0f wrote is there (testdata/checkpoints-bbolt.db, format
+// 2): checkpoints 6, an increment on 5's snapshot, and 7, retained, and
+// an id counter at 9. They move with their chains into format 3, in
+// place, and the counter with them.
+func TestEarliestStoreKeepsWorking(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	copyFile(t, filepath.Join("testdata", "checkpoints-bbolt.db"), path)
 	var logs logBuffer
-	s := mustOpen(t, dir, Options{Logger: logs.logger()})
+	s := mustOpen(t, path, Options{Logger: logs.logger()})
+	checkEarliest(t, s)
+	if !strings.Contains(logs.String(), `msg="checkpoint store moved into a new file"`) || !strings.Contains(logs.String(), `from="format 2" checkpoints=2 lost=0`) {
+		t.Fatalf("the move is not logged:\n%s", logs.String())
+	}
+	complete(t, s, 10, 100) // ids go on above the counter
+	s.Close()
+	s = mustOpen(t, path, Options{})
+	if got := ids(t, s); got != "10 7 6" {
+		t.Fatalf("completed %q after reopening", got)
+	}
+}
+
+// checkEarliest checks that s holds what testdata/checkpoints-bbolt.db
+// does.
+func checkEarliest(t *testing.T, s *Store) {
+	t.Helper()
 	if got := ids(t, s); got != "7 6" {
 		t.Fatalf("completed %q, want 7 6", got)
 	}
@@ -130,33 +150,29 @@ func TestBoltStoreIsMoved(t *testing.T) {
 	if id, _ := s.LastID(); id != 9 {
 		t.Fatalf("last id %d, want 9", id)
 	}
-	if !strings.Contains(logs.String(), `msg="checkpoint store moved to a segmented log"`) || !strings.Contains(logs.String(), "checkpoints=2 lost=0") {
-		t.Fatalf("the move is not logged:\n%s", logs.String())
-	}
-	s.Close()
-	if _, err := os.Stat(dir + ".db"); !os.IsNotExist(err) {
-		t.Fatalf("the bbolt file is still there: %v", err)
-	}
-	if got := ids(t, mustOpen(t, dir, Options{})); got != "7 6" {
-		t.Fatalf("completed %q after reopening", got)
-	}
 }
 
-// TestBoltStoreMoveOnAFullDisk: a move whose writes fail (a full disk)
-// fails the store's opening, with the reason, and keeps the bbolt file;
-// once there is room, the move is made whole.
-func TestBoltStoreMoveOnAFullDisk(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "checkpoints")
-	sample, err := os.ReadFile(filepath.Join("testdata", "checkpoints-bbolt.db"))
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dir+".db", sample, 0o600); err != nil {
+	if err := os.WriteFile(to, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestEarliestStoreMoveOnAFullDisk: a move whose writes fail (a full
+// disk) fails the store's opening, with the reason, and keeps the file as
+// it was; once there is room, the move is made whole.
+func TestEarliestStoreMoveOnAFullDisk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	copyFile(t, filepath.Join("testdata", "checkpoints-bbolt.db"), path)
+	before, _ := os.ReadFile(path)
 	writes := 0
-	_, err = Open(dir, Options{WriteFault: func() error {
-		if writes++; writes > 3 {
+	_, err := Open(path, Options{WriteFault: func() error {
+		if writes++; writes > 2 {
 			return syscall.ENOSPC
 		}
 		return nil
@@ -164,48 +180,42 @@ func TestBoltStoreMoveOnAFullDisk(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "moving the checkpoint store") {
 		t.Fatalf("opening with a full disk = %v, want the move to fail with ENOSPC", err)
 	}
-	if _, err := os.Stat(dir + ".db"); err != nil {
-		t.Fatalf("the bbolt file is gone after a failed move: %v", err)
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("a failed move changed the file")
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("a failed move left the store in place: %v", err)
+	if _, err := os.Stat(moving(path)); !os.IsNotExist(err) {
+		t.Fatalf("a failed move left its file: %v", err)
 	}
-	s := mustOpen(t, dir, Options{})
-	if got := ids(t, s); got != "7 6" {
-		t.Fatalf("completed %q after the move, want 7 6", got)
-	}
-	if id, _ := s.LastID(); id != 9 {
-		t.Fatalf("last id %d, want 9", id)
-	}
+	checkEarliest(t, mustOpen(t, path, Options{}))
 }
 
-// TestDamagedBoltStoreIsSalvaged: of a bbolt file cut short or not bbolt
-// at all, what verifies is moved, the file is then renamed aside, and the
-// store works.
-func TestDamagedBoltStoreIsSalvaged(t *testing.T) {
+// TestDamagedEarlierStoreIsSalvaged: of a bbolt file of format 1 cut
+// short or not bbolt at all, what verifies is moved, the file is then
+// renamed aside, and the store works.
+func TestDamagedEarlierStoreIsSalvaged(t *testing.T) {
 	for _, damage := range []string{"truncated", "garbage"} {
 		t.Run(damage, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "checkpoints")
+			path := filepath.Join(t.TempDir(), "checkpoints.db")
 			data := bytes.Repeat([]byte("not a database "), 1000)
 			if damage == "truncated" {
-				writeFormat1(t, dir+".db", 3*ChunkSize, 3*ChunkSize)
-				full, _ := os.ReadFile(dir + ".db")
+				writeFormat1(t, path, 3*ChunkSize, 3*ChunkSize)
+				full, _ := os.ReadFile(path)
 				data = full[:len(full)*2/3]
 			}
-			if err := os.WriteFile(dir+".db", data, 0o600); err != nil {
+			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			var logs logBuffer
-			s := mustOpen(t, dir, Options{Logger: logs.logger()})
+			s := mustOpen(t, path, Options{Logger: logs.logger()})
 			for _, m := range mustCompleted(t, s) {
 				if _, err := s.ReadState(m.Subtasks[0].State); err != nil {
 					t.Fatalf("moved checkpoint %d does not verify: %v", m.ID, err)
 				}
 			}
-			if !strings.Contains(logs.String(), "checkpoint store is damaged; salvaging what verifies") {
+			if !strings.Contains(logs.String(), "checkpoint store is damaged; it is set aside") {
 				t.Fatalf("the damage is not logged:\n%s", logs.String())
 			}
-			if _, err := os.Stat(dir + ".db.damaged-1"); err != nil {
+			if _, err := os.Stat(path + ".damaged-1"); err != nil {
 				t.Fatalf("the damaged file was not kept aside: %v", err)
 			}
 			complete(t, s, 10, 10) // the store works
@@ -214,22 +224,14 @@ func TestDamagedBoltStoreIsSalvaged(t *testing.T) {
 }
 
 // TestPutStateInParts stores a snapshot given in parts, larger than a
-// chunk, once failing half way as a full disk would: the retry stores it
-// whole, and it reads back as the parts joined.
+// chunk: it reads back as the parts joined, before its checkpoint
+// completes (from memory) and after (from the file), in chunks of
+// ChunkSize.
 func TestPutStateInParts(t *testing.T) {
-	failAt := 3 // the second chunk's write fails, once (the first write is the segment's header)
-	calls := 0
-	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{WriteFault: func() error {
-		if calls++; calls == failAt {
-			return syscall.ENOSPC
-		}
-		return nil
-	}})
+	path := filepath.Join(t.TempDir(), "c.db")
+	s := mustOpen(t, path, Options{})
 	parts := [][]byte{[]byte("head"), payload(1, ChunkSize+ChunkSize/2), nil, payload(2, 3*ChunkSize), []byte("tail")}
 	whole := bytes.Join(parts, nil)
-	if _, err := s.PutState(8, task0, slices.Values(parts)); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("PutState with a failing second append = %v, want ENOSPC", err)
-	}
 	h, err := s.PutState(8, task0, slices.Values(parts))
 	if err != nil {
 		t.Fatal(err)
@@ -237,14 +239,17 @@ func TestPutStateInParts(t *testing.T) {
 	if h.Size != int64(len(whole)) || h.CRC32C != checkpoint.Checksum(whole) {
 		t.Fatalf("handle %+v does not describe the joined parts", h)
 	}
-	got, err := s.ReadState(h)
-	if err != nil {
+	if got, err := s.ReadState(h); err != nil || !bytes.Equal(got, whole) {
+		t.Fatalf("read back before completion: %v", err)
+	}
+	if err := s.Complete(&checkpoint.Manifest{ID: 8, Subtasks: []checkpoint.Ack{{Task: task0, ID: 8, State: h}}}); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, whole) {
-		t.Fatal("read back different bytes")
+	if got, err := s.ReadState(h); err != nil || !bytes.Equal(got, whole) {
+		t.Fatalf("read back after completion: %v", err)
 	}
-	if n, want := blobCount(t, s)[8], (len(whole)+ChunkSize-1)/ChunkSize; n != want {
+	s.Close()
+	if n, want := chunkCount(t, path, 8), (len(whole)+ChunkSize-1)/ChunkSize; n != want {
 		t.Fatalf("%d chunks, want %d", n, want)
 	}
 }
@@ -267,77 +272,82 @@ func TestChunker(t *testing.T) {
 	}
 }
 
-// TestPutStateStreams: PutState appends a snapshot while its parts are
-// still being made, a chunk at a time, so that storing a snapshot never
-// takes memory in proportion to its size.
-func TestPutStateStreams(t *testing.T) {
-	appends := 0 // chunks appended
-	s := mustOpen(t, filepath.Join(t.TempDir(), "c"), Options{Failpoint: func(name string) {
-		if name == "blob-chunk" {
-			appends++
-		}
-	}})
-	const parts, partSize = 64, 256 << 10 // 16 MiB
-	var whole []byte
-	yielded := 0 // bytes
-	data := func(yield func([]byte) bool) {
-		for i := range parts {
-			if ahead := yielded - appends*ChunkSize; ahead > 2*ChunkSize {
-				t.Errorf("%d bytes yielded, %d chunks appended: %d bytes held", yielded, appends, ahead)
+// TestValues: a value holds what was stored, deflated where small and
+// that saves a tenth, raw otherwise; a changed byte anywhere in it fails
+// its checksum; its header says its length without inflating it.
+func TestValues(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		data    []byte
+		deflate bool
+	}{
+		{"empty", nil, false},
+		{"tiny", []byte("x"), false},
+		{"small, repetitive", bytes.Repeat([]byte("reading "), 400), true},
+		{"small, random", payloadRandom(3000), false},
+		{"large", payload(1, deflateBelow+1), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := encodeValue(c.data)
+			if (v[0] == valueDeflate) != c.deflate {
+				t.Fatalf("encoding %d, want deflated %v", v[0], c.deflate)
 			}
-			p := payload(uint64(i), partSize)
-			whole = append(whole, p...)
-			yielded += len(p)
-			if !yield(p) {
-				return
+			if n, ok := valueSize(v); !ok || n != int64(len(c.data)) {
+				t.Fatalf("valueSize %d %v, want %d", n, ok, len(c.data))
 			}
-		}
-	}
-	appends = 0
-	h, err := s.PutState(3, task0, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := parts * partSize / ChunkSize; appends < want {
-		t.Fatalf("%d appends for %d bytes, want at least %d", appends, len(whole), want)
-	}
-	got, err := s.ReadState(h)
-	if err != nil || !bytes.Equal(got, whole) {
-		t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(whole))
+			got, err := decodeValue(v, ChunkSize)
+			if err != nil || !bytes.Equal(got, c.data) {
+				t.Fatalf("decodeValue: %v", err)
+			}
+			for i := range v {
+				bad := slices.Clone(v)
+				bad[i] ^= 0x20
+				if _, err := decodeValue(bad, ChunkSize); err == nil {
+					t.Fatalf("a value with byte %d of %d changed decodes", i, len(v))
+				}
+			}
+			if len(c.data) > 0 {
+				if _, err := decodeValue(v, len(c.data)-1); err == nil {
+					t.Fatal("a value larger than the limit decodes")
+				}
+			}
+		})
 	}
 }
 
-// TestPartialSnapshotGoesAtOpen: a snapshot whose first chunk was appended
-// and whose second failed (a crash or a full disk between them) is named
-// by no completion record; it is forgotten, also after reopening the
-// store (invariants I4, I9), and the completed checkpoints stay readable.
-func TestPartialSnapshotGoesAtOpen(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "c")
-	failing, calls := false, 0 // once failing, the second append fails
-	s, err := Open(dir, Options{WriteFault: func() error {
-		if calls++; failing && calls == 2 {
-			return syscall.ENOSPC
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
+// payloadRandom is n bytes that do not deflate.
+func payloadRandom(n int) []byte {
+	data := make([]byte, n)
+	x := uint64(88172645463325252)
+	for i := range data {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		data[i] = byte(x)
 	}
+	return data
+}
+
+// TestIncompleteCheckpointWritesNothing: snapshots taken in for a
+// checkpoint that never completes (the store closed, as a crash would)
+// leave nothing in the file (I4); the completed checkpoints stay readable.
+func TestIncompleteCheckpointWritesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	s := mustOpen(t, path, Options{})
 	m := complete(t, s, 1, 100)
-	failing, calls = true, 0
-	if _, err := s.PutState(2, task0, slices.Values([][]byte{payload(2, 2*ChunkSize)})); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("PutState with a failing second append = %v, want ENOSPC", err)
+	written, syncs := s.Wear()
+	for i := range 3 {
+		if _, err := s.PutState(2, checkpoint.TaskID{Operator: "op", Subtask: i}, slices.Values([][]byte{payload(2, 2*ChunkSize)})); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n := blobCount(t, s)[2]; n != 0 {
-		t.Fatalf("%d chunks of the partial snapshot are still known", n)
+	if w, n := s.Wear(); w != written || n != syncs {
+		t.Fatalf("taking in snapshots wrote %d bytes and synced %d times", w-written, n-syncs)
 	}
 	s.Close()
-	s = mustOpen(t, dir, Options{})
-	if n := blobCount(t, s)[2]; n != 0 {
-		t.Fatalf("%d chunks of the partial snapshot survived reopening", n)
-	}
-	if got := ids(t, s); got != "1" {
-		t.Fatalf("completed %q, want 1", got)
+	s = mustOpen(t, path, Options{})
+	if got := buckets(t, s); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("buckets %v, want only 1's", got)
 	}
 	if _, err := s.ReadState(m.Subtasks[0].State); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/localrecovery"
-	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -32,6 +31,13 @@ import (
 const helperEnv = "CAIRN_HELPER"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(storeEnv); path != "" {
+		if err := runWriter(path); err != nil {
+			fmt.Fprintln(os.Stderr, "writer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if dir := os.Getenv(helperEnv); dir != "" {
 		if err := runHelper(dir); err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)
@@ -205,7 +211,7 @@ func runHelper(dir string) error {
 			}
 		}
 	}
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), opts)
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), opts)
 	if err != nil {
 		return err
 	}
@@ -227,7 +233,7 @@ func runHelper(dir string) error {
 			return err
 		}
 	}
-	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore), Logger: logger,
+	job, err := runtime.New(topo, runtime.Options{Checkpoints: cfg, Store: store, Restore: localrecovery.Candidates(store, restore), Logger: logger,
 		Incremental: os.Getenv("CAIRN_INCREMENTAL") != "", MaxChain: 4})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,17 +27,20 @@ import (
 // checkpoints in between, and Close syncs it; only a power cut within that
 // time together with the loss of the store leaves it behind.
 
-var crc32c = crc32.MakeTable(crc32.Castagnoli)
-
 const highWaterSize = 12
 
 // readHighWater reads the mark at path: 0 if there is no file. A file
 // that fails its checksum is an error wrapping seglog.ErrCorrupt.
 func readHighWater(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
+	f, err := datadir.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
+	if err != nil {
+		return 0, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, highWaterSize+1))
+	f.Close()
 	if err != nil {
 		return 0, err
 	}
@@ -56,13 +60,13 @@ func readHighWater(path string) (uint64, error) {
 // directory removed under the agent is then noticed by the agent's watch,
 // not by a failed checkpoint.
 func openHighWater(path string) (*os.File, error) {
-	_, statErr := os.Stat(path)
-	f, err := datadir.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // never written through a link
+	_, statErr := os.Lstat(path)
+	f, err := datadir.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint id mark: %w", err)
 	}
 	if statErr != nil {
-		if err := seglog.OS.SyncDir(filepath.Dir(path)); err != nil { // a new file's name
+		if err := syncDir(filepath.Dir(path)); err != nil { // a new file's name
 			f.Close()
 			return nil, fmt.Errorf("checkpoint id mark %s: %w", path, err)
 		}

@@ -1,6 +1,7 @@
 package localrecovery
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,15 +12,13 @@ import (
 // deleted, or replaced by an older copy, are not taken again (I6).
 func TestHighWaterOutlivesTheStore(t *testing.T) {
 	root := t.TempDir()
-	dir, mark := filepath.Join(root, "checkpoints"), filepath.Join(root, "checkpoint-id")
+	dir, mark := filepath.Join(root, "checkpoints.db"), filepath.Join(root, "checkpoint-id")
 	opts := Options{HighWater: mark}
 	s := mustOpen(t, dir, opts)
 	complete(t, s, 1, 100)
 	s.Close()
 	older := filepath.Join(root, "older")
-	if err := os.CopyFS(older, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, dir, older)
 	s = mustOpen(t, dir, opts)
 	complete(t, s, 2, 100)
 	complete(t, s, 3, 100)
@@ -68,7 +67,7 @@ func TestHighWaterOutlivesTheStore(t *testing.T) {
 // reported and ignored; the store's own ids count.
 func TestDamagedHighWaterIsNotTrusted(t *testing.T) {
 	root := t.TempDir()
-	dir, mark := filepath.Join(root, "checkpoints"), filepath.Join(root, "checkpoint-id")
+	dir, mark := filepath.Join(root, "checkpoints.db"), filepath.Join(root, "checkpoint-id")
 	s := mustOpen(t, dir, Options{HighWater: mark})
 	complete(t, s, 4, 100)
 	s.Close()
@@ -87,5 +86,43 @@ func TestDamagedHighWaterIsNotTrusted(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "checkpoint id mark unreadable") {
 		t.Fatalf("damage not reported:\n%s", logs.String())
+	}
+}
+
+// TestStoreFilesAreItsOwn: the store's file, its id mark and the file of
+// a move are opened without following a symbolic link, and not when
+// another name links to them: Open refuses, saying what it found, and the
+// file linked to is left as it was.
+func TestStoreFilesAreItsOwn(t *testing.T) {
+	for _, c := range []struct{ name, file string }{
+		{"store symlink", "checkpoints.db"}, {"store hard link", "checkpoints.db"},
+		{"mark symlink", "checkpoint-id"}, {"mark hard link", "checkpoint-id"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			path, mark := filepath.Join(root, "checkpoints.db"), filepath.Join(root, "checkpoint-id")
+			s := mustOpen(t, path, Options{HighWater: mark})
+			complete(t, s, 1, 100)
+			s.Close()
+			target := filepath.Join(root, "elsewhere")
+			if err := os.Rename(filepath.Join(root, c.file), target); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.ReadFile(target)
+			link, want := os.Symlink, "is a symbolic link, which cairn does not follow"
+			if strings.HasSuffix(c.name, "hard link") {
+				link, want = os.Link, "has 2 hard links"
+			}
+			if err := link(target, filepath.Join(root, c.file)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(path, Options{HighWater: mark})
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), c.file) {
+				t.Fatalf("Open with %s = %v, want %q", c.name, err, want)
+			}
+			if after, _ := os.ReadFile(target); !bytes.Equal(before, after) {
+				t.Fatal("the file linked to changed")
+			}
+		})
 	}
 }

@@ -52,7 +52,7 @@ func (p *progress) more(n int64) <-chan struct{} {
 // checkpoint after space returns completes.
 func TestFullDiskFailsCheckpointsNotThePipeline(t *testing.T) {
 	var full atomic.Bool
-	store, err := localrecovery.Open(filepath.Join(t.TempDir(), "c"), localrecovery.Options{
+	store, err := localrecovery.Open(filepath.Join(t.TempDir(), "c.db"), localrecovery.Options{
 		WriteFault: func() error {
 			if full.Load() {
 				return syscall.ENOSPC

@@ -1,170 +1,329 @@
 package localrecovery
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/seglog"
+	"github.com/cairn-edge/cairn/datadir"
 )
 
-// ChunkSize is the largest piece of a snapshot stored in one record.
+// ChunkSize is the largest piece of a snapshot stored under one key
+// (chosen by measurement: the package doc).
 const ChunkSize = 1 << 20
+
+// chunkSize is ChunkSize but where BenchmarkOptions varies it.
+var chunkSize = ChunkSize
 
 // Options configure a Store.
 type Options struct {
 	// Retain is how many completed checkpoints to keep; default 3.
 	Retain int
-	// SegmentBytes is the size of the log's segment files; default 4 MiB.
-	SegmentBytes int64
 	// Logger receives what the store finds and does; default slog.Default.
 	Logger *slog.Logger
 	// Failpoint, if set, is called by name at the points of the write path
 	// where a crash is most interesting: "blob-chunk" (after each chunk of
-	// a snapshot is appended), "blob-written", "before-completion",
-	// "after-completion" (synced), "retention" (before segments are
-	// deleted). Crash tests kill the process there.
+	// a snapshot is taken in), "blob-written" (a snapshot taken in whole),
+	// "before-completion" (before the checkpoint's transaction),
+	// "retention" (inside it, after its every write and delete, before it
+	// commits), "after-completion" (committed). Crash tests kill the
+	// process there.
 	Failpoint func(name string)
-	// ReadOnly opens the store to list and read it only (seglog.Options):
-	// nothing is moved, cut, locked, deleted or written; Damage says what
-	// a store opened to write would cut. The directory must exist.
+	// ReadOnly opens the store to list and read it only: nothing is moved,
+	// set aside, written or locked against readers, and an agent that
+	// holds the file is not waited for (the open fails at once, saying
+	// so); Damage says what a store opened to write would set aside. The
+	// file must exist.
 	ReadOnly bool
-	// HighWater, if set, is a file outside dir that keeps the highest
+	// HighWater, if set, is a file beside the store that keeps the highest
 	// checkpoint id too (highwater.go): LastID is at least what it holds,
-	// even after the store's directory is lost.
+	// even after the store's file is lost.
 	HighWater string
-	// WriteFault, if set, is asked before every write and sync of the
-	// log's files and of HighWater; an error fails it as a full or broken disk would, and
-	// the log rolls back to its last sync. Tests inject ENOSPC with it.
+	// WriteFault, if set, is asked before every write transaction and
+	// every write of HighWater; an error fails it as a full or broken disk
+	// would. Tests inject ENOSPC with it.
 	WriteFault func() error
+
+	// tune, if set, changes bbolt's options before the file is opened
+	// (the benchmarks that chose them).
+	tune func(*bolt.Options)
 }
 
-// Store is checkpoint storage in a segmented log (see the package doc). It
+// Store is checkpoint storage in one bbolt file (see the package doc). It
 // is safe for concurrent use.
 type Store struct {
-	dir   string
-	opts  Options
-	log   *seglog.Log
-	meter seglog.Meter
-	lock  func() error
+	path string
+	opts Options
+	db   *bolt.DB
+	// written and syncs count what the store's write transactions made
+	// the kernel write (every page a commit writes, and the meta page)
+	// and the syncs that did it.
+	written, syncs atomic.Int64
 
-	// mu guards the fields below, and every append to and sync of the
-	// log is made holding it: a failed one rolls back whatever any writer
-	// appended since the last sync, which only the one holding mu can
-	// account for (failed) before another writer builds on it.
+	// wmu serializes the write transactions and the changes of the index
+	// below that follow them.
+	wmu sync.Mutex
+	// mu guards the fields below.
 	mu sync.Mutex
-	// blobs are the stored snapshots by handle key: where their chunks
-	// are, in order.
-	blobs map[string]*blob
-	// completed are the retained completion records, newest first.
-	completed []completion
+	// pending are the snapshots taken in (PutState) and not written yet,
+	// by handle key: a checkpoint's transaction writes them.
+	pending map[string]*snapshot
+	// stored are the sizes of the snapshots in the file, by handle key.
+	stored map[string]int64
+	// buckets are the checkpoint buckets in the file, by id.
+	buckets map[uint64]bool
+	// completed are the completion records in the file, newest first.
+	completed []*checkpoint.Manifest
 	lastID    uint64
 	// highWater is what Options.HighWater holds; hwFile is it, open to
 	// write.
 	highWater uint64
 	hwFile    *os.File
-	// lastIDOff is where the newest last-id record is: retention keeps it
-	// while its id is above every completed checkpoint's.
-	lastIDOff uint64
-	// rollbacks counts failed appends and syncs, which roll back
-	// everything not synced: a snapshot written across one is lost.
-	rollbacks int
 	// damage is what Open found (Damage).
 	damage []string
 }
 
-// blob is a snapshot in the log.
-type blob struct {
-	id     uint64   // the checkpoint it was stored for
-	chunks []uint64 // the offsets of its chunk records, in order
+// snapshot is one subtask's snapshot taken in and not written yet.
+type snapshot struct {
+	id     uint64
+	task   string
+	chunks [][]byte // each as stored: its bytes, then their CRC-32C
 	size   int64
-}
-
-// completion is a completion record and where it is.
-type completion struct {
-	m   *checkpoint.Manifest
-	off uint64
 }
 
 var _ checkpoint.Store = (*Store)(nil)
 
-// Open opens or creates the store in dir. A store that an earlier cairn
-// kept in the bbolt file dir+".db" is moved into it first (see the package
-// doc). A torn write at the end of the log is cut; damage in its older
-// segments hides what follows it in that segment, and is logged.
-func Open(dir string, opts Options) (*Store, error) {
+// boltOptions are the options the store's file is opened with; the package
+// doc gives the measurements behind them.
+func boltOptions(opts Options) *bolt.Options {
+	o := &bolt.Options{
+		Timeout:         2 * time.Second,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		PageSize:        4096,
+		InitialMmapSize: 0,
+		OpenFile:        datadir.OpenFile,
+		ReadOnly:        opts.ReadOnly,
+	}
+	if opts.ReadOnly {
+		o.Timeout = 100 * time.Millisecond // an agent holds the file: ask it instead
+	}
+	if opts.tune != nil {
+		opts.tune(o)
+	}
+	return o
+}
+
+// Open opens or creates the store in the bbolt file at path
+// (conventionally <data_dir>/checkpoints.db). An earlier cairn's store
+// beside it, or in it in an earlier format, is moved into it first; a
+// damaged file is set aside and what of it verifies is moved into a new
+// one (see the package doc).
+func Open(path string, opts Options) (*Store, error) {
 	if opts.Retain <= 0 {
 		opts.Retain = 3
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if !opts.ReadOnly {
-		if err := migrateBolt(dir+".db", dir, opts); err != nil {
-			return nil, err
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			if _, errSeg := os.Stat(segmentsDir(path)); errSeg == nil {
+				return nil, fmt.Errorf("the checkpoints are in %s, an earlier cairn's store, which `cairn run` moves into %s when it starts", segmentsDir(path), path)
+			}
+			return nil, fmt.Errorf("no checkpoint store: %w", err)
 		}
+	} else if err := upgrade(path, opts); err != nil {
+		return nil, err
 	}
-	return open(dir, opts)
-}
-
-func open(dir string, opts Options) (*Store, error) {
-	s := &Store{dir: dir, opts: opts, blobs: make(map[string]*blob), lock: func() error { return nil }}
-	var err error
-	if !opts.ReadOnly {
-		if err := seglog.MkdirDurable(seglog.OS, dir); err != nil {
-			return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
-		}
-		if s.lock, err = seglog.LockDir(dir); err != nil {
-			return nil, fmt.Errorf("checkpoint store: %w", err)
-		}
+	s := &Store{path: path, opts: opts, pending: make(map[string]*snapshot)}
+	if err := s.open(); err != nil {
+		return nil, err
 	}
-	fs := seglog.OS
-	if opts.WriteFault != nil {
-		fs = faultFS{fs, opts.WriteFault}
-	}
-	s.log, err = seglog.Open(dir, seglog.Options{SegmentBytes: opts.SegmentBytes, FS: fs, Meter: &s.meter, Logger: opts.Logger, ReadOnly: opts.ReadOnly})
-	if err != nil {
-		s.lock()
-		return nil, fmt.Errorf("checkpoint store %s: %w", dir, err)
-	}
-	s.damage = s.log.Damage()
-	if err := s.load(); err != nil {
+	if err := s.readHighWater(); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.readHighWater()
 	return s, nil
 }
 
+// open opens the file, setting a damaged one aside and salvaging it, and
+// reads the index.
+func (s *Store) open() error {
+	err := checkFile(s.path, s.opts)
+	var damage *damageError
+	switch {
+	case errors.As(err, &damage) && s.opts.ReadOnly:
+		s.damage = append(s.damage, damage.Error())
+		s.opts.Logger.Error("checkpoint store damaged", "path", s.path, "err", damage.cause)
+	case errors.As(err, &damage):
+		if err := salvage(s.path, damage, s.opts); err != nil {
+			return err
+		}
+	case err != nil && !errors.Is(err, errMissing):
+		return fmt.Errorf("checkpoint store %s: %w", s.path, err)
+	}
+	if err := guard(func() (err error) {
+		s.db, err = bolt.Open(s.path, 0o600, boltOptions(s.opts))
+		return err
+	}); err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("checkpoint store %s is in use by a running cairn", s.path)
+		}
+		if !s.opts.ReadOnly || !errors.As(err, &damage) {
+			return fmt.Errorf("checkpoint store %s: %w", s.path, err)
+		}
+		return nil // damaged beyond opening: nothing to list
+	}
+	if err := s.load(); err != nil {
+		s.Close()
+		return err
+	}
+	return nil
+}
+
+// load reads the index of the file: the checkpoint buckets, their
+// completion records and snapshots, and the id taken; it makes the
+// buckets of a new file.
+func (s *Store) load() error {
+	format := byte(0)
+	if err := s.view(func(tx *bolt.Tx) error {
+		format = formatOf(tx)
+		return nil
+	}); err != nil {
+		if s.opts.ReadOnly {
+			s.damage = append(s.damage, err.Error()) // nothing to list
+			return nil
+		}
+		return err
+	}
+	switch {
+	case format == 0 && !s.opts.ReadOnly:
+		if err := s.update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			return meta.Put(keyFormat, []byte{formatVersion})
+		}); err != nil {
+			return fmt.Errorf("checkpoint store %s: %w", s.path, err)
+		}
+	case format == 0 || format == formatVersion:
+	case format < formatVersion && !s.opts.ReadOnly:
+		// The earliest builds' format: moved into a new file, then opened.
+		if err := guard(s.db.Close); err != nil {
+			return err
+		}
+		s.db = nil
+		if err := replace(s.path, fmt.Sprintf("format %d", format), false, s.opts); err != nil {
+			return err
+		}
+		return s.open()
+	case format < formatVersion:
+		return fmt.Errorf("checkpoint store %s is of an earlier cairn (format %d), which `cairn run` moves into format %d when it starts", s.path, format, formatVersion)
+	default:
+		return fmt.Errorf("checkpoint store %s is of format %d; this cairn reads formats 1 to %d (a newer cairn wrote it?)", s.path, format, formatVersion)
+	}
+	idx, err := readIndex(s.db, s.opts.Logger)
+	if err != nil {
+		if !s.opts.ReadOnly {
+			return fmt.Errorf("checkpoint store %s: %w", s.path, err)
+		}
+		s.damage = append(s.damage, err.Error())
+	}
+	s.stored, s.buckets, s.completed, s.lastID = idx.stored, idx.buckets, idx.completed, idx.lastID
+	s.damage = append(s.damage, idx.damage...)
+	return nil
+}
+
+// index is what readIndex finds in a file of format 3.
+type index struct {
+	stored    map[string]int64
+	buckets   map[uint64]bool
+	completed []*checkpoint.Manifest // newest first
+	lastID    uint64
+	damage    []string // completion records that do not verify
+}
+
+// readIndex reads the index of a file of format 3 (Store.load).
+func readIndex(db *bolt.DB, log *slog.Logger) (index, error) {
+	idx := index{stored: make(map[string]int64), buckets: make(map[uint64]bool)}
+	err := guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if meta := tx.Bucket(bucketMeta); meta != nil {
+				if v := meta.Get(keyLastID); len(v) == 8 {
+					idx.lastID = binary.BigEndian.Uint64(v)
+				}
+			}
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				id, ok := parseCheckpointBucket(name)
+				if !ok {
+					return nil
+				}
+				idx.buckets[id] = true
+				idx.lastID = max(idx.lastID, id)
+				return b.ForEach(func(k, v []byte) error {
+					if bytes.Equal(k, keyRecord) {
+						m, err := decodeRecord(v)
+						if err != nil || m.ID != id {
+							idx.damage = append(idx.damage, fmt.Sprintf("the completion record of checkpoint %d does not verify: %v", id, err))
+							log.Error("skipping a damaged completion record", "id", id, "err", err)
+							return nil
+						}
+						idx.completed = append(idx.completed, m)
+						return nil
+					}
+					if task, _, ok := parseChunkKey(k); ok {
+						n, _ := valueSize(v)
+						idx.stored[handleKey(id, task)] += n
+					}
+					return nil
+				})
+			})
+		})
+	})
+	slices.SortFunc(idx.completed, func(a, b *checkpoint.Manifest) int { return cmp.Compare(b.ID, a.ID) })
+	return idx, err
+}
+
 // readHighWater reads Options.HighWater and raises lastID to it: the store
-// lost the checkpoints above its own ids.
-func (s *Store) readHighWater() {
+// lost the checkpoints above its own ids. A mark that is not a file of the
+// store's own (datadir.OpenFile) is an error; one that does not verify is
+// logged, and ids continue from the store's.
+func (s *Store) readHighWater() error {
 	if s.opts.HighWater == "" {
-		return
+		return nil
 	}
 	hw, err := readHighWater(s.opts.HighWater)
+	if errors.Is(err, datadir.ErrNotOwn) {
+		return fmt.Errorf("checkpoint id mark: %w", err)
+	}
 	if err != nil {
 		s.opts.Logger.Error("checkpoint id mark unreadable; ids continue from the store's", "err", err)
 	}
 	s.highWater = hw
 	if hw > s.lastID {
 		s.opts.Logger.Warn("the checkpoint store lost checkpoints: it holds ids up to a lower one than were taken; ids continue above the highest taken",
-			"dir", s.dir, "store_last_id", s.lastID, "taken", hw)
+			"path", s.path, "store_last_id", s.lastID, "taken", hw)
 		s.lastID = hw
 	}
+	return nil
 }
 
 // raiseHighWater records id in Options.HighWater if it is higher than
-// what that holds. Called with s.mu held.
+// what that holds. Called with s.wmu held.
 func (s *Store) raiseHighWater(id uint64) error {
 	if s.opts.HighWater == "" || id <= s.highWater {
 		return nil
@@ -188,111 +347,21 @@ func (s *Store) raiseHighWater(id uint64) error {
 	return nil
 }
 
-// load reads the log into the index: every chunk, completion record and
-// id. A segment that fails verification is read up to the damage.
-func (s *Store) load() error {
-	var completed []completion
-	segs := s.log.Segments()
-	for i, first := range segs {
-		end := uint64(math.MaxUint64)
-		if i+1 < len(segs) {
-			end = segs[i+1]
-		}
-		var bad error
-		err := s.log.Read(first, func(r seglog.Record) bool {
-			if r.Offset >= end {
-				return false // the next segment's
-			}
-			if r.Damage != "" {
-				// Lost: logged by the log; what names the records lost
-				// fails its verification when it is restored.
-				s.damage = append(s.damage, fmt.Sprintf("records %d to %d: %s", r.Offset, r.End()-1, r.Damage))
-				return true
-			}
-			e, err := decodeEntry(r.Data)
-			if err != nil {
-				bad = fmt.Errorf("record %d: %w", r.Offset, err)
-				return false
-			}
-			switch e.kind {
-			case chunkRecord:
-				s.indexChunk(e, r.Offset)
-			case completionRecord:
-				completed = append(completed, completion{e.manifest, r.Offset})
-				s.lastID = max(s.lastID, e.manifest.ID)
-			case lastIDRecord:
-				if e.id > s.lastID {
-					s.lastID, s.lastIDOff = e.id, r.Offset
-				}
-			}
-			return true
-		})
-		if err == nil {
-			err = bad
-		}
-		if err != nil {
-			// Records past the damage in this segment are lost; the next
-			// segment is read, and what names the lost ones fails its
-			// verification when it is restored.
-			s.damage = append(s.damage, err.Error())
-			s.opts.Logger.Error("checkpoint store damaged; reading on after it", "dir", s.dir, "err", err)
-		}
-	}
-	// Newest first; of two records of one id (there should be none), the
-	// later.
-	slices.SortFunc(completed, func(a, b completion) int { return cmp.Or(cmp.Compare(b.m.ID, a.m.ID), cmp.Compare(b.off, a.off)) })
-	completed = slices.CompactFunc(completed, func(a, b completion) bool { return a.m.ID == b.m.ID })
-	s.completed = completed
-	newest := uint64(0)
-	if len(completed) > 0 {
-		newest = completed[0].m.ID
-	}
-	for key, b := range s.blobs {
-		if b.id > newest {
-			s.opts.Logger.Info("discarding state of a checkpoint that never completed", "id", b.id, "state", key)
-			delete(s.blobs, key)
-		}
-	}
-	if s.opts.ReadOnly {
-		return nil
-	}
-	return s.retain()
-}
-
-// Damage describes the damage Open found in the store's files: what it
-// cut at the end (read-only: would cut) and what hid the rest of an older
-// segment; nil if none.
+// Damage describes the damage Open found: what it set aside and why (and,
+// read-only, what a store opened to write would set aside), and
+// completion records that do not verify; nil if none.
 func (s *Store) Damage() []string { return s.damage }
 
-// indexChunk adds a chunk read at off to its snapshot; chunk 0 starts the
-// snapshot afresh (a retry after a failed write).
-func (s *Store) indexChunk(e entry, off uint64) {
-	b := s.blobs[e.key]
-	if e.index == 0 || b == nil {
-		id, _, err := parseHandleKey(e.key)
-		if err != nil {
-			return
-		}
-		b = &blob{id: id}
-		s.blobs[e.key] = b
-	}
-	if e.index != len(b.chunks) {
-		return // a stray chunk: the snapshot fails its verification
-	}
-	b.chunks = append(b.chunks, off)
-	b.size += int64(len(e.data))
-}
-
-// Close closes the log.
+// Close closes the file.
 func (s *Store) Close() error {
-	err := s.log.Close()
+	var err error
+	if s.db != nil {
+		err = guard(s.db.Close)
+		s.db = nil
+	}
 	if s.hwFile != nil {
 		err = errors.Join(err, s.hwFile.Sync(), s.hwFile.Close())
 		s.hwFile = nil
-	}
-	if s.lock != nil {
-		err = errors.Join(err, s.lock())
-		s.lock = nil
 	}
 	return err
 }
@@ -303,9 +372,55 @@ func (s *Store) failpoint(name string) {
 	}
 }
 
+// view runs a read transaction, a damaged file's faults turned into
+// errors.
+func (s *Store) view(f func(tx *bolt.Tx) error) error {
+	if s.db == nil {
+		return &damageError{errors.New("the file cannot be opened")}
+	}
+	return guard(func() error { return s.db.View(f) })
+}
+
+// update runs a write transaction, after asking WriteFault, and counts
+// what its commit wrote: every page it allocated (what it changed, a
+// snapshot's overflow pages) and the meta page, with two fdatasyncs, and
+// one more when the file grew (bbolt syncs its new size).
+func (s *Store) update(f func(tx *bolt.Tx) error) error {
+	if s.opts.ReadOnly {
+		return errors.New("the checkpoint store is open read-only")
+	}
+	if s.opts.WriteFault != nil {
+		if err := s.opts.WriteFault(); err != nil {
+			return err
+		}
+	}
+	size := s.fileSize()
+	return guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			tx.OnCommit(func() {
+				st := tx.Stats()
+				s.written.Add(st.GetPageAlloc() + int64(s.db.Info().PageSize))
+				s.syncs.Add(2)
+				if !s.db.NoGrowSync && s.fileSize() > size {
+					s.syncs.Add(1)
+				}
+			})
+			return f(tx)
+		})
+	})
+}
+
+func (s *Store) fileSize() int64 {
+	st, err := os.Stat(s.db.Path())
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
 // Wear is what the store made the kernel write back, in whole pages, and
 // the syncs that did it, since it was opened.
-func (s *Store) Wear() (written, syncs int64) { return s.meter.Written(), s.meter.Syncs() }
+func (s *Store) Wear() (written, syncs int64) { return s.written.Load(), s.syncs.Load() }
 
 // LastID implements checkpoint.Store.
 func (s *Store) LastID() (uint64, error) {
@@ -316,123 +431,85 @@ func (s *Store) LastID() (uint64, error) {
 
 // SaveLastID implements checkpoint.Store.
 func (s *Store) SaveLastID(id uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if id <= s.lastID {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if last, _ := s.LastID(); id <= last {
 		return nil
 	}
 	if err := s.raiseHighWater(id); err != nil {
 		return err
 	}
-	off, err := s.log.Append(1, encodeLastID(id))
-	if err != nil {
-		return s.failed(err)
+	if err := s.update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		return meta.Put(keyLastID, binary.BigEndian.AppendUint64(nil, id))
+	}); err != nil {
+		return err
 	}
-	if err := s.log.Sync(); err != nil {
-		return s.failed(err)
-	}
-	s.lastID, s.lastIDOff = id, off
+	s.mu.Lock()
+	s.lastID = max(s.lastID, id)
+	s.mu.Unlock()
 	return nil
 }
 
-// failed forgets the snapshots whose chunks a failed append or sync rolled
-// back with everything not synced, and returns err. Called with s.mu held.
-func (s *Store) failed(err error) error {
-	s.rollbacks++
-	synced := s.log.Synced()
-	for key, b := range s.blobs {
-		if len(b.chunks) > 0 && b.chunks[len(b.chunks)-1] >= synced {
-			delete(s.blobs, key)
-		}
-	}
-	return err
-}
-
-// handleKey is a StateHandle's key: "<id>/<task>".
-func handleKey(id uint64, task string) string { return strconv.FormatUint(id, 10) + "/" + task }
-
-// parseHandleKey inverts handleKey.
-func parseHandleKey(key string) (uint64, string, error) {
-	ids, task, ok := strings.Cut(key, "/")
-	id, err := strconv.ParseUint(ids, 10, 64)
-	if !ok || err != nil || task == "" {
-		return 0, "", fmt.Errorf("bad state key %q", key)
-	}
-	return id, task, nil
-}
-
-// PutState implements checkpoint.Store: the snapshot is appended in chunks
-// of ChunkSize (the last one shorter), one record each, as it is encoded;
-// it is durable once the completion record of a checkpoint naming it is
-// (Complete syncs the log once for both). A snapshot whose writing fails
-// half way is named by no completion record and goes with its segment.
+// PutState implements checkpoint.Store: the snapshot is taken in, in
+// chunks of ChunkSize (the last one shorter) each with its checksum, and
+// written with the transaction of the checkpoint that names it
+// (Complete). A checkpoint that never completes leaves nothing in the
+// file.
 func (s *Store) PutState(id uint64, task checkpoint.TaskID, data iter.Seq[[]byte]) (checkpoint.StateHandle, error) {
-	name := task.String()
-	key := handleKey(id, name)
-	h := checkpoint.StateHandle{Key: key}
-	b := &blob{id: id}
-	s.mu.Lock()
-	rollbacks := s.rollbacks
-	s.mu.Unlock()
-	put := func(i int, chunk []byte) error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		off, err := s.log.Append(1, chunkHeader(key, i), chunk)
-		if err != nil {
-			return s.failed(err)
-		}
-		b.chunks = append(b.chunks, off)
-		b.size += int64(len(chunk))
-		h.Append(chunk)
-		s.failpoint("blob-chunk")
-		return nil
+	if s.opts.ReadOnly {
+		return checkpoint.StateHandle{}, errors.New("the checkpoint store is open read-only")
 	}
-	var err error
-	for chunk := range chunks(data) {
-		if err = put(len(b.chunks), chunk); err != nil {
-			break
-		}
-	}
-	if err == nil && len(b.chunks) == 0 {
-		err = put(0, nil) // an empty snapshot is one empty chunk
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: %w", name, id, err)
-	}
-	if s.rollbacks != rollbacks {
-		return checkpoint.StateHandle{}, fmt.Errorf("storing state of %s for checkpoint %d: a failed write meanwhile rolled the log back", name, id)
-	}
-	s.blobs[key] = b
+	h := s.takeIn(id, task.String(), data)
 	s.failpoint("blob-written")
 	return h, nil
 }
 
-// chunks yields the concatenation of data's parts ChunkSize bytes at a
+// takeIn takes in task's snapshot for checkpoint id (PutState).
+func (s *Store) takeIn(id uint64, task string, data iter.Seq[[]byte]) checkpoint.StateHandle {
+	h := checkpoint.StateHandle{Key: handleKey(id, task)}
+	snap := &snapshot{id: id, task: task}
+	for chunk := range chunks(data) {
+		h.Append(chunk)
+		snap.chunks = append(snap.chunks, encodeValue(chunk))
+		snap.size += int64(len(chunk))
+		s.failpoint("blob-chunk")
+	}
+	if len(snap.chunks) == 0 {
+		snap.chunks = append(snap.chunks, encodeValue(nil)) // an empty snapshot is one empty chunk
+	}
+	s.mu.Lock()
+	s.pending[h.Key] = snap
+	s.mu.Unlock()
+	return h
+}
+
+// chunks yields the concatenation of data's parts chunkSize bytes at a
 // time. A chunk lying within one part is that part's bytes; one spanning
-// parts is a copy.
+// parts is a copy. A small snapshot's chunk takes what it needs; after a
+// full one, each starts at full size.
 func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
 		var buf []byte // a chunk spanning parts, in the making
-		// A small snapshot's chunk grows as it needs; after a full one,
-		// each starts at full size.
 		full := false
 		for p := range data {
 			for len(p) > 0 {
-				if len(buf) == 0 && len(p) >= ChunkSize {
-					if !yield(p[:ChunkSize:ChunkSize]) {
+				if len(buf) == 0 && len(p) >= chunkSize {
+					if !yield(p[:chunkSize:chunkSize]) {
 						return
 					}
-					p = p[ChunkSize:]
+					p = p[chunkSize:]
 					continue
 				}
 				if buf == nil && full {
-					buf = make([]byte, 0, ChunkSize)
+					buf = make([]byte, 0, chunkSize)
 				}
-				n := min(len(p), ChunkSize-len(buf))
+				n := min(len(p), chunkSize-len(buf))
 				buf, p = append(buf, p[:n]...), p[n:]
-				if len(buf) == ChunkSize {
+				if len(buf) == chunkSize {
 					if !yield(buf) {
 						return
 					}
@@ -446,50 +523,75 @@ func chunks(data iter.Seq[[]byte]) iter.Seq[[]byte] {
 	}
 }
 
-// ReadState implements checkpoint.Store. A snapshot that is not durable
-// yet (of a checkpoint not complete) is made durable first: readers of
-// the log read only what is.
+// ReadState implements checkpoint.Store. A snapshot taken in and not
+// written yet is read from memory.
 func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 	s.mu.Lock()
-	b := s.blobs[h.Key]
-	var offs []uint64
-	if b != nil {
-		offs = slices.Clone(b.chunks)
+	snap := s.pending[h.Key]
+	s.mu.Unlock()
+	if snap != nil {
+		data := make([]byte, 0, snap.size)
+		for _, c := range snap.chunks {
+			chunk, err := decodeValue(c, chunkSize)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", checkpoint.ErrCorrupt, h.Key, err)
+			}
+			data = append(data, chunk...)
+		}
+		return data, checkpoint.Verify(h, data)
 	}
-	if len(offs) > 0 && offs[len(offs)-1] >= s.log.Synced() {
-		if err := s.log.Sync(); err != nil {
-			err = s.failed(err)
+	var data []byte
+	err := s.view(func(tx *bolt.Tx) (err error) {
+		data, err = readState(tx, h)
+		return err
+	})
+	return verified(h, data, err)
+}
+
+// ReadStates reads the snapshots hs name as one view of the store: what
+// a checkpoint commits meanwhile, its retention included, is not seen. The
+// remote upload reads a checkpoint's state so.
+func (s *Store) ReadStates(hs []checkpoint.StateHandle) ([][]byte, error) {
+	out := make([][]byte, len(hs))
+	var pending []int
+	err := s.view(func(tx *bolt.Tx) error {
+		for i, h := range hs {
+			s.mu.Lock()
+			_, ok := s.pending[h.Key]
 			s.mu.Unlock()
+			if ok {
+				pending = append(pending, i)
+				continue
+			}
+			data, err := readState(tx, h)
+			if data, err = verified(h, data, err); err != nil {
+				return err
+			}
+			out[i] = data
+		}
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, checkpoint.ErrCorrupt) {
+			err = fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+		}
+		return nil, err
+	}
+	for _, i := range pending {
+		if out[i], err = s.ReadState(hs[i]); err != nil {
 			return nil, err
 		}
 	}
-	s.mu.Unlock()
-	if len(offs) == 0 {
-		return nil, fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
-	}
-	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
-	next := 0 // the chunk due
-	var bad error
-	err := s.log.Read(offs[0], func(r seglog.Record) bool {
-		if r.Offset != offs[next] {
-			return true // another snapshot's, or another record
+	return out, nil
+}
+
+// verified checks what readState read against h.
+func verified(h checkpoint.StateHandle, data []byte, err error) ([]byte, error) {
+	if err != nil {
+		if !errors.Is(err, checkpoint.ErrCorrupt) {
+			err = fmt.Errorf("%w: %s: %v", checkpoint.ErrCorrupt, h.Key, err)
 		}
-		e, err := decodeEntry(r.Data)
-		if err != nil || e.kind != chunkRecord || e.key != h.Key || e.index != next {
-			bad = fmt.Errorf("%w: %s: record %d is not its chunk %d", checkpoint.ErrCorrupt, h.Key, r.Offset, next)
-			return false
-		}
-		data = append(data, e.data...)
-		next++
-		return next < len(offs)
-	})
-	switch {
-	case bad != nil:
-		return nil, bad
-	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %v", checkpoint.ErrCorrupt, h.Key, err)
-	case next < len(offs):
-		return nil, fmt.Errorf("%w: %s: %d of its %d chunks read", checkpoint.ErrCorrupt, h.Key, next, len(offs))
+		return nil, err
 	}
 	if err := checkpoint.Verify(h, data); err != nil {
 		return nil, err
@@ -497,106 +599,175 @@ func (s *Store) ReadState(h checkpoint.StateHandle) ([]byte, error) {
 	return data, nil
 }
 
-// Complete implements checkpoint.Store: it checks that every snapshot m
-// names is stored, appends the completion record and syncs the log, which
-// makes the record and the snapshots before it durable together (I4), then
-// applies retention.
+// readState reads the chunks of h's snapshot in a file of format 3,
+// verifying each. Call it guarded.
+func readState(tx *bolt.Tx, h checkpoint.StateHandle) ([]byte, error) {
+	id, task, err := parseHandleKey(h.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", checkpoint.ErrCorrupt, err)
+	}
+	b := tx.Bucket(checkpointBucket(id))
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
+	}
+	data := make([]byte, 0, max(0, min(h.Size, 1<<30)))
+	prefix := snapshotPrefix(task)
+	c := b.Cursor()
+	next := uint32(0)
+	for k, v := c.Seek(prefix); isChunkOf(k, prefix); k, v = c.Next() {
+		if _, i, _ := parseChunkKey(k); i != next || v == nil {
+			return nil, fmt.Errorf("%w: %s has a missing or stray chunk", checkpoint.ErrCorrupt, h.Key)
+		}
+		chunk, err := decodeValue(v, max(ChunkSize, chunkSize))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s, chunk %d: %v", checkpoint.ErrCorrupt, h.Key, next, err)
+		}
+		data = append(data, chunk...)
+		next++
+	}
+	if next == 0 {
+		return nil, fmt.Errorf("%w: %s is missing", checkpoint.ErrCorrupt, h.Key)
+	}
+	return data, nil
+}
+
+// Complete implements checkpoint.Store: one write transaction writes the
+// snapshots m names that are not in the file yet, its completion record
+// and the deletes of retention, and commits: m and everything it names
+// are durable together once it returns (I4), and nothing of it is there
+// if it fails. Retention keeps the newest Retain completed checkpoints and
+// the checkpoint buckets that their snapshots and chains are in.
 func (s *Store) Complete(m *checkpoint.Manifest) error {
-	record, err := encodeCompletion(m)
+	record, err := encodeRecord(m)
 	if err != nil {
 		return err
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var writes []*snapshot
 	for _, a := range m.Subtasks {
 		for _, h := range a.Handles() {
-			if b := s.blobs[h.Key]; b == nil || b.size != h.Size {
+			snap := s.pending[h.Key]
+			size, stored := s.stored[h.Key]
+			switch {
+			case snap != nil && snap.size == h.Size:
+				if !slices.Contains(writes, snap) {
+					writes = append(writes, snap)
+				}
+			case snap == nil && stored && size == h.Size:
+			default:
+				s.mu.Unlock()
 				return fmt.Errorf("checkpoint %d: state %s of %s is not stored", m.ID, h.Key, a.Task)
 			}
 		}
 	}
+	kept := slices.Insert(slices.Clone(s.completed), 0, m)
+	slices.SortStableFunc(kept, func(a, b *checkpoint.Manifest) int { return cmp.Compare(b.ID, a.ID) })
+	kept = kept[:min(len(kept), s.opts.Retain)]
+	needed := neededBuckets(kept)
+	var dropped []uint64
+	for id := range s.buckets {
+		if !needed[id] {
+			dropped = append(dropped, id)
+		}
+	}
+	s.mu.Unlock()
 	s.failpoint("before-completion")
 	if err := s.raiseHighWater(m.ID); err != nil {
 		return fmt.Errorf("checkpoint %d: %w", m.ID, err)
 	}
-	fail := func(err error) error {
-		return fmt.Errorf("writing the completion record of checkpoint %d: %w", m.ID, s.failed(err))
-	}
-	off, err := s.log.Append(1, record)
+	err = s.update(func(tx *bolt.Tx) error {
+		for _, snap := range writes {
+			b, err := tx.CreateBucketIfNotExists(checkpointBucket(snap.id))
+			if err != nil {
+				return err
+			}
+			b.FillPercent = 1 // written once, in key order: pack pages full
+			for i, c := range snap.chunks {
+				if err := b.Put(chunkKey(snap.task, uint32(i)), c); err != nil {
+					return err
+				}
+			}
+		}
+		b, err := tx.CreateBucketIfNotExists(checkpointBucket(m.ID))
+		if err != nil {
+			return err
+		}
+		b.FillPercent = 1
+		if err := b.Put(keyRecord, record); err != nil {
+			return err
+		}
+		for _, id := range dropped {
+			if err := tx.DeleteBucket(checkpointBucket(id)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+				return err
+			}
+		}
+		s.failpoint("retention")
+		return nil
+	})
 	if err != nil {
-		return fail(err)
-	}
-	if err := s.log.Sync(); err != nil {
-		return fail(err)
+		return fmt.Errorf("writing checkpoint %d: %w", m.ID, err)
 	}
 	s.failpoint("after-completion")
-	s.completed = slices.Insert(s.completed, 0, completion{m, off})
-	s.lastID = max(s.lastID, m.ID)
-	if err := s.retain(); err != nil {
-		// The checkpoint is complete; what was not deleted goes next time.
-		s.opts.Logger.Warn("checkpoint retention failed", "err", err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, snap := range writes {
+		key := handleKey(snap.id, snap.task)
+		if s.pending[key] == snap {
+			delete(s.pending, key)
+		}
+		s.stored[key] = snap.size
+		s.buckets[snap.id] = true
 	}
+	s.buckets[m.ID] = true
+	for _, id := range dropped {
+		delete(s.buckets, id)
+	}
+	for key := range s.stored {
+		if id, _, err := parseHandleKey(key); err != nil || !s.buckets[id] {
+			delete(s.stored, key)
+		}
+	}
+	s.completed = kept
+	s.lastID = max(s.lastID, m.ID)
 	return nil
 }
 
-// retain keeps the newest Retain completed checkpoints and what they
-// reference, forgets the rest, and deletes the segments that hold nothing
-// kept: the log's front up to the oldest record still needed, by the
-// retained checkpoints or by checkpoints in flight (newer than the newest
-// completed). Called with s.mu held.
-func (s *Store) retain() error {
-	s.completed = s.completed[:min(len(s.completed), s.opts.Retain)]
-	referenced := make(map[string]bool)
-	keep := s.log.Synced() // the oldest offset still needed
-	newest := uint64(0)
-	for _, c := range s.completed {
-		keep = min(keep, c.off)
-		newest = max(newest, c.m.ID)
-	}
-	if s.lastID > newest && s.lastIDOff > 0 {
-		keep = min(keep, s.lastIDOff)
-	}
-	for _, c := range s.completed {
-		for _, a := range c.m.Subtasks {
+// neededBuckets are the checkpoint buckets that hold what ms name: their
+// completion records and every snapshot of their chains.
+func neededBuckets(ms []*checkpoint.Manifest) map[uint64]bool {
+	needed := make(map[uint64]bool)
+	for _, m := range ms {
+		needed[m.ID] = true
+		for _, a := range m.Subtasks {
 			for _, h := range a.Handles() {
-				referenced[h.Key] = true
+				if id, _, err := parseHandleKey(h.Key); err == nil {
+					needed[id] = true
+				}
 			}
 		}
 	}
-	for key, b := range s.blobs {
-		switch {
-		case referenced[key] || b.id > newest:
-			if len(b.chunks) > 0 {
-				keep = min(keep, b.chunks[0])
-			}
-		default:
-			delete(s.blobs, key)
-		}
-	}
-	s.failpoint("retention")
-	return s.log.TruncateFront(keep)
+	return needed
 }
 
-// Discard implements checkpoint.Store: the snapshots of checkpoint id are
-// forgotten, and go with their segments.
+// Discard implements checkpoint.Store: the snapshots of checkpoint id,
+// taken in and not written, are forgotten.
 func (s *Store) Discard(id uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for key, b := range s.blobs {
-		if b.id == id {
-			delete(s.blobs, key)
+	for key, snap := range s.pending {
+		if snap.id == id {
+			delete(s.pending, key)
 		}
 	}
 	return nil
 }
 
-// Completed implements checkpoint.Store.
+// Completed implements checkpoint.Store: the newest Retain completed
+// checkpoints.
 func (s *Store) Completed() ([]*checkpoint.Manifest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*checkpoint.Manifest, len(s.completed))
-	for i, c := range s.completed {
-		out[i] = c.m
-	}
-	return out, nil
+	return slices.Clone(s.completed[:min(len(s.completed), s.opts.Retain)]), nil
 }

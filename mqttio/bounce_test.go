@@ -18,7 +18,6 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/localrecovery"
-	"github.com/cairn-edge/cairn/recovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -41,7 +40,7 @@ func TestMain(m *testing.M) {
 
 func runMQTTHelper(dir, url string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints"), localrecovery.Options{Logger: log})
+	store, err := localrecovery.Open(filepath.Join(dir, "checkpoints.db"), localrecovery.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -65,7 +64,7 @@ func runMQTTHelper(dir, url string) error {
 		}()
 	}
 	job, err := runtime.New(countPipeline(nopTB{}, url, "cairn-bounce", logs, m),
-		runtime.Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore), Logger: log})
+		runtime.Options{Checkpoints: cfg, Store: store, Restore: localrecovery.Candidates(store, restore), Logger: log})
 	if err != nil {
 		return err
 	}

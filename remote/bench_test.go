@@ -113,7 +113,7 @@ func BenchmarkUploadEffect(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		store, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints"), localrecovery.Options{Logger: quiet})
+		store, err := localrecovery.Open(filepath.Join(b.TempDir(), "checkpoints.db"), localrecovery.Options{Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}

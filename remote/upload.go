@@ -248,28 +248,34 @@ func (u *Uploader) run() {
 
 // upload stores m's blobs that are not in the bucket yet, then its
 // manifest, and returns how many blobs and bytes it sent. It reads those
-// blobs from the local store first, all of them: sending can take longer
-// than the local store keeps m, whose retention would delete them under a
-// slow upload.
+// blobs from the local store first, all of them, as one view of it where
+// the store can (a localrecovery.Store: ReadStates): sending can take
+// longer than the local store keeps m, whose retention, in the
+// transaction of a later checkpoint, would delete them under a slow
+// upload.
 func (u *Uploader) upload(m *checkpoint.Manifest) (int, int64, error) {
 	type blob struct {
 		h    checkpoint.StateHandle
 		data []byte
 	}
 	var blobs []blob
+	var handles []checkpoint.StateHandle
 	var total int64
 	for _, a := range m.Subtasks {
 		for _, h := range a.Handles() {
-			if u.sent[h.Key] == h || slices.ContainsFunc(blobs, func(b blob) bool { return b.h == h }) {
+			if u.sent[h.Key] == h || slices.Contains(handles, h) {
 				continue
 			}
-			data, err := u.local.ReadState(h)
-			if err != nil {
-				return 0, 0, fmt.Errorf("checkpoint %d: reading the local state of %s: %w", m.ID, a.Task, err)
-			}
-			blobs = append(blobs, blob{h, data})
+			handles = append(handles, h)
 			total += h.Size
 		}
+	}
+	datas, err := readStates(u.local, handles)
+	if err != nil {
+		return 0, 0, fmt.Errorf("checkpoint %d: reading its local state: %w", m.ID, err)
+	}
+	for i, h := range handles {
+		blobs = append(blobs, blob{h, datas[i]})
 	}
 	for _, b := range blobs {
 		if err := u.r.put(u.ctx, u.r.stateName(u.dev.name, b.h.Key), b.data, "application/octet-stream"); err != nil {
@@ -368,4 +374,27 @@ func (u *Uploader) retain() error {
 		u.opts.Logger.Debug("remote retention", "deleted", dropped, "kept", kept)
 	}
 	return nil
+}
+
+// viewStore is a store that reads several snapshots as one view of it
+// (localrecovery.Store).
+type viewStore interface {
+	ReadStates(hs []checkpoint.StateHandle) ([][]byte, error)
+}
+
+// readStates reads the snapshots hs name from store, as one view where it
+// can.
+func readStates(store checkpoint.Store, hs []checkpoint.StateHandle) ([][]byte, error) {
+	if v, ok := store.(viewStore); ok {
+		return v.ReadStates(hs)
+	}
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		data, err := store.ReadState(h)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Key, err)
+		}
+		out[i] = data
+	}
+	return out, nil
 }

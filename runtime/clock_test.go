@@ -15,7 +15,6 @@ import (
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/internal/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
-	"github.com/cairn-edge/cairn/recovery"
 )
 
 // jumpyClock is a wall clock that runs with real time but can be set
@@ -334,7 +333,7 @@ func TestEventTimeWindowsIgnoreWallClock(t *testing.T) {
 // that changed nothing completes without a record of its own, so its id
 // may be issued again), and periodic checkpoints go on through a jump.
 func TestCheckpointIDsAcrossRestartsAndClockJumps(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoints")
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
 	in := newFeed()
 	var b graph.Builder
 	src := b.Source("src", 1, in.source())
@@ -362,7 +361,7 @@ func TestCheckpointIDsAcrossRestartsAndClockJumps(t *testing.T) {
 		var completed []uint64
 		cfg := checkpoint.DefaultConfig()
 		cfg.Interval = 10 * time.Millisecond
-		job, stop := runJob(t, topo, Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, restore), WallClock: clock.now,
+		job, stop := runJob(t, topo, Options{Checkpoints: cfg, Store: store, Restore: localrecovery.Candidates(store, restore), WallClock: clock.now,
 			OnComplete: func(m *checkpoint.Manifest) {
 				mu.Lock()
 				completed = append(completed, m.ID)

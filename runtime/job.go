@@ -10,7 +10,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/recovery"
+	"github.com/cairn-edge/cairn/localrecovery"
 )
 
 // Options configure a Job. Zero values mean the defaults noted.
@@ -22,14 +22,14 @@ type Options struct {
 	// Store keeps checkpoints; default an in-memory store retaining 3.
 	Store checkpoint.Store
 	// Restore lists completed checkpoints to start from, newest first,
-	// each with the store that holds it: recovery.Choose chooses and
+	// each with the store that holds it: localrecovery.Choose chooses and
 	// verifies them. The first whose state reads, verifies and decodes is
 	// restored: state, timers and watermarks come back and sources resume
 	// at its offsets. Run falls back to the next only past damage, each
 	// logged with its reason; any other failure fails Run, and so does
-	// damage in every one (recovery.Fallback, invariant I9). Run forgets
+	// damage in every one (localrecovery.Fallback, invariant I9). Run forgets
 	// them once it has read them.
-	Restore []recovery.Candidate
+	Restore []localrecovery.Candidate
 	// BatchSize is the most records per batch; default 256.
 	BatchSize int
 	// Linger is the longest a partial batch waits before it is sent;

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/recovery"
+	"github.com/cairn-edge/cairn/localrecovery"
 )
 
 // latestSink records the last Value seen per key.
@@ -227,7 +227,7 @@ func TestJobRestoresFromCheckpoint(t *testing.T) {
 
 	close(gate)
 	second := &latestSink{last: map[string]float64{}}
-	job, err = New(countTopology(t, src, second), Options{Checkpoints: cfg, Store: store, Restore: recovery.Candidates(store, []*checkpoint.Manifest{m})})
+	job, err = New(countTopology(t, src, second), Options{Checkpoints: cfg, Store: store, Restore: localrecovery.Candidates(store, []*checkpoint.Manifest{m})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestRestoreRefusesChangedMaxParallelism(t *testing.T) {
 // refuse with an error containing want.
 func restoreRefused(t *testing.T, newTopo func(func(int) graph.Source) *graph.Topology, store checkpoint.Store, m *checkpoint.Manifest, want string) {
 	t.Helper()
-	job, err := New(newTopo(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: recovery.Candidates(store, []*checkpoint.Manifest{m})})
+	job, err := New(newTopo(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: localrecovery.Candidates(store, []*checkpoint.Manifest{m})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +554,7 @@ func TestRestoreRedistributesRescalableState(t *testing.T) {
 		}
 	}
 	m, store := checkpointAtGate(t, topo(3))
-	job, err := New(topo(2)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: recovery.Candidates(store, []*checkpoint.Manifest{m})})
+	job, err := New(topo(2)(graph.SliceSource(nil)), Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, Restore: localrecovery.Candidates(store, []*checkpoint.Manifest{m})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,16 +6,16 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/recovery"
+	"github.com/cairn-edge/cairn/localrecovery"
 )
 
 // Restore: the checkpoint that recovery chose, decoded for every subtask,
 // falling back past damage only, and the subtasks opened from it.
 
 // load decodes the first usable candidate of Options.Restore, falling
-// back to an older one only past damage (recovery.Fallback), and then
+// back to an older one only past damage (localrecovery.Fallback), and then
 // forgets them all, for the chosen one's store may hold its state in
-// memory (recovery.Candidate.Reader). A candidate in another store than
+// memory (localrecovery.Candidate.Reader). A candidate in another store than
 // the job's (a savepoint, remote storage) starts new chains and is no
 // replay (breakChains); one in the job's store is the checkpoint that a
 // checkpoint which changes nothing refers to (records).
@@ -23,7 +23,7 @@ func (j *Job) load() ([]taskRestore, error) {
 	cands := j.opts.Restore
 	j.opts.Restore = nil
 	var rs []taskRestore
-	i, err := recovery.Fallback(cands, j.opts.Logger, func(c recovery.Candidate) (err error) {
+	i, err := localrecovery.Fallback(cands, j.opts.Logger, func(c localrecovery.Candidate) (err error) {
 		rs, err = j.plan.load(c.Manifest, c.Reader())
 		return err
 	})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/recovery"
+	"github.com/cairn-edge/cairn/localrecovery"
 )
 
 // TestIncrementalAfterRestoreFromAnotherStore restores a checkpoint from a
@@ -32,7 +32,7 @@ func TestIncrementalAfterRestoreFromAnotherStore(t *testing.T) {
 	sink := &latestSink{last: map[string]float64{}}
 	completed := make(chan *checkpoint.Manifest, 2)
 	job, err := New(countTopology(t, newSrc(gate, atGate), sink), Options{Checkpoints: cfg, Store: local,
-		Restore: []recovery.Candidate{{Manifest: m, Store: elsewhere}}, Incremental: true,
+		Restore: []localrecovery.Candidate{{Manifest: m, Store: elsewhere}}, Incremental: true,
 		OnComplete: func(m *checkpoint.Manifest) { completed <- m }})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestRestoreFallsBackOnlyPastDamage(t *testing.T) {
 	from := &unreachableStore{Store: elsewhere}
 	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 1_000} }
 	job, err := New(countTopology(t, src, &latestSink{last: map[string]float64{}}), Options{Checkpoints: checkpoint.DefaultConfig(),
-		Store: checkpoint.NewMemStore(3), Restore: recovery.Candidates(from, []*checkpoint.Manifest{m, m})})
+		Store: checkpoint.NewMemStore(3), Restore: localrecovery.Candidates(from, []*checkpoint.Manifest{m, m})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +119,11 @@ func TestNothingRestored(t *testing.T) {
 	})
 	src := func(int) graph.Source { return &gatedSource{records: recs, gate: 1_000} }
 	job, err := New(countTopology(t, src, &latestSink{last: map[string]float64{}}), Options{Checkpoints: checkpoint.DefaultConfig(),
-		Store: checkpoint.NewMemStore(3), Restore: recovery.Candidates(damagedStore{elsewhere}, []*checkpoint.Manifest{m, m})})
+		Store: checkpoint.NewMemStore(3), Restore: localrecovery.Candidates(damagedStore{elsewhere}, []*checkpoint.Manifest{m, m})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := job.Run(t.Context()); !errors.Is(err, recovery.ErrNothingRestored) || !errors.Is(err, checkpoint.ErrCorrupt) {
+	if err := job.Run(t.Context()); !errors.Is(err, localrecovery.ErrNothingRestored) || !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("Run: %v; want ErrNothingRestored wrapping the damage", err)
 	}
 }

@@ -39,7 +39,7 @@ type pipeline struct {
 	body string
 	// stableIDs says its sink's input is ordered (graph.TaskInfo), so that
 	// in exactly-once mode outputs published again after a fallback to
-	// an older checkpoint keep their ids: the store is then cut too.
+	// an older checkpoint keep their ids: the store is then damaged too.
 	stableIDs bool
 	// message is the i-th message published; a pure function of i.
 	message func(i int) message

@@ -11,12 +11,14 @@
 // each checkpointing mode (exactly-once, at-least-once, unaligned). While a
 // publisher sends sequenced QoS 1 messages, the agent is killed with SIGKILL
 // at seeded random moments and restarted in place, and the broker is
-// restarted now and then. Once a run, between kills, the checkpoint store
-// is deleted, if it lists a checkpoint: the next start must refuse, naming
-// the ids taken, and the store is put back; once a run of a pipeline whose output ids survive a
-// fallback (and in at-least-once mode), the newest quarter of the store is
-// cut off, and the agent falls back to an older checkpoint and replays
-// from there. A persistent QoS 1 consumer of the sink topics
+// restarted now and then. Every restart first runs bbolt's consistency
+// check on the store's file (a kill never leaves it damaged). Once a run,
+// between kills, the checkpoint store is deleted, if it lists a
+// checkpoint: the next start must refuse, naming the ids taken, and the
+// store is put back; once a run of a pipeline whose output ids survive a
+// fallback (and in at-least-once mode), a bit of the store's newest
+// checkpoint is flipped, if it lists an older one, and the agent falls
+// back to that and replays from there. A persistent QoS 1 consumer of the sink topics
 // drops repeated message ids and counts, per pipeline and mode, the outputs
 // that are lost, duplicated (the same result under another id, or input
 // counted twice), out of order, or wrong. Exactly-once and unaligned must
@@ -50,6 +52,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/boltcheck"
 	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/mosquittotest"
 	"github.com/cairn-edge/cairn/internal/testwait"
@@ -78,7 +81,8 @@ type row struct {
 	pipeline, mode string
 	kills          int // SIGKILLs
 	early          int // of which before the control socket said running
-	cuts           int // stores cut to an older checkpoint between kills
+	cuts           int // stores damaged in their newest checkpoint between kills
+	checked        int // restarts on a file that bbolt's check found whole
 	refusals       int // starts refused on a deleted store
 	restarts       int // broker restarts
 	in             int // messages published and acknowledged by the broker
@@ -197,16 +201,18 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	// some while starting or restoring, the others after the control
 	// socket said running; some incarnations see a broker restart.
 	restartsAsked := 0
+	damaged := false // the store was damaged on purpose: not checked
 	began := time.Now()
 	for r.kills < kills {
 		switch {
 		case kills >= 3 && r.kills == kills/3 && (p.stableIDs || !m.exactlyOnce):
-			cut, err := cutStore(bin, dataDir)
+			cut, err := damageStore(bin, dataDir)
 			if err != nil {
-				fail("cutting the store: %v", err)
+				fail("damaging the store: %v", err)
 			}
 			if cut {
 				r.cuts++
+				damaged = true
 			}
 		case kills >= 3 && r.kills == 2*kills/3:
 			refused, err := refusedWithoutStore(bin, config, dataDir, log)
@@ -217,6 +223,14 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 				r.refusals++
 			}
 		}
+		if !damaged {
+			// Every restart opens a store that a kill left whole.
+			if err := boltcheck.Check(filepath.Join(dataDir, "checkpoints.db")); err != nil {
+				fail("after incarnation %d was killed: %v", r.kills, err)
+			}
+			r.checked++
+		}
+		damaged = false
 		fmt.Fprintf(log, "=== torture: incarnation %d\n", r.kills+1)
 		a := cairntest.Start(t, log, bin, "run", "-c", config)
 		if rng.IntN(3) == 0 || restartsAsked == 0 && r.kills == kills-1 {
@@ -292,8 +306,8 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 
 	outs, repeats, garbled := cons.snapshot()
 	r.tally, r.repeats, r.done = p.check(published, outs), repeats, true
-	t.Logf("%d kills (%d while starting or restoring), %d stores cut, %d starts refused without the store and %d broker restarts in %v, final outputs %v later; %d messages in, %d outputs (%d repeated ids dropped): %d lost, %d duplicated, %d out of order, %d wrong",
-		r.kills, r.early, r.cuts, r.refusals, r.restarts, faults.Round(time.Millisecond), drained.Round(time.Millisecond), r.in, r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong)
+	t.Logf("%d kills (%d while starting or restoring), %d restarts on a store bbolt's check found whole, %d stores damaged, %d starts refused without the store and %d broker restarts in %v, final outputs %v later; %d messages in, %d outputs (%d repeated ids dropped): %d lost, %d duplicated, %d out of order, %d wrong",
+		r.kills, r.early, r.checked, r.cuts, r.refusals, r.restarts, faults.Round(time.Millisecond), drained.Round(time.Millisecond), r.in, r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong)
 	var broken []string
 	if len(garbled) > 0 {
 		broken = append(broken, fmt.Sprintf("%d messages on the sink topics are not sink output or reuse an id for another output, first %s", len(garbled), garbled[0]))
@@ -315,35 +329,26 @@ func torture(t *testing.T, bin string, p pipeline, m mode, kills int, seed, run 
 	}
 }
 
-// listsCheckpoints reports whether `cairn checkpoints` lists one in the
-// stopped agent's store (every incarnation so far may have been killed
-// before its first checkpoint).
-func listsCheckpoints(bin, dataDir string) bool {
+// listsCheckpoints reports how many checkpoints `cairn checkpoints` lists
+// in the stopped agent's store (every incarnation so far may have been
+// killed before its first checkpoint).
+func listsCheckpoints(bin, dataDir string) int {
 	out, err := exec.Command(bin, "checkpoints", "--data-dir", dataDir).Output()
-	return err == nil && strings.Count(string(out), "\n") >= 2 // the header and a checkpoint
+	if err != nil {
+		return 0
+	}
+	return max(0, strings.Count(string(out), "\n")-1) // less the header
 }
 
-// cutStore cuts the newest quarter off the newest segment of the stopped
-// agent's checkpoint store, as a truncated file would, if a checkpoint is
-// left before the cut; else it leaves the file as it was and reports no
-// cut.
-func cutStore(bin, dataDir string) (cut bool, err error) {
-	segs, err := filepath.Glob(filepath.Join(dataDir, "checkpoints", "*.seg"))
-	if err != nil || len(segs) == 0 {
-		return false, err // no store yet
+// damageStore flips a bit in the newest checkpoint of the stopped agent's
+// checkpoint store (a chunk of its state or its completion record, which
+// then fails its checksum), if an older one is left to fall back to; else
+// it leaves the file as it was and reports no damage.
+func damageStore(bin, dataDir string) (damaged bool, err error) {
+	if listsCheckpoints(bin, dataDir) < 2 {
+		return false, nil
 	}
-	last := segs[len(segs)-1]
-	whole, err := os.ReadFile(last)
-	if err != nil {
-		return false, err
-	}
-	if err := os.Truncate(last, int64(len(whole))*3/4); err != nil {
-		return false, err
-	}
-	if !listsCheckpoints(bin, dataDir) {
-		return false, os.WriteFile(last, whole, 0o600)
-	}
-	return true, nil
+	return true, boltcheck.FlipNewest(filepath.Join(dataDir, "checkpoints.db"))
 }
 
 // refusedWithoutStore sets the stopped agent's checkpoint store aside, if
@@ -351,10 +356,10 @@ func cutStore(bin, dataDir string) (cut bool, err error) {
 // checkpoints were taken and their state is lost. The store is then put
 // back. Without a checkpoint there is nothing to lose, and no start.
 func refusedWithoutStore(bin, config, dataDir string, log *os.File) (refused bool, err error) {
-	if !listsCheckpoints(bin, dataDir) {
+	if listsCheckpoints(bin, dataDir) == 0 {
 		return false, nil
 	}
-	store := filepath.Join(dataDir, "checkpoints")
+	store := filepath.Join(dataDir, "checkpoints.db")
 	aside := store + ".aside"
 	if err := os.Rename(store, aside); err != nil {
 		return false, err
@@ -368,7 +373,7 @@ func refusedWithoutStore(bin, config, dataDir string, log *os.File) (refused boo
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(said.String(), "were taken on this data directory") {
 		return false, fmt.Errorf("want exit status 1 naming the ids taken; got %v:\n%s", err, said.String())
 	}
-	if err := os.RemoveAll(store); err != nil { // what the refused start created
+	if err := os.Remove(store); err != nil && !errors.Is(err, os.ErrNotExist) { // what the refused start created
 		return false, err
 	}
 	return true, os.Rename(aside, store)
@@ -405,7 +410,7 @@ func tail(path string, n int) string {
 func printSummary(rows []*row) {
 	var total row
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "pipeline\tmode\tkills\tstores cut\tstarts refused\tbroker restarts\tmessages in\toutputs\trepeated ids\tlost\tduplicated\tout-of-order\twrong\tSIGTERM stop\t")
+	fmt.Fprintln(w, "pipeline\tmode\tkills\tstores damaged\tstarts refused\tbroker restarts\tmessages in\toutputs\trepeated ids\tlost\tduplicated\tout-of-order\twrong\tSIGTERM stop\t")
 	line := func(r *row, pipeline, mode, stop string) {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", pipeline, mode, r.kills, r.cuts, r.refusals, r.restarts, r.in,
 			r.outputs, r.repeats, r.lost, r.duplicated, r.outOfOrder, r.wrong, stop)

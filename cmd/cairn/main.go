@@ -326,7 +326,7 @@ func cmdCheckpoints(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 			return 1
 		}
 		for _, d := range damage {
-			fmt.Fprintf(stderr, "cairn checkpoints: the checkpoint store is damaged (%s); left as it is: `cairn run` cuts it when it starts, and restores the newest checkpoint before it that verifies\n", d)
+			fmt.Fprintf(stderr, "cairn checkpoints: the checkpoint store is damaged (%s); left as it is: `cairn run` sets the file aside when it starts, moves what of it verifies into a new one, and restores the newest checkpoint of that\n", d)
 		}
 		if file := fs.Lookup("c").Value.String(); file != "" {
 			cfg, err := config.Load(file)

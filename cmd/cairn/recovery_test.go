@@ -15,6 +15,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/cairn-edge/cairn/internal/boltcheck"
 	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/mqttio"
 )
@@ -65,8 +66,10 @@ func runUntilCheckpoints(t *testing.T, bin, config string, n int, args ...string
 // TestLostStoreIsNotSilent deletes a stopped agent's checkpoint store: the
 // next start refuses, naming the ids that were taken and the flag; with
 // --accept-state-loss it starts empty, and its ids go on above the old
-// ones (I6), as they do after the store is truncated to half, when an
-// older checkpoint restores.
+// ones (I6). A store truncated to half is set aside as damaged, and what
+// of it verifies restores, or, where nothing does, the start refuses
+// naming the flag; never empty, and no id is taken twice. Each start
+// finds a file that bbolt's check finds whole, but the damaged one.
 func TestLostStoreIsNotSilent(t *testing.T) {
 	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
@@ -77,7 +80,11 @@ func TestLostStoreIsNotSilent(t *testing.T) {
 	}
 	taken := runUntilCheckpoints(t, bin, config, 3)
 
-	if err := os.RemoveAll(filepath.Join(data, "checkpoints")); err != nil {
+	store := filepath.Join(data, "checkpoints.db")
+	if err := boltcheck.Check(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(store); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(bin, "run", "-c", config).CombinedOutput()
@@ -96,34 +103,43 @@ func TestLostStoreIsNotSilent(t *testing.T) {
 	p.Wait()
 	taken = max(taken, runUntilCheckpoints(t, bin, config, 5))
 
-	// Truncated to half: the newest checkpoints are gone, an older one
-	// restores, and no id is taken twice.
-	segs, err := filepath.Glob(filepath.Join(data, "checkpoints", "*.seg"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("no segment files: %v", err)
-	}
-	last := segs[len(segs)-1]
-	fi, err := os.Stat(last)
-	if err != nil {
+	// Truncated to half: the file is damaged; an older checkpoint
+	// restores, or the start refuses; no id is taken twice.
+	if err := boltcheck.Check(store); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(last, fi.Size()/2); err != nil {
+	if err := boltcheck.CutToHalf(store); err != nil {
 		t.Fatal(err)
 	}
 	// Listing the stopped agent's checkpoints says the store is damaged,
 	// and changes nothing.
-	before, _ := os.ReadFile(last)
+	before, _ := os.ReadFile(store)
 	var stderr strings.Builder
 	cmd := exec.Command(bin, "checkpoints", "--data-dir", data)
 	cmd.Stderr = &stderr
-	if listed, err := cmd.Output(); err != nil || !strings.HasPrefix(string(listed), "ID") || !strings.Contains(stderr.String(), "the checkpoint store is damaged") {
-		t.Fatalf("cairn checkpoints on a truncated store: %v\n%s%s", err, listed, stderr.String())
+	if listed, _ := cmd.Output(); !strings.Contains(stderr.String(), "the checkpoint store is damaged") {
+		t.Fatalf("cairn checkpoints on a truncated store:\n%s%s", listed, stderr.String())
 	}
-	if after, _ := os.ReadFile(last); string(after) != string(before) {
+	if after, _ := os.ReadFile(store); string(after) != string(before) {
 		t.Fatal("cairn checkpoints changed the store's file")
 	}
 	p = startAgent(t, bin, config)
-	restored, _ := strconv.ParseUint(p.Await(t, restoreLine, 30*time.Second)[1], 10, 64)
+	p.Await(t, regexp.MustCompile(`msg="checkpoint store is damaged; it is set aside`), 30*time.Second)
+	outcome := p.Await(t, regexp.MustCompile(`msg="restoring checkpoint" id=(\d+)|checkpoints up to id (\d+) were taken on this data directory`), 30*time.Second)
+	if _, err := os.Stat(store + ".damaged-1"); err != nil {
+		t.Fatalf("the damaged file is not kept aside: %v", err)
+	}
+	if outcome[2] != "" { // nothing of the file verified
+		if n, _ := strconv.ParseUint(outcome[2], 10, 64); n != taken || !strings.Contains(p.Log(), "--accept-state-loss") {
+			t.Fatalf("a start on a truncated store refused without naming the %d ids taken and the flag:\n%s", taken, p.Log())
+		}
+		if err := p.Wait(); err == nil {
+			t.Fatal("the refused start exited 0")
+		}
+		t.Log("nothing of the truncated store verified: the start refused, naming the flag")
+		return
+	}
+	restored, _ := strconv.ParseUint(outcome[1], 10, 64)
 	next, _ := strconv.ParseUint(p.Await(t, completeLine, 30*time.Second)[1], 10, 64)
 	if restored >= taken || next <= taken {
 		t.Fatalf("after truncation: restored %d, next checkpoint %d; want an older one than %d, and ids above it", restored, next, taken)
@@ -163,8 +179,8 @@ sinks:
     topic: fb/tally/{key}
 `
 
-// TestFallbackRepublishesUnderTheSameIDs: the newest checkpoints are cut
-// from the store (a truncated file), the agent falls back to an older one
+// TestFallbackRepublishesUnderTheSameIDs: the newest checkpoint of the
+// store is damaged (a flipped bit), the agent falls back to an older one
 // and replays the ingest log from there; the outputs it publishes again
 // carry exactly the ids they had the first time, so a consumer that drops
 // repeated ids sees each once (issue 17, case 3); a second sink of the
@@ -211,16 +227,13 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 		}
 	}
 
-	// Cut the store to a third: the newest checkpoints go.
-	segs, err := filepath.Glob(filepath.Join(data, "checkpoints", "*.seg"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("no segment files: %v", err)
-	}
-	fi, err := os.Stat(segs[len(segs)-1])
-	if err != nil {
+	// Damage the newest checkpoint: the restore falls back to the one
+	// before.
+	store := filepath.Join(data, "checkpoints.db")
+	if err := boltcheck.Check(store); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(segs[len(segs)-1], fi.Size()/3); err != nil {
+	if err := boltcheck.FlipNewest(store); err != nil {
 		t.Fatal(err)
 	}
 	p = startAgent(t, bin, config)

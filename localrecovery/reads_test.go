@@ -1,4 +1,4 @@
-package recovery_test
+package localrecovery_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/recovery"
+	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -131,14 +131,14 @@ func TestEachBlobReadOnce(t *testing.T) {
 			}
 			want := ms[0]
 			local := checkpoint.Store(stored)
-			s := recovery.Sources{Local: stored, Logger: slog.New(slog.DiscardHandler)}
+			s := localrecovery.Sources{Local: stored, Logger: slog.New(slog.DiscardHandler)}
 			switch from {
 			case "remote":
 				local = checkpoint.NewMemStore(3)
 				s.Local, s.Own, s.From = local, stored, stored
 			case "savepoint":
 				local = checkpoint.NewMemStore(3)
-				s.Local, s.Savepoint = local, &recovery.Candidate{Manifest: want, Store: stored}
+				s.Local, s.Savepoint = local, &localrecovery.Candidate{Manifest: want, Store: stored}
 			case "accepting lost state":
 				damaged := ms[0].Subtasks[0].State // the first blob read
 				for _, a := range ms[1].Subtasks {
@@ -151,7 +151,7 @@ func TestEachBlobReadOnce(t *testing.T) {
 				stored.damaged[damaged.Key] = true
 				s.AcceptStateLoss, want = true, ms[1]
 			}
-			choice, err := recovery.Choose(s)
+			choice, err := localrecovery.Choose(s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package recovery
+package localrecovery
 
 import (
 	"bytes"
@@ -20,9 +20,9 @@ type device struct {
 
 func (d device) Name() string { return d.name }
 
-// put completes checkpoint id in store with one subtask's state; damaged,
+// putChecked completes checkpoint id in store with one subtask's state; damaged,
 // its handle names other bytes than those stored.
-func put(t *testing.T, store checkpoint.Store, id uint64, damaged bool) *checkpoint.Manifest {
+func putChecked(t *testing.T, store checkpoint.Store, id uint64, damaged bool) *checkpoint.Manifest {
 	t.Helper()
 	task := checkpoint.TaskID{Operator: "count", Subtask: 0}
 	h, err := store.PutState(id, task, slices.Values([][]byte{fmt.Appendf(nil, "state %d", id)}))
@@ -39,8 +39,8 @@ func put(t *testing.T, store checkpoint.Store, id uint64, damaged bool) *checkpo
 	return m
 }
 
-// ids lists the ids of c's candidates.
-func ids(c Choice) []uint64 {
+// chosenIDs lists the ids of c's candidates.
+func chosenIDs(c Choice) []uint64 {
 	var out []uint64
 	for _, cand := range c.Candidates {
 		out = append(out, cand.Manifest.ID)
@@ -100,19 +100,19 @@ func TestChooseOrder(t *testing.T) {
 			local.SaveLastID(c.setup.taken)
 			s := Sources{Local: local, AcceptStateLoss: c.setup.accept, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 			for i, bad := range c.setup.local {
-				put(t, local, uint64(1+i), bad)
+				putChecked(t, local, uint64(1+i), bad)
 			}
 			for _, bad := range c.setup.savepoint {
 				sp := checkpoint.NewMemStore(0)
-				s.Savepoint = &Candidate{Manifest: put(t, sp, 100, bad), Store: sp}
+				s.Savepoint = &Candidate{Manifest: putChecked(t, sp, 100, bad), Store: sp}
 			}
 			if c.setup.own != nil || c.setup.other != nil {
 				own, other := device{checkpoint.NewMemStore(0), "gw-a"}, device{checkpoint.NewMemStore(0), "gw-b"}
 				for i, bad := range c.setup.own {
-					put(t, own, uint64(10+i), bad)
+					putChecked(t, own, uint64(10+i), bad)
 				}
 				for i, bad := range c.setup.other {
-					put(t, other, uint64(20+i), bad)
+					putChecked(t, other, uint64(20+i), bad)
 				}
 				s.Own, s.From = own, other
 			}
@@ -124,8 +124,8 @@ func TestChooseOrder(t *testing.T) {
 				t.Fatalf("Choose: %v, want an error saying %q", err, c.err)
 			case c.nothing != errors.Is(err, ErrNothingRestored):
 				t.Fatalf("Choose: %v; wraps ErrNothingRestored: want %v", err, c.nothing)
-			case err == nil && (got.Source != c.source || !slices.Equal(ids(got), c.want)):
-				t.Fatalf("Choose: %s %v, want %s %v\n%s", got.Source, ids(got), c.source, c.want, log.String())
+			case err == nil && (got.Source != c.source || !slices.Equal(chosenIDs(got), c.want)):
+				t.Fatalf("Choose: %s %v, want %s %v\n%s", got.Source, chosenIDs(got), c.source, c.want, log.String())
 			case !strings.Contains(log.String(), c.said):
 				t.Fatalf("the log does not say %q:\n%s", c.said, log.String())
 			}
@@ -148,16 +148,16 @@ func (unreachable) ReadState(checkpoint.StateHandle) ([]byte, error) {
 // older checkpoint; accepting lost state, it is skipped.
 func TestChooseFallsBackOnlyPastDamage(t *testing.T) {
 	own := device{checkpoint.NewMemStore(0), "gw-a"}
-	put(t, own, 10, false)
-	put(t, own, 11, false)
+	putChecked(t, own, 10, false)
+	putChecked(t, own, 11, false)
 	for _, accept := range []bool{false, true} {
 		s := Sources{Local: checkpoint.NewMemStore(0), Own: unreachable{own}, AcceptStateLoss: accept, Logger: slog.New(slog.DiscardHandler)}
 		got, err := Choose(s)
 		if !accept && (err == nil || !strings.Contains(err.Error(), "checkpoint 11 cannot be restored: dial tcp")) {
-			t.Fatalf("Choose: %v, %v; want checkpoint 11's read error", ids(got), err)
+			t.Fatalf("Choose: %v, %v; want checkpoint 11's read error", chosenIDs(got), err)
 		}
 		if accept && (err != nil || len(got.Candidates) != 0) {
-			t.Fatalf("accepting lost state: Choose: %v, %v; want empty state", ids(got), err)
+			t.Fatalf("accepting lost state: Choose: %v, %v; want empty state", chosenIDs(got), err)
 		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // bbolt's on-disk meta page (format version 2): a 16-byte page header, then
@@ -24,6 +27,7 @@ const (
 
 type boltMeta struct {
 	pageSize uint32
+	root     uint64 // the root bucket's page
 	highPage uint64 // pages in use: the file must hold highPage*pageSize bytes
 	txid     uint64
 }
@@ -43,6 +47,7 @@ func readMeta(f *os.File, off int64) (boltMeta, bool) {
 	}
 	return boltMeta{
 		pageSize: binary.LittleEndian.Uint32(m[8:]),
+		root:     binary.LittleEndian.Uint64(m[16:]),
 		highPage: binary.LittleEndian.Uint64(m[40:]),
 		txid:     binary.LittleEndian.Uint64(m[48:]),
 	}, true
@@ -51,11 +56,11 @@ func readMeta(f *os.File, off int64) (boltMeta, bool) {
 // errMissing says there is no file yet.
 var errMissing = errors.New("no file")
 
-// checkFile checks, before bbolt maps the file, that it is whole: a
+// checkHeader checks, before bbolt maps the file, that it is whole: a
 // verifying meta page, and at least as many bytes as its pages reach. A
 // truncated file would otherwise fault when bbolt reads past its end. It
 // returns the current meta.
-func checkFile(path string) (boltMeta, error) {
+func checkHeader(path string) (boltMeta, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return boltMeta{}, errMissing
@@ -125,3 +130,88 @@ func padTo(path string, size int64) error {
 	}
 	return f.Sync()
 }
+
+// checkFile checks the store's file before it is opened to write, and
+// returns errMissing when there is none (or it is empty), a *damageError
+// when it is damaged, or another error (it is locked, or cannot be read):
+// its header (checkHeader); then, opened read-only, a walk of every
+// bucket, branch and leaf page and every key, in this goroutine, where a
+// memory fault is an error (a page number that points past the end of
+// the file, say); then bbolt's own consistency check (Tx.Check: every
+// page reachable once or free, keys in order), which reads what the walk
+// read. bbolt runs its check, and the scan of the free pages that opening
+// a file to write makes when the free list is not synced, on goroutines
+// of its own, where a fault would end the process; after the walk they
+// read nothing it did not. A read-only open of a damaged file is checked
+// the same way.
+func checkFile(path string, opts Options) error {
+	if _, err := checkHeader(path); err != nil {
+		if errors.Is(err, errMissing) || os.IsPermission(err) {
+			return err
+		}
+		return &damageError{err}
+	}
+	ro := opts
+	ro.ReadOnly = true
+	var db *bolt.DB
+	if err := guard(func() (err error) {
+		db, err = bolt.Open(path, 0o600, boltOptions(ro))
+		return err
+	}); err != nil {
+		var damage *damageError
+		switch {
+		case errors.Is(err, bolt.ErrTimeout):
+			return fmt.Errorf("%s is in use by a running cairn", path)
+		case errors.As(err, &damage), errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+			return &damageError{err}
+		}
+		return err
+	}
+	defer guard(db.Close)
+	err := guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if err := walk(tx.Cursor(), tx.Bucket); err != nil {
+				return err
+			}
+			var errs []error
+			for err := range tx.Check() {
+				errs = append(errs, err)
+			}
+			if len(errs) > 0 {
+				return fmt.Errorf("bbolt's check: %w", errors.Join(errs...))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		var damage *damageError
+		if !errors.As(err, &damage) {
+			err = &damageError{err}
+		}
+		return err
+	}
+	return nil
+}
+
+// walk reads every key under c, and every bucket's under it: the pages
+// that hold them. bucket opens a nested bucket by name.
+func walk(c *bolt.Cursor, bucket func([]byte) *bolt.Bucket) error {
+	var sum byte
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		for _, b := range k {
+			sum += b
+		}
+		if v == nil {
+			if b := bucket(k); b != nil {
+				if err := walk(b.Cursor(), b.Bucket); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	walked.Add(int64(sum)) // keeps the reads
+	return nil
+}
+
+// walked keeps the compiler from dropping walk's reads of the keys.
+var walked atomic.Int64

@@ -307,13 +307,22 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
+	// holding, once set, holds the sources: a stop or a reload takes its
+	// final checkpoint of what they read so far, which the sinks then
+	// publish whole before the job ends.
+	var holding atomic.Bool
 	said := &checkpointLog{log: log}
 	job, err := runtime.New(topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
 		Store: store, Restore: restore.Candidates, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
-		Hold:       d.backlog.Hold,
+		Hold: func() <-chan struct{} {
+			if holding.Load() {
+				return holdForever
+			}
+			return d.backlog.Hold()
+		},
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnComplete: func(m *checkpoint.Manifest) {
 			said.onComplete(m)
@@ -354,7 +363,9 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {
+		holding.Store(true)
 		finalCheckpoint(job, done, log)
+		drainOutput(d.backlog, log)
 		cancel()
 		return <-ran
 	}
@@ -476,6 +487,26 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 		return
 	}
 	log.Info("final checkpoint complete", "id", id)
+}
+
+// holdForever holds the sources of a job that stops.
+var holdForever = make(chan struct{})
+
+// DrainTimeout bounds how long a stop waits, after its final checkpoint,
+// for the brokers to acknowledge the output the sinks hold; what they do
+// not is published at the next start.
+const DrainTimeout = 5 * time.Second
+
+// drainOutput waits, at most DrainTimeout, until the brokers acknowledged
+// all the output the sinks hold: with the sources held and the final
+// checkpoint complete, all of it is committed.
+func drainOutput(backlog *mqttio.Backlog, log *slog.Logger) {
+	select {
+	case <-backlog.Empty():
+	case <-time.After(DrainTimeout):
+		bytes, _ := backlog.Bytes()
+		log.Warn("stopping with output the brokers have not acknowledged; the next start publishes it", "bytes", bytes, "waited", DrainTimeout)
+	}
 }
 
 // Checkpoints lists the completed checkpoints in the store of a stopped

@@ -18,6 +18,8 @@ type Backlog struct {
 	// clear is open while the backlog is over the limit and closed when it
 	// falls back; nil while under.
 	clear chan struct{}
+	// empty, once Empty asked for it, is closed when the backlog is.
+	empty chan struct{}
 	// onChange, if set, hears when holding starts (true) and ends.
 	onChange func(held bool, bytes int64)
 }
@@ -38,6 +40,10 @@ func (b *Backlog) Add(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bytes += n
+	if b.empty != nil && b.bytes <= 0 {
+		close(b.empty)
+		b.empty = nil
+	}
 	switch {
 	case b.clear == nil && b.bytes > b.limit:
 		b.clear = make(chan struct{})
@@ -63,6 +69,27 @@ func (b *Backlog) Hold() <-chan struct{} {
 	defer b.mu.Unlock()
 	return b.clear
 }
+
+// Empty returns a channel closed once the backlog is empty: every byte
+// staged was acknowledged by its broker (or let go by its sink, which
+// closed).
+func (b *Backlog) Empty() <-chan struct{} {
+	if b == nil {
+		return closed
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bytes <= 0 {
+		return closed
+	}
+	if b.empty == nil {
+		b.empty = make(chan struct{})
+	}
+	return b.empty
+}
+
+// closed is a channel that is closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Bytes is the backlog's size, and whether sources hold.
 func (b *Backlog) Bytes() (int64, bool) {

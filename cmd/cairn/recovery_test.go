@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/internal/boltcheck"
+	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/mqttio"
 )
@@ -156,7 +157,7 @@ brokers:
     url: %s
     client_id: fb
 checkpoints:
-  interval: 50ms
+  interval: 1h
 sources:
   - id: readings
     broker: local
@@ -194,24 +195,31 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	p := startAgent(t, bin, config)
 	r.awaitSubscribed(t, "readings", "fb/probe/t", `{"v": 0}`)
 	pub := r.pub
-	const readings = 600
+	// The input spreads over checkpoints, taken when asked for; the last
+	// readings only the final checkpoint of the stop holds, so that the
+	// one before it, to which the restart falls back, does not.
+	const readings = 604
 	for i := range readings {
 		if tok := pub.Publish(fmt.Sprintf("fb/d%d/t", i%4), 1, false, fmt.Sprintf(`{"v": %d}`, i)); tok.Wait() && tok.Error() != nil {
 			t.Fatal(tok.Error())
 		}
-		if i%100 == 99 {
-			p.Await(t, completeLine, 30*time.Second) // the input spreads over checkpoints
+		if i%100 == 99 && i < 600 {
+			cairntest.AwaitStatus(t, r.socket, "the readings read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") > int64(i) })
+			if out, err := exec.Command(bin, "checkpoint", "-c", config).CombinedOutput(); err != nil {
+				t.Fatalf("cairn checkpoint: %v\n%s", err, out)
+			}
 		}
 	}
-	first := out.awaitAll(t, 30*time.Second, "every reading's count", func(m []mqttio.Output) bool {
-		return slices.ContainsFunc(m, func(o mqttio.Output) bool { return o.Key == "d3" && o.Value == readings/4 })
-	})
+	cairntest.AwaitStatus(t, r.socket, "every reading read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") > readings })
 	p.Signal(syscall.SIGTERM)
 	final, _ := strconv.ParseUint(p.Await(t, finalLine, 30*time.Second)[1], 10, 64)
 	if err := p.Wait(); err != nil {
 		t.Fatalf("after SIGTERM: %v", err)
 	}
-	first = out.awaitAll(t, 0, "", func([]mqttio.Output) bool { return true }) // all the first run published
+	// A stop publishes what its final checkpoint holds before it exits.
+	first := out.awaitAll(t, 30*time.Second, "every reading's count", func(m []mqttio.Output) bool {
+		return slices.ContainsFunc(m, func(o mqttio.Output) bool { return o.Key == "d3" && o.Value == readings/4 })
+	})
 	byID := make(map[string]mqttio.Output)
 	for _, o := range first {
 		if prev, ok := byID[o.ID]; ok && prev != o {
@@ -241,7 +249,12 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	if restored >= final {
 		t.Fatalf("restored %d, not older than the final %d", restored, final)
 	}
-	// The replay publishes again up to the last count of the first run.
+	// The replay publishes again, at its first checkpoint, up to the last
+	// count of the first run.
+	cairntest.AwaitStatus(t, r.socket, "the replay read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") >= 4 })
+	if out, err := exec.Command(bin, "checkpoint", "-c", config).CombinedOutput(); err != nil {
+		t.Fatalf("cairn checkpoint: %v\n%s", err, out)
+	}
 	last := first[len(first)-1]
 	again := out.awaitAll(t, 60*time.Second, "the replay to reach the last output", func(m []mqttio.Output) bool {
 		return slices.ContainsFunc(m[len(first):], func(o mqttio.Output) bool { return o.Key == last.Key && o.Value == last.Value })
@@ -267,7 +280,10 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	}
 	p = startAgent(t, bin, config, "--accept-state-loss")
 	p.Await(t, regexp.MustCompile(`msg="accepting lost state"`), 30*time.Second)
-	p.Await(t, completeLine, 30*time.Second)
+	cairntest.AwaitStatus(t, r.socket, "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
+	if out, err := exec.Command(bin, "checkpoint", "-c", config).CombinedOutput(); err != nil {
+		t.Fatalf("cairn checkpoint after accepting the loss: %v\n%s", err, out)
+	}
 	p.Signal(syscall.SIGTERM)
 	p.Await(t, finalLine, 30*time.Second)
 	if err := p.Wait(); err != nil {

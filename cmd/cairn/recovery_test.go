@@ -15,8 +15,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-edge/cairn/internal/boltcheck"
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/boltcheck"
 	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/mqttio"
 )

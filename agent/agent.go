@@ -172,6 +172,13 @@ func Run(ctx context.Context, path string, opts Options) error {
 		build: opts.Build, checkpointMetrics: newCheckpointMetrics(), stalls: newStalls()}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
+	fleet, err := startFleetStatus(cfg, d, ctl)
+	if err != nil {
+		return err
+	}
+	if fleet != nil {
+		defer fleet.close() // once the pipeline stopped: its last status says "stopped"
+	}
 	go ctl.wear.run(ctlCtx)
 	// fatal receives what ends the agent: a server's failure, the data
 	// directory's loss.

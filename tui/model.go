@@ -38,10 +38,11 @@ const (
 	graphPanel = iota
 	checkpointPanel
 	historyPanel
+	stallsPanel
 	panelCount
 )
 
-var panelNames = [panelCount]string{"Graph", "Checkpoint", "History"}
+var panelNames = [panelCount]string{"Graph", "Checkpoint", "History", "Stalls"}
 
 // Messages from the agent's status stream and from commands.
 type (

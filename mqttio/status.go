@@ -3,7 +3,9 @@ package mqttio
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,4 +179,62 @@ func (p *StatusPublisher) Close(last []byte, timeout time.Duration) {
 		}
 	}
 	p.client.Disconnect(250)
+}
+
+// WatchStatus subscribes to the status topics filter matches and their
+// JSON siblings (StatusJSONTopic), for a fleet view: onMessage receives
+// every message, retained ones (the newest of each topic, on every
+// subscription) marked so; onLink each connection made or lost. The
+// client has a clean session under c.ClientID, which should be unique to
+// the viewer (the broker queues nothing for it while it is away, and
+// resends the retained messages when it is back), and subscribes again
+// after every reconnection. Messages come on one goroutine, in order; a
+// slow onMessage holds up the client. Stop disconnects.
+func (c ClientConfig) WatchStatus(filter string, onMessage func(topic string, payload []byte, retained bool), onLink func(up bool, err error)) (stop func(), err error) {
+	if err := checkFilter(filter); err != nil {
+		return nil, err
+	}
+	o, err := c.options("")
+	if err != nil {
+		return nil, err
+	}
+	filters := map[string]byte{filter: 1, StatusJSONTopic(filter): 1}
+	if strings.HasSuffix(filter, "#") {
+		filters = map[string]byte{filter: 1} // takes the siblings too
+	}
+	o.SetCleanSession(true).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { onLink(false, err) }).
+		SetOnConnectHandler(func(cl paho.Client) {
+			tok := cl.SubscribeMultiple(filters, func(_ paho.Client, m paho.Message) {
+				onMessage(m.Topic(), m.Payload(), m.Retained())
+			})
+			go func() {
+				tok.Wait()
+				onLink(tok.Error() == nil, tok.Error())
+			}()
+		}).
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+			if f, ok := n.(paho.ConnectionNotificationFailed); ok {
+				onLink(false, f.Reason)
+			}
+		})
+	cl := paho.NewClient(o)
+	cl.Connect() // with ConnectRetry, completes once connected
+	return func() { cl.Disconnect(250) }, nil
+}
+
+// checkFilter says what is wrong with a topic filter to subscribe to, if
+// anything: it is empty, holds NUL, or has a wildcard that is not a whole
+// level (+) or the whole last level (#).
+func checkFilter(filter string) error {
+	if filter == "" || strings.ContainsRune(filter, 0) {
+		return fmt.Errorf("topic filter %q is empty or holds NUL", filter)
+	}
+	levels := strings.Split(filter, "/")
+	for i, l := range levels {
+		if strings.ContainsAny(l, "+#") && l != "+" && (l != "#" || i != len(levels)-1) {
+			return fmt.Errorf("topic filter %q: a wildcard must be a whole level, and # the last", filter)
+		}
+	}
+	return nil
 }

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // GatewayVersion is the version of GatewayStatus this cairn publishes.
 // Fields are only added within a version, never removed or given another
 // meaning: a reader ignores what it does not know, and a message of a
@@ -148,4 +150,28 @@ type GatewayMemory struct {
 	Resident int64 `json:"rss,omitempty"`
 	HeapLive int64 `json:"heap"`
 	Limit    int64 `json:"limit,omitempty"`
+}
+
+// FleetMessage is a message of a gateway's status topics as a fleet view
+// receives it: online or offline on the status topic itself, or its
+// GatewayStatus on the JSON sibling.
+type FleetMessage struct {
+	// Gateway is the gateway's name: the levels of the topic the status
+	// filter's wildcards matched (gateways/+/status: gw-07).
+	Gateway string
+	Topic   string
+	// JSON: the message is a GatewayStatus; else online or offline.
+	JSON    bool
+	Payload []byte
+	// Retained: the broker kept it, and it may be old; At is when it came.
+	Retained bool
+	At       time.Time
+}
+
+// FleetLink is a fleet view's connection to the broker changing: up
+// (connected and subscribed), or down and why.
+type FleetLink struct {
+	Up  bool
+	Err string
+	At  time.Time
 }

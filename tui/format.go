@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // millis formats a duration in milliseconds compactly: 120ms, 3.4s, 2m03s,
@@ -26,6 +27,14 @@ func millis(ms int64) string {
 	default:
 		return fmt.Sprintf("%dd", ms/86_400_000)
 	}
+}
+
+// ago formats an age to the second: 0s, 45s, 2m10s, 1h02m.
+func ago(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%ds", int64(d/time.Second))
+	}
+	return millis(d.Milliseconds())
 }
 
 // uptime formats seconds as 1h02m03s, 3m04s or 12s.

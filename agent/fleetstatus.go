@@ -93,7 +93,10 @@ func (f *fleetStatus) run(ctx context.Context) {
 		st := f.ctl.status()
 		for i, b := range f.brokers {
 			msg := gatewayStatus(st, f.version, b.interval, last[i].at, now)
-			if last[i].at.IsZero() || now.Sub(last[i].at) >= b.interval || gatewayChanged(last[i].msg, msg) {
+			// Due a tick early rather than late: the ticks come a poll
+			// apart, give or take the time a status takes.
+			due := now.Sub(last[i].at) >= b.interval-statusPoll/2
+			if last[i].at.IsZero() || due || gatewayChanged(last[i].msg, msg) {
 				b.pub.Publish(encodeGateway(msg))
 				last[i] = sent{now, msg}
 			}

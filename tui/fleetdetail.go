@@ -32,7 +32,7 @@ func (f *Fleet) detailLines(w int) []string {
 		millis(st.IntervalMS), topic)}
 	if s := st.Stall; s != nil {
 		if s.Ended {
-			lines = append(lines, warnStyle.Render("▲ STALL")+fmt.Sprintf(" %s waited %s for %s (backlog %s) · #%d · ended %s before the status",
+			lines = append(lines, warnStyle.Render("▲ STALL")+fmt.Sprintf(" %s waited %s for %s (backlog %s) · #%d · ended %s earlier",
 				s.Subtask, millis(s.DurationMS), s.WaitsFor, count(float64(s.Backlog)), s.Checkpoint, millis(s.EndedAgoMS)))
 		} else {
 			lines = append(lines, alarmStyle.Render("▲ STALL")+fmt.Sprintf(" %s waits %s for %s (backlog %s) · checkpoint #%d",

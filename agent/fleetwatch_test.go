@@ -145,9 +145,16 @@ func TestWatchFleetAcrossReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	testwait.For(t, 10*time.Second, "the retained status and the link up", func() bool {
-		m, l, n := last()
-		return n == 2 && l.Up && m.JSON && m.Retained && m.Gateway == "gw-1" && string(m.Payload) == `{"v":1,"state":"running"}`
+	testwait.For(t, 10*time.Second, "the retained online and status, and the link up", func() bool {
+		_, l, n := last()
+		mu.Lock()
+		defer mu.Unlock()
+		var online, status bool
+		for _, m := range msgs { // in either order: two subscriptions
+			online = online || !m.JSON && m.Retained && m.Gateway == "gw-1" && string(m.Payload) == "online"
+			status = status || m.JSON && m.Retained && m.Gateway == "gw-1" && string(m.Payload) == `{"v":1,"state":"running"}`
+		}
+		return n == 2 && l.Up && online && status
 	})
 	publish("gateways/gw-1/status/json", `{"v":1,"state":"stopping"}`)
 	testwait.For(t, 10*time.Second, "a live status", func() bool {

@@ -494,6 +494,9 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "checkpoints: %d completed, %d failed, %d in progress; last %s\n",
 		st.Checkpoints.Completed, st.Checkpoints.Failed, st.Checkpoints.InProgress, last)
+	for _, line := range stallLines(st) {
+		fmt.Fprintln(stdout, line)
+	}
 	if r := st.RestoredFrom; r != nil {
 		fmt.Fprintf(stdout, "restored from %s checkpoint %d\n", r.Source, r.ID)
 	}
@@ -514,10 +517,10 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		input += " (cairn deadletters lists them)"
 	}
 	fmt.Fprintln(stdout, input)
-	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED")
+	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED\tEVENT TIME LAG")
 	for _, op := range st.Operators {
 		in, out := op.Records()
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out, op.Rejected())
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", op.ID, op.Parallelism, in, out, op.Rejected(), eventLag(op))
 	}
 	w.Flush()
 	for _, op := range st.Operators {

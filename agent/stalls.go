@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"strconv"
@@ -24,14 +23,11 @@ const stallsKept = runtime.HistoryLength
 // subtask reports on its own goroutine.
 type stalls struct {
 	mu     sync.Mutex
-	recent []api.Stall // oldest first, one per checkpoint
-	hist   map[subtaskLabels]*histogram
+	recent []api.Stall           // oldest first, one per checkpoint
+	hist   map[string]*histogram // by the subtask's labels (operator, subtask)
 }
 
-// subtaskLabels names a subtask in the metrics.
-type subtaskLabels struct{ operator, subtask string }
-
-func newStalls() *stalls { return &stalls{hist: make(map[subtaskLabels]*histogram)} }
+func newStalls() *stalls { return &stalls{hist: make(map[string]*histogram)} }
 
 // aligned takes an alignment of a job whose clock started at start. A
 // nil stalls (a control of tests) keeps nothing.
@@ -50,7 +46,7 @@ func (s *stalls) aligned(start time.Time, a runtime.Aligned) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := subtaskLabels{a.Task.Operator, strconv.Itoa(a.Task.Subtask)}
+	l := labels("operator", a.Task.Operator, "subtask", strconv.Itoa(a.Task.Subtask))
 	h := s.hist[l]
 	if h == nil {
 		n := newHistogram(checkpointAlignmentBuckets)
@@ -69,9 +65,12 @@ func (s *stalls) aligned(start time.Time, a runtime.Aligned) {
 		}
 	case len(s.recent) > 0 && st.CheckpointID < s.recent[0].CheckpointID && len(s.recent) == stallsKept:
 		// older than every one kept
-	default:
-		s.recent = append(s.recent, st)
-		slices.SortFunc(s.recent, func(a, b api.Stall) int { return cmp.Compare(a.CheckpointID, b.CheckpointID) })
+	default: // in order of checkpoint, which is mostly the order they end in
+		i := len(s.recent)
+		for i > 0 && s.recent[i-1].CheckpointID > st.CheckpointID {
+			i--
+		}
+		s.recent = slices.Insert(s.recent, i, st)
 		if len(s.recent) > stallsKept {
 			s.recent = s.recent[len(s.recent)-stallsKept:]
 		}
@@ -85,11 +84,11 @@ func (s *stalls) list() []api.Stall {
 	return slices.Clone(s.recent)
 }
 
-// histograms copies the per-subtask histograms, by subtask.
-func (s *stalls) histograms() map[subtaskLabels]histogram {
+// histograms copies the per-subtask histograms, by the subtask's labels.
+func (s *stalls) histograms() map[string]histogram {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[subtaskLabels]histogram, len(s.hist))
+	out := make(map[string]histogram, len(s.hist))
 	for l, h := range s.hist {
 		out[l] = h.clone()
 	}
@@ -111,9 +110,7 @@ func (c *control) writeStallMetrics(e exposition, st api.Status) {
 		return
 	}
 	hs := c.stalls.histograms()
-	for _, l := range slices.SortedFunc(maps.Keys(hs), func(a, b subtaskLabels) int {
-		return cmp.Or(cmp.Compare(a.operator, b.operator), cmp.Compare(len(a.subtask), len(b.subtask)), cmp.Compare(a.subtask, b.subtask))
-	}) {
-		hs[l].write(e, "cairn_alignment_stall_seconds", labels("operator", l.operator, "subtask", l.subtask))
+	for _, l := range slices.Sorted(maps.Keys(hs)) {
+		hs[l].write(e, "cairn_alignment_stall_seconds", l)
 	}
 }

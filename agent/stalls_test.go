@@ -52,7 +52,7 @@ func TestStallsKeepTheLongestOfEachCheckpoint(t *testing.T) {
 		t.Fatalf("after %d more: %d stalls from #%d", stallsKept, len(got), got[0].CheckpointID)
 	}
 	hs := s.histograms()
-	if h := hs[subtaskLabels{"drift", "0"}]; h.count != 3+stallsKept+1 {
+	if h := hs[labels("operator", "drift", "subtask", "0")]; h.count != 3+stallsKept+1 {
 		t.Fatalf("drift/0's histogram counts %d", h.count)
 	}
 }

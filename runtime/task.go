@@ -141,7 +141,9 @@ func (t *task) accept(ch int, b *graph.Batch, free bool) {
 
 // process handles one batch from channel ch, taken from the inbox.
 func (t *task) process(ch int, b *graph.Batch) error {
-	t.measureAlignment(t.alignView)
+	if t.alignView.Blocking {
+		t.measureAlignment(t.alignView)
+	}
 	t.processed[ch] += uint64(len(b.Records))
 	if err := t.processRecords(ch, b.Records); err != nil {
 		return err

@@ -194,7 +194,11 @@ func (f *Fleet) rankOf(g *gateway) rank {
 	if st.DiskPerDay >= f.opts.Wear {
 		add(tierWear, st.DiskPerDay, "writes %s a day", bytes(st.DiskPerDay))
 	}
-	slices.SortStableFunc(r.problems, func(a, b problem) int { return cmp.Compare(a.tier, b.tier) })
+	for i := 1; i < len(r.problems); i++ { // a few: by insertion, stable
+		for j := i; j > 0 && r.problems[j].tier < r.problems[j-1].tier; j-- {
+			r.problems[j], r.problems[j-1] = r.problems[j-1], r.problems[j]
+		}
+	}
 	return r
 }
 

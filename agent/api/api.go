@@ -1,8 +1,6 @@
 package api
 
 import (
-	"cmp"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -331,7 +329,11 @@ func (s Status) Aligning() []Aligning {
 			out = append(out, al)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Aligning) int { return cmp.Compare(b.Alignment.ElapsedMS, a.Alignment.ElapsedMS) })
+	for i := 1; i < len(out); i++ { // a few: by insertion, stable
+		for j := i; j > 0 && out[j].Alignment.ElapsedMS > out[j-1].Alignment.ElapsedMS; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
 	return out
 }
 

@@ -151,7 +151,11 @@ func gatewayStatus(st api.Status, version string, interval time.Duration, since,
 		g.WatermarkLagMS = max(g.WatermarkLagMS, op.WatermarkLagMS)
 	}
 	for _, b := range st.Brokers {
-		g.Brokers = append(g.Brokers, api.GatewayBroker{Name: b.ID, Up: b.Connected, Clients: b.Clients, Connected: b.ConnectedClients, Since: b.SinceUnixMS})
+		gb := api.GatewayBroker{Name: b.ID, Up: b.Connected, Clients: b.Clients, Connected: b.ConnectedClients}
+		if b.SinceUnixMS > 0 { // else no client has told of its connection yet
+			gb.Since = b.SinceUnixMS
+		}
+		g.Brokers = append(g.Brokers, gb)
 	}
 	c := st.Checkpoints
 	g.Checkpoints = api.GatewayCheckpoints{IntervalMS: c.IntervalMS, Completed: c.Completed, Failed: c.Failed, Late: c.Late}

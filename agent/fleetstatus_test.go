@@ -15,7 +15,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/loopback"
+	"github.com/cairn-edge/cairn/internal/mosquittotest"
 	"github.com/cairn-edge/cairn/internal/testlog"
 	"github.com/cairn-edge/cairn/internal/testwait"
 )
@@ -195,8 +195,7 @@ const fleetPipeline = `agent:
   data_dir: %s
 brokers:
   local:
-    embedded: true
-    listen: 127.0.0.1:%d
+    url: %s
     status_topic: plant/gw-07/status
     status_interval: 1h
 checkpoints:
@@ -223,12 +222,11 @@ sinks:
 // status says so and the status topic says offline.
 func TestFleetStatusOnTheBroker(t *testing.T) {
 	dir := t.TempDir()
-	port, err := loopback.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// mosquitto: the embedded broker acknowledges a publish before it
+	// delivers it, and closes with the agent.
+	url := mosquittotest.Start(t, t.TempDir(), nil).URL
 	file := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(file, fmt.Appendf(nil, fleetPipeline, filepath.Join(dir, "data"), port), 0o600); err != nil {
+	if err := os.WriteFile(file, fmt.Appendf(nil, fleetPipeline, filepath.Join(dir, "data"), url), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logs := new(testlog.Buffer)
@@ -244,8 +242,6 @@ func TestFleetStatusOnTheBroker(t *testing.T) {
 			<-ran
 		}
 	}()
-	testwait.For(t, 30*time.Second, "the embedded broker", func() bool { return strings.Contains(logs.String(), "embedded MQTT broker listening") })
-	url := fmt.Sprintf("tcp://127.0.0.1:%d", port)
 	watch := subscribe(t, url, "plant/gw-07/status/#")
 	isJSON := func(r received) bool { return r.topic == "plant/gw-07/status/json" }
 	running, at := watch.await(t, 0, "a status saying running", func(r received) bool {

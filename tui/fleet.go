@@ -16,8 +16,8 @@ import (
 // FleetOptions tune the fleet view.
 type FleetOptions struct {
 	// Source says where the statuses come from, for the header: the
-	// broker and the status topics' filter.
-	Source string
+	// broker (no password in it) and the status topics' filter, Topic.
+	Source, Topic string
 	// Stall is the alignment from which a gateway counts as stalled;
 	// default 1s.
 	Stall time.Duration

@@ -124,7 +124,8 @@ func earlier(i int) []any {
 // fleetModel is a fleet view that received msgs, at a terminal size, at
 // fleetNow.
 func fleetModel(w, h int, msgs ...any) *Fleet {
-	f := NewFleet(FleetOptions{Source: "tcp://broker.plant:1883 gateways/+/status", Location: time.UTC, Now: func() time.Time { return fleetNow }})
+	f := NewFleet(FleetOptions{Source: "tcp://broker.plant:1883 gateways/+/status", Topic: "gateways/+/status", Location: time.UTC,
+		Now: func() time.Time { return fleetNow }})
 	f.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	f.Update(fleetBatch(msgs))
 	return f

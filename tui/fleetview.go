@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -143,7 +144,7 @@ func (f *Fleet) table(w, h int) []string {
 			lines = append(lines, dimStyle.Render("no gateway matches the filter"))
 		default:
 			lines = append(lines, dimStyle.Render("no gateway's status yet"),
-				dimStyle.Render("(does "+f.topicOf()+" match the gateways' status_topic?)"))
+				dimStyle.Render("(does "+cmp.Or(f.opts.Topic, "the filter")+" match the gateways' status_topic?)"))
 		}
 		return lines
 	}
@@ -222,15 +223,6 @@ func whyOf(problems []problem, w int) string {
 		why += fmt.Sprintf(" (+%d)", len(problems)-shown)
 	}
 	return why
-}
-
-// topicOf is the status topics' filter, the last word of the source.
-func (f *Fleet) topicOf() string {
-	fields := strings.Fields(f.opts.Source)
-	if len(fields) == 0 {
-		return "the status topic"
-	}
-	return fields[len(fields)-1]
 }
 
 func (f *Fleet) footer() string {

@@ -517,10 +517,10 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		input += " (cairn deadletters lists them)"
 	}
 	fmt.Fprintln(stdout, input)
-	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED\tEVENT TIME LAG")
+	fmt.Fprintln(w, "OPERATOR\tPARALLELISM\tRECORDS IN\tRECORDS OUT\tREJECTED")
 	for _, op := range st.Operators {
 		in, out := op.Records()
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", op.ID, op.Parallelism, in, out, op.Rejected(), eventLag(op))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", op.ID, op.Parallelism, in, out, op.Rejected())
 	}
 	w.Flush()
 	for _, op := range st.Operators {

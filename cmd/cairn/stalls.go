@@ -2,16 +2,26 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
 )
 
-// stallLines are what `cairn status` says of late checkpoints and
-// alignment stalls: how many checkpoints were late, and the longest
-// recent stall.
+// stallLines are what `cairn status` says of late checkpoints, alignment
+// stalls and event time: how many checkpoints were late, the longest
+// recent stall, and how far each operator's event time trails the clock.
 func stallLines(st api.Status) []string {
 	var lines []string
+	var lags []string
+	for _, op := range st.Operators {
+		if op.WatermarkUnixMS != 0 {
+			lags = append(lags, op.ID+" "+eventLag(op))
+		}
+	}
+	if len(lags) > 0 {
+		lines = append(lines, "event time behind the clock: "+strings.Join(lags, ", "))
+	}
 	if n := st.Checkpoints.Late; n > 0 {
 		lines = append(lines, fmt.Sprintf("late checkpoints: %d took more than half the %v interval", n, time.Duration(st.Checkpoints.IntervalMS)*time.Millisecond))
 	}

@@ -8,15 +8,17 @@ import (
 )
 
 // TestStatusSaysStallsAndLateCheckpoints: the human status names the
-// longest recent stall and counts the late checkpoints, and each
-// operator's event-time lag reads in the unit that suits it.
+// longest recent stall, counts the late checkpoints and says how far the
+// event time of each operator that has one trails the clock, in the unit
+// that suits it.
 func TestStatusSaysStallsAndLateCheckpoints(t *testing.T) {
-	st := api.Status{Checkpoints: api.Checkpoints{Late: 2, IntervalMS: 10_000}, Stalls: []api.Stall{
-		{CheckpointID: 40, Subtask: "drift/0", WaitedFor: "score/0", DurationMS: 300, Backlog: 7, Outcome: "aligned"},
-		{CheckpointID: 41, Subtask: "drift/1", WaitedFor: "score/1", DurationMS: 1_600, Backlog: 515, StartedUnixMS: 0, Outcome: "timed out"},
-	}}
+	st := api.Status{Operators: []api.Operator{{ID: "fleet", WatermarkUnixMS: 1, WatermarkLagMS: 1_100}, {ID: "counts"}, {ID: "drift", WatermarkUnixMS: 1, WatermarkLagMS: 3_400}},
+		Checkpoints: api.Checkpoints{Late: 2, IntervalMS: 10_000}, Stalls: []api.Stall{
+			{CheckpointID: 40, Subtask: "drift/0", WaitedFor: "score/0", DurationMS: 300, Backlog: 7, Outcome: "aligned"},
+			{CheckpointID: 41, Subtask: "drift/1", WaitedFor: "score/1", DurationMS: 1_600, Backlog: 515, StartedUnixMS: 0, Outcome: "timed out"},
+		}}
 	got := strings.Join(stallLines(st), "\n")
-	for _, want := range []string{"late checkpoints: 2 took more than half the 10s interval",
+	for _, want := range []string{"event time behind the clock: fleet 1.1s, drift 3.4s", "late checkpoints: 2 took more than half the 10s interval",
 		"longest recent stall: drift/1 waited 1.6s for score/1 (backlog 515) at checkpoint 41", "timed out"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the status lacks %q:\n%s", want, got)

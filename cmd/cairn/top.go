@@ -110,7 +110,7 @@ func topFleet(fs *flag.FlagSet, file string, t topOptions, stderr io.Writer) int
 	if b.Topic == "" {
 		return usageError(fs, "--fleet needs --topic (such as gateways/+/status) when the file's status_topic does not say it")
 	}
-	ui := tui.NewFleet(tui.FleetOptions{Source: b.String(), Stall: t.stall})
+	ui := tui.NewFleet(tui.FleetOptions{Source: b.String(), Topic: b.Topic, Stall: t.stall})
 	stop, err := agent.WatchFleet(b, ui.Message, ui.Link)
 	if err != nil {
 		fmt.Fprintln(stderr, "cairn top:", err)

@@ -137,8 +137,7 @@ type Fleet struct {
 	top       int    // the first row shown
 	detail    string // the gateway shown in detail, "" for the table
 	detailTop int    // the first line of the detail shown
-	filter    []rune
-	filtering bool
+	filter    filterLine
 	showHelp  bool
 	bad       int // messages that were not a status
 }
@@ -344,21 +343,8 @@ var fleetKeyMap = fleetKeys{
 
 // key handles a key press.
 func (f *Fleet) key(msg tea.KeyPressMsg) tea.Cmd {
-	if f.filtering {
-		switch msg.String() {
-		case "enter":
-			f.filtering = false
-		case "esc":
-			f.filtering, f.filter = false, nil
-		case "backspace":
-			if len(f.filter) > 0 {
-				f.filter = f.filter[:len(f.filter)-1]
-			}
-		default:
-			if msg.Text != "" {
-				f.filter = append(f.filter, []rune(msg.Text)...)
-			}
-		}
+	if f.filter.typing {
+		f.filter.key(msg)
 		f.top = 0
 		f.rankAll() // the selection moves into what the filter lets through
 		return nil
@@ -376,7 +362,7 @@ func (f *Fleet) key(msg tea.KeyPressMsg) tea.Cmd {
 		case f.detail != "":
 			f.detail = ""
 		default:
-			f.filter = nil
+			f.filter.text = nil
 		}
 		f.rankAll()
 	case f.detail != "":
@@ -384,7 +370,7 @@ func (f *Fleet) key(msg tea.KeyPressMsg) tea.Cmd {
 			f.scrollDetail(k)
 		}
 	case key.Matches(msg, fleetKeyMap.Filter):
-		f.filtering = true
+		f.filter.typing = true
 	case key.Matches(msg, fleetKeyMap.Open):
 		f.detail, f.detailTop = f.selected, 0
 	case key.Matches(msg, fleetKeyMap.Up), key.Matches(msg, fleetKeyMap.Down):
@@ -441,7 +427,7 @@ func (f *Fleet) scrollDetail(k string) {
 
 // rows are the ranked gateways the filter lets through.
 func (f *Fleet) rows() []*gateway {
-	flt := strings.ToLower(string(f.filter))
+	flt := f.filter.lower()
 	if flt == "" {
 		return f.ranked
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/cairn-edge/cairn/agent/api"
@@ -131,40 +130,10 @@ func fleetModel(w, h int, msgs ...any) *Fleet {
 	return f
 }
 
-func pressFleet(f *Fleet, keys ...string) {
-	for _, k := range keys {
-		var msg tea.KeyPressMsg
-		switch k {
-		case "enter":
-			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
-		case "esc":
-			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
-		case "down":
-			msg = tea.KeyPressMsg{Code: tea.KeyDown}
-		case "end":
-			msg = tea.KeyPressMsg{Code: tea.KeyEnd}
-		default:
-			msg = tea.KeyPressMsg{Code: []rune(k)[0], Text: k}
-		}
-		f.Update(msg)
-	}
-}
-
-// fleetScreen renders f as the terminal shows it without colour, checking
-// that it fills the terminal exactly and never overflows a line.
+// fleetScreen renders f as the terminal shows it without colour.
 func fleetScreen(t *testing.T, f *Fleet) string {
 	t.Helper()
-	out := ansi.Strip(f.render())
-	lines := strings.Split(out, "\n")
-	if len(lines) != f.height {
-		t.Errorf("%d lines on a %d-line terminal", len(lines), f.height)
-	}
-	for i, l := range lines {
-		if w := ansi.StringWidth(l); w > f.width {
-			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i+1, w, f.width, l)
-		}
-	}
-	return out
+	return terminalShows(t, f.render(), f.width, f.height)
 }
 
 // TestFleetView compares views of a fixed plant with golden files
@@ -185,23 +154,23 @@ func TestFleetView(t *testing.T) {
 			[]string{"+81 more · ↑/↓ pgup/pgdn"}},
 		{"crowded-scrolled", func() *Fleet {
 			f := fleetModel(80, 24, plant(100)...)
-			pressFleet(f, "end")
+			press(f, "end")
 			return f
 		}, []string{"81 above · ↑/↓ pgup/pgdn", "› gw-100"}},
 		{"filtered", func() *Fleet {
 			f := fleetModel(80, 24, plant(100)...)
-			pressFleet(f, "/", "b", "r", "o", "k", "e", "r", "enter")
+			press(f, "/", "b", "r", "o", "k", "e", "r", "enter")
 			return f
 		}, []string{"filter broker (esc clears)", "› gw-031  running  input held: output backlog (+1)"}},
 		{"detail", func() *Fleet {
 			f := fleetModel(80, 24, append(earlier(7), plant(12)...)...)
-			pressFleet(f, "enter")
+			press(f, "enter")
 			return f
 		}, []string{"gw-007  running · cairn-gw-007 · skew.yaml", "▲ STALL drift/0 waits 1.6s for score/0 (backlog 515) · checkpoint #8008",
 			"8007   LATE", "8002   FAILED    11:07:02  expired", "esc back"}},
 		{"detail-scrolled", func() *Fleet {
 			f := fleetModel(80, 16, append(earlier(7), plant(12)...)...)
-			pressFleet(f, "enter", "end")
+			press(f, "enter", "end")
 			return f
 		}, []string{"above · ↑/↓ scroll", "11:07:23 #8005   drift/0 waited 2.2s for score/0 (backlog 2.0k)"}},
 		{"reconnecting", func() *Fleet {
@@ -213,7 +182,7 @@ func TestFleetView(t *testing.T) {
 		{"connecting", func() *Fleet { return fleetModel(80, 24) }, []string{"⟳ connecting to the broker…", "no gateway's status yet"}},
 		{"help", func() *Fleet {
 			f := fleetModel(80, 24, plant(12)...)
-			pressFleet(f, "?")
+			press(f, "?")
 			return f
 		}, []string{"OFFLINE (its last will, or stopped)"}},
 	} {
@@ -307,7 +276,7 @@ func TestFleetStatusAge(t *testing.T) {
 // when the ranking moves it, and the view scrolls to keep it shown.
 func TestFleetCursorFollowsTheGateway(t *testing.T) {
 	f := fleetModel(80, 24, plant(100)...)
-	pressFleet(f, "end")
+	press(f, "end")
 	if f.selected != "gw-100" {
 		t.Fatalf("end selected %s", f.selected)
 	}
@@ -316,11 +285,11 @@ func TestFleetCursorFollowsTheGateway(t *testing.T) {
 	if order(f)[0] != "gw-017" && order(f)[0] != "gw-100" || !strings.Contains(out, "› gw-100  OFFLINE") {
 		t.Fatalf("gw-100, offline, should be selected and shown near the top:\n%s", out)
 	}
-	pressFleet(f, "enter")
+	press(f, "enter")
 	if out := fleetScreen(t, f); !strings.Contains(out, "gw-100  OFFLINE") || !strings.Contains(out, "• offline since 11:07:50") {
 		t.Fatalf("enter shows gw-100:\n%s", out)
 	}
-	pressFleet(f, "esc")
+	press(f, "esc")
 	if f.detail != "" {
 		t.Fatalf("esc did not go back to the table")
 	}

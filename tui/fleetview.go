@@ -226,18 +226,14 @@ func whyOf(problems []problem, w int) string {
 }
 
 func (f *Fleet) footer() string {
-	if f.filtering {
-		return "filter: " + string(f.filter) + "█" + dimStyle.Render("  (enter keeps it, esc clears it)")
+	if f.filter.typing {
+		return f.filter.prompt()
 	}
 	h := help.New()
-	short := h.ShortHelpView(fleetKeyMap.ShortHelp())
 	if f.detail != "" {
-		short = h.ShortHelpView([]key.Binding{fleetKeyMap.Back, key.NewBinding(key.WithKeys("up"), key.WithHelp("↑/↓", "scroll")), fleetKeyMap.Help, fleetKeyMap.Quit})
+		return h.ShortHelpView([]key.Binding{fleetKeyMap.Back, key.NewBinding(key.WithKeys("up"), key.WithHelp("↑/↓", "scroll")), fleetKeyMap.Help, fleetKeyMap.Quit})
 	}
-	if flt := string(f.filter); flt != "" && f.detail == "" {
-		short = warnStyle.Render("filter "+flt) + " (esc clears) · " + short
-	}
-	return short
+	return f.filter.kept() + h.ShortHelpView(fleetKeyMap.ShortHelp())
 }
 
 func (f *Fleet) helpLines() []string {

@@ -67,16 +67,16 @@ func startFakeAgent(t *testing.T, sock string) *fakeAgent {
 	return a
 }
 
-// watched is the UI under test, publishing every frame it renders.
+// watched is a UI under test, publishing every frame it renders.
 type watched struct {
-	*Model
+	tea.Model
 	frame atomic.Pointer[string]
 }
 
-func watch(m *Model) *watched { return &watched{Model: m} }
+func watch(m tea.Model) *watched { return &watched{Model: m} }
 
 func (w *watched) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	_, cmd := w.Model.Update(msg)
+	_, cmd := w.Model.Update(msg) // the UIs update themselves in place
 	return w, cmd
 }
 
@@ -186,46 +186,6 @@ func TestColoursDegradeWithTheTerminal(t *testing.T) {
 	}
 }
 
-// watchedFleet is the fleet view under test, publishing every frame it
-// renders.
-type watchedFleet struct {
-	*Fleet
-	frame atomic.Pointer[string]
-}
-
-func (w *watchedFleet) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	_, cmd := w.Fleet.Update(msg)
-	return w, cmd
-}
-
-func (w *watchedFleet) View() tea.View {
-	v := w.Fleet.View()
-	s := ansi.Strip(v.Content)
-	w.frame.Store(&s)
-	return v
-}
-
-func (w *watchedFleet) await(t *testing.T, texts ...string) string {
-	t.Helper()
-	var screen, missing string
-	if !testwait.Poll(10*time.Second, func() bool {
-		screen, missing = "", ""
-		if p := w.frame.Load(); p != nil {
-			screen = *p
-		}
-		for _, s := range texts {
-			if !strings.Contains(screen, s) {
-				missing = s
-				break
-			}
-		}
-		return missing == ""
-	}) {
-		t.Fatalf("the screen never showed %q; last frame:\n%s", missing, screen)
-	}
-	return screen
-}
-
 // TestFleetProgram runs the fleet view as `cairn top --fleet` does, with
 // its input, output and renderer, fed as the broker would feed it, on a
 // terminal with colours and on one without: the gateways show, a will
@@ -238,27 +198,28 @@ func TestFleetProgram(t *testing.T) {
 		colours bool
 	}{{colorprofile.ANSI, true}, {colorprofile.Ascii, false}} {
 		t.Run(tc.profile.String(), func(t *testing.T) {
-			ui := &watchedFleet{Fleet: NewFleet(FleetOptions{Source: "tcp://broker:1883 gateways/+/status", Location: time.UTC})}
+			fleet := NewFleet(FleetOptions{Source: "tcp://broker:1883 gateways/+/status", Location: time.UTC})
+			ui := watch(fleet)
 			tm := teatest.NewTestModel(t, ui, teatest.WithInitialTermSize(80, 24),
 				teatest.WithProgramOptions(tea.WithColorProfile(tc.profile)))
 			ui.await(t, "⟳ connecting to the broker…")
 			go func() {
-				ui.Link(api.FleetLink{Up: true, At: time.Now()})
+				fleet.Link(api.FleetLink{Up: true, At: time.Now()})
 				for i := 1; i <= 5; i++ {
 					gw := fmt.Sprintf("gw-%03d", i)
-					ui.Message(presence(gw, "online", time.Now(), true))
-					ui.Message(status(gw, healthy(i, 0), time.Now(), false))
+					fleet.Message(presence(gw, "online", time.Now(), true))
+					fleet.Message(status(gw, healthy(i, 0), time.Now(), false))
 				}
 			}()
 			ui.await(t, "5 gateways · 5 up · 0 down", "gw-005  running")
-			ui.Message(presence("gw-004", "offline", time.Now(), false))
+			fleet.Message(presence("gw-004", "offline", time.Now(), false))
 			screen := ui.await(t, "5 gateways · 4 up · 1 down")
 			if !strings.Contains(firstFleetRow(screen), "gw-004  OFFLINE") {
 				t.Fatalf("gw-004 is not first after its will:\n%s", screen)
 			}
-			ui.Link(api.FleetLink{Err: "EOF", At: time.Now()})
+			fleet.Link(api.FleetLink{Err: "EOF", At: time.Now()})
 			ui.await(t, "⟳ broker unreachable since", "showing the last statuses received")
-			ui.Link(api.FleetLink{Up: true, At: time.Now()})
+			fleet.Link(api.FleetLink{Up: true, At: time.Now()})
 			if !testwait.Poll(10*time.Second, func() bool { p := ui.frame.Load(); return p != nil && !strings.Contains(*p, "unreachable") }) {
 				t.Fatalf("still unreachable after the link came back:\n%s", *ui.frame.Load())
 			}

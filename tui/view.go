@@ -303,8 +303,8 @@ func (m *Model) titled(panel, w int, lines []string) []string {
 
 func (m *Model) footer() string {
 	switch {
-	case m.filtering:
-		return "filter: " + string(m.filter) + "█" + dimStyle.Render("  (enter keeps it, esc clears it)")
+	case m.filter.typing:
+		return m.filter.prompt()
 	case m.flash != "":
 		if m.alarm {
 			return badStyle.Render("! ") + m.flash
@@ -312,10 +312,7 @@ func (m *Model) footer() string {
 		return okStyle.Render("» ") + m.flash
 	}
 	short := m.help.ShortHelpView(keys.ShortHelp())
-	if f := string(m.filter); f != "" {
-		short = warnStyle.Render("filter "+f) + " (esc clears) · " + short
-	}
-	return short
+	return m.filter.kept() + short
 }
 
 func (m *Model) helpPanel() []string {
@@ -338,7 +335,7 @@ func (m *Model) helpPanel() []string {
 
 // shown reports whether the operator filter lets op through.
 func (m *Model) shown(op string) bool {
-	f := strings.ToLower(string(m.filter))
+	f := m.filter.lower()
 	return f == "" || strings.Contains(strings.ToLower(op), f)
 }
 

@@ -25,7 +25,11 @@ func model(w, h int, statuses ...api.Status) *Model {
 	return m
 }
 
-func press(m *Model, keys ...string) {
+// press presses keys on m, a UI's model: tab, enter, esc, down, end, or
+// the text of any other.
+func press(m interface {
+	Update(tea.Msg) (tea.Model, tea.Cmd)
+}, keys ...string) {
 	for _, k := range keys {
 		var msg tea.KeyPressMsg
 		switch k {
@@ -35,6 +39,10 @@ func press(m *Model, keys ...string) {
 			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
 		case "esc":
 			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
+		case "down":
+			msg = tea.KeyPressMsg{Code: tea.KeyDown}
+		case "end":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnd}
 		default:
 			msg = tea.KeyPressMsg{Code: []rune(k)[0], Text: k}
 		}
@@ -42,18 +50,25 @@ func press(m *Model, keys ...string) {
 	}
 }
 
-// screen renders m as the terminal shows it without colour, checking that
-// it fills the terminal exactly and never overflows a line.
+// screen renders m as the terminal shows it without colour.
 func screen(t *testing.T, m *Model) string {
 	t.Helper()
-	out := ansi.Strip(m.render())
+	return terminalShows(t, m.render(), m.width, m.height)
+}
+
+// terminalShows is what a terminal w cells wide and h lines high shows
+// of a UI's rendering out, without colour, checking that out fills it
+// exactly and never overflows a line.
+func terminalShows(t *testing.T, out string, w, h int) string {
+	t.Helper()
+	out = ansi.Strip(out)
 	lines := strings.Split(out, "\n")
-	if len(lines) != m.height {
-		t.Errorf("%d lines on a %d-line terminal", len(lines), m.height)
+	if len(lines) != h {
+		t.Errorf("%d lines on a %d-line terminal", len(lines), h)
 	}
 	for i, l := range lines {
-		if w := ansi.StringWidth(l); w > m.width {
-			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i+1, w, m.width, l)
+		if lw := ansi.StringWidth(l); lw > w {
+			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i+1, lw, w, l)
 		}
 	}
 	return out

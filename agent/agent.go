@@ -168,9 +168,16 @@ func Run(ctx context.Context, path string, opts Options) error {
 	defer stopWatch()
 	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs, dataDir: dataDir,
 		wear:  newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear}),
-		build: opts.Build, checkpointMetrics: newCheckpointMetrics()}
+		build: opts.Build, checkpointMetrics: newCheckpointMetrics(), stalls: newStalls()}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
 	defer stopControl()
+	fleet, err := startFleetStatus(cfg, d, ctl)
+	if err != nil {
+		return err
+	}
+	if fleet != nil {
+		defer fleet.close() // once the pipeline stopped: its last status says "stopped"
+	}
 	go ctl.wear.run(ctlCtx)
 	// fatal receives what ends the agent: a server's failure, the data
 	// directory's loss.
@@ -311,7 +318,10 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	// final checkpoint of what they read so far, which the sinks then
 	// publish whole before the job ends.
 	var holding atomic.Bool
-	said := &checkpointLog{log: log}
+	said := &checkpointLog{log: log, lateLog: lateLog{every: cfg.Agent.LogSummaryInterval}}
+	interval := cfg.Checkpoints.Interval
+	lateCheckpoints := new(atomic.Int64)
+	var jobStart time.Time // set before the job runs, read as its subtasks report
 	job, err := runtime.New(topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
@@ -324,9 +334,13 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			return d.backlog.Hold()
 		},
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
+		OnAligned:  func(a runtime.Aligned) { ctl.stalls.aligned(jobStart, a) },
 		OnComplete: func(m *checkpoint.Manifest) {
-			said.onComplete(m)
-			ctl.checkpointMetrics.completed(m)
+			said.onComplete(m, interval, time.Now())
+			ctl.checkpointMetrics.completed(m, interval)
+			if isLate(interval, m.Duration) {
+				lateCheckpoints.Add(1)
+			}
 			if ctl.remote != nil && m.SameAs == 0 { // one that changed nothing was uploaded as SameAs
 				ctl.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
 			}
@@ -341,6 +355,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	if err != nil {
 		return nil, false, err
 	}
+	jobStart = job.Status().Started
 	if len(restore.Candidates) > 0 {
 		reportDropped(restore.Candidates[0].Manifest, cfg, log)
 	}
@@ -360,6 +375,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	}()
 	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
 		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: restore.Source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
+		interval: interval, lateCheckpoints: lateCheckpoints,
 		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
 	stop := func() error {

@@ -16,22 +16,33 @@ import (
 // summary. An agent that checkpoints every second so writes a dozen info
 // lines an hour, not 86,400 a day.
 type checkpointLog struct {
-	log *slog.Logger
+	log     *slog.Logger
+	lateLog lateLog
 
 	mu        sync.Mutex
 	first     bool // the first completion was said
 	since     time.Time
 	completed int
 	unchanged int // completed as SameAs: nothing written
+	late      int // completed, taking more than half the interval
 	failed    int
 	newest    uint64
 	total     time.Duration
 	longest   time.Duration
 }
 
-func (c *checkpointLog) onComplete(m *checkpoint.Manifest) {
+// onComplete says a checkpoint that completed at now, late at interval
+// or not.
+func (c *checkpointLog) onComplete(m *checkpoint.Manifest, interval time.Duration, now time.Time) {
+	late := isLate(interval, m.Duration)
+	if late {
+		c.warnLate(m, interval, now)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if late {
+		c.late++
+	}
 	if !c.first {
 		c.first = true
 		c.log.Info("first checkpoint complete", "id", m.ID, "duration", m.Duration)
@@ -87,9 +98,9 @@ func (c *checkpointLog) summary() {
 		if c.completed > 0 {
 			mean = c.total / time.Duration(c.completed)
 		}
-		c.log.Info("checkpoints", "completed", c.completed, "unchanged", c.unchanged, "failed", c.failed,
+		c.log.Info("checkpoints", "completed", c.completed, "unchanged", c.unchanged, "late", c.late, "failed", c.failed,
 			"newest", c.newest, "mean_duration", mean.Round(time.Microsecond), "max_duration", c.longest,
 			"over", now.Sub(c.since).Round(time.Second))
 	}
-	c.since, c.completed, c.unchanged, c.failed, c.total, c.longest = now, 0, 0, 0, 0, 0
+	c.since, c.completed, c.unchanged, c.late, c.failed, c.total, c.longest = now, 0, 0, 0, 0, 0, 0
 }

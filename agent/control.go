@@ -142,6 +142,10 @@ type incarnation struct {
 	// carried are the final counts of the incarnations before this one,
 	// which the metrics add this one's to.
 	carried counts
+	// interval is checkpoints.interval; lateCheckpoints counts the
+	// completed checkpoints that took more than half of it (isLate).
+	interval        time.Duration
+	lateCheckpoints *atomic.Int64
 }
 
 // control serves the control API of the agent, across reloads.
@@ -167,6 +171,8 @@ type control struct {
 	// metrics.
 	build             BuildInfo
 	checkpointMetrics *checkpointMetrics
+	// stalls are the alignments that ended, of every incarnation.
+	stalls *stalls
 
 	mu          sync.Mutex
 	configError string // why the last change of the file was not applied
@@ -510,6 +516,7 @@ func (c *control) events(w http.ResponseWriter, r *http.Request) {
 
 // status builds the API's Status from the job's.
 func (c *control) status() api.Status {
+	now := time.Now()
 	out := api.Status{Agent: c.host, Pipeline: c.pipeline, State: "starting", Memory: memoryNow()}
 	if c.wear != nil {
 		out.Disk = c.wear.status(time.Now())
@@ -531,6 +538,7 @@ func (c *control) status() api.Status {
 		if c.restoring.Load() {
 			out.State = "restoring"
 		}
+		c.observe(&out, nil, runtime.Status{}, now)
 		return out
 	}
 	st := inc.job.Status()
@@ -576,7 +584,7 @@ func (c *control) status() api.Status {
 		}
 		if a := t.Alignment; a.ID != 0 {
 			al := &api.Alignment{CheckpointID: a.ID, StartedMS: a.Started.Milliseconds(),
-				ElapsedMS: (st.Uptime - a.Started).Milliseconds(), BufferedRecords: t.Buffered, Unaligned: a.Unaligned}
+				ElapsedMS: (st.Uptime - a.Started).Milliseconds(), BufferedRecords: t.Buffered, Unaligned: a.Unaligned, Blocking: a.Blocking}
 			for ch, at := range a.Arrived {
 				al.Channels = append(al.Channels, api.Channel{
 					From: t.Upstream[ch].String(), Arrived: at >= 0, AtMS: max(0, at.Milliseconds()),
@@ -614,6 +622,7 @@ func (c *control) status() api.Status {
 		out.IngestLag += m.Lag.Load()
 		out.IngestFailures += m.AppendFailures.Load()
 	}
+	c.observe(&out, inc, st, now)
 	return out
 }
 

@@ -62,13 +62,16 @@ func (c *control) writeMetrics(w io.Writer) {
 	e.sample("cairn_checkpoints_completed_total", "", float64(ckpt.duration.count))
 	e.family("cairn_checkpoints_failed_total", "counter", "Checkpoints that failed (declined, expired, not written) since the agent started.")
 	e.sample("cairn_checkpoints_failed_total", "", float64(ckpt.failed))
+	e.family("cairn_checkpoints_late_total", "counter", "Checkpoints that completed taking more than half the checkpoint interval, since the agent started.")
+	e.sample("cairn_checkpoints_late_total", "", float64(ckpt.late))
 	gauge("cairn_checkpoints_in_progress", "Checkpoints in flight.", float64(st.Checkpoints.InProgress))
 	e.family("cairn_checkpoint_duration_seconds", "histogram", "Completed checkpoints by their duration, trigger to completion.")
-	ckpt.duration.write(e, "cairn_checkpoint_duration_seconds")
+	ckpt.duration.write(e, "cairn_checkpoint_duration_seconds", "")
 	e.family("cairn_checkpoint_alignment_seconds", "histogram", "Completed checkpoints by their longest barrier alignment.")
-	ckpt.alignment.write(e, "cairn_checkpoint_alignment_seconds")
+	ckpt.alignment.write(e, "cairn_checkpoint_alignment_seconds", "")
 	e.family("cairn_checkpoint_size_bytes", "histogram", "Completed checkpoints by the bytes they stored.")
-	ckpt.size.write(e, "cairn_checkpoint_size_bytes")
+	ckpt.size.write(e, "cairn_checkpoint_size_bytes", "")
+	c.writeStallMetrics(e, st)
 	if l := st.Checkpoints.LastCompleted; l != nil {
 		gauge("cairn_checkpoint_last_duration_seconds", "Duration of the last completed checkpoint, trigger to completion.", float64(l.DurationMS)/1000)
 		gauge("cairn_checkpoint_last_size_bytes", "Bytes stored by the last completed checkpoint.", float64(l.SizeBytes))
@@ -267,7 +270,7 @@ type checkpointMetrics struct {
 // checkpointCounts are the checkpoints observed: the histograms' counts are
 // the completed ones.
 type checkpointCounts struct {
-	failed                    int64
+	failed, late              int64
 	duration, alignment, size histogram
 }
 
@@ -280,8 +283,9 @@ func newCheckpointMetrics() *checkpointMetrics {
 }
 
 // completed observes a completed checkpoint: its duration, its longest
-// alignment and the bytes its subtasks stored (as CheckpointInfo sums them).
-func (c *checkpointMetrics) completed(m *checkpoint.Manifest) {
+// alignment and the bytes its subtasks stored (as CheckpointInfo sums
+// them), and whether it was late at interval.
+func (c *checkpointMetrics) completed(m *checkpoint.Manifest, interval time.Duration) {
 	var size int64
 	var alignment float64
 	for _, a := range m.Subtasks {
@@ -293,6 +297,9 @@ func (c *checkpointMetrics) completed(m *checkpoint.Manifest) {
 	c.observed.duration.observe(m.Duration.Seconds())
 	c.observed.alignment.observe(alignment)
 	c.observed.size.observe(float64(size))
+	if isLate(interval, m.Duration) {
+		c.observed.late++
+	}
 }
 
 // aborted counts a failed checkpoint (AbortReason.Failure, as the runtime
@@ -313,7 +320,7 @@ func (c *checkpointMetrics) snapshot() checkpointCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	o := c.observed
-	return checkpointCounts{failed: o.failed, duration: o.duration.clone(), alignment: o.alignment.clone(), size: o.size.clone()}
+	return checkpointCounts{failed: o.failed, late: o.late, duration: o.duration.clone(), alignment: o.alignment.clone(), size: o.size.clone()}
 }
 
 // histogram counts observations in buckets of fixed upper bounds, as a
@@ -341,15 +348,22 @@ func (h histogram) clone() histogram {
 	return h
 }
 
-// write writes the histogram's series: cumulative buckets up to le="+Inf",
-// then its sum and count.
-func (h histogram) write(e exposition, name string) {
+// write writes the histogram's series, with the labels ls (what labels
+// returns, "" for none): cumulative buckets up to le="+Inf", then its sum
+// and count.
+func (h histogram) write(e exposition, name, ls string) {
+	le := func(bound string) string {
+		if ls == "" {
+			return labels("le", bound)
+		}
+		return ls + "," + labels("le", bound)
+	}
 	var cumulative uint64
 	for i, b := range h.bounds {
 		cumulative += h.buckets[i]
-		e.sample(name+"_bucket", labels("le", formatValue(b)), float64(cumulative))
+		e.sample(name+"_bucket", le(formatValue(b)), float64(cumulative))
 	}
-	e.sample(name+"_bucket", labels("le", "+Inf"), float64(h.count))
-	e.sample(name+"_sum", "", h.sum)
-	e.sample(name+"_count", "", float64(h.count))
+	e.sample(name+"_bucket", le("+Inf"), float64(h.count))
+	e.sample(name+"_sum", ls, h.sum)
+	e.sample(name+"_count", ls, float64(h.count))
 }

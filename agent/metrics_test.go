@@ -170,50 +170,79 @@ func parseLabels(s string) ([]string, error) {
 	return pairs, nil
 }
 
-// checkHistograms checks every histogram's buckets and every summary's
-// quantiles against their counts.
+// checkHistograms checks every histogram's buckets (per series: per set
+// of labels besides le) and every summary's quantiles against their
+// counts.
 func (e *exposed) checkHistograms() error {
 	for family, kind := range e.types {
 		if kind != "histogram" && kind != "summary" {
 			continue
 		}
-		count, okCount := e.values[family+"_count{}"]
-		_, okSum := e.values[family+"_sum{}"]
-		if !okCount || !okSum {
-			return fmt.Errorf("%s lacks its sum or count", family)
-		}
-		prefix := family + `{quantile="`
-		if kind == "histogram" {
-			prefix = family + `_bucket{le="`
-		}
 		type bucket struct{ bound, n float64 }
-		var buckets []bucket
+		series := map[string][]bucket{} // by the labels besides le or quantile
+		bounded := "quantile"
+		if kind == "histogram" {
+			bounded = "le"
+		}
+		prefix := family + "{"
+		if kind == "histogram" {
+			prefix = family + "_bucket{"
+		}
 		for key, v := range e.values {
 			rest, ok := strings.CutPrefix(key, prefix)
 			if !ok {
 				continue
 			}
-			bound, err := strconv.ParseFloat(strings.TrimSuffix(rest, `"}`), 64)
-			if err != nil {
-				return fmt.Errorf("%s: %v", key, err)
-			}
-			buckets = append(buckets, bucket{bound, v})
-		}
-		slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.bound, b.bound) })
-		if kind == "summary" {
-			for _, q := range buckets {
-				if q.bound < 0 || q.bound > 1 {
-					return fmt.Errorf("%s: quantile %g", family, q.bound)
+			var others []string
+			var bound float64
+			var found bool
+			for _, pair := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+				name, value, _ := strings.Cut(pair, "=")
+				if name != bounded {
+					others = append(others, pair)
+					continue
 				}
+				uq, err := strconv.Unquote(value)
+				if err != nil {
+					return fmt.Errorf("%s: %v", key, err)
+				}
+				if bound, err = strconv.ParseFloat(uq, 64); err != nil {
+					return fmt.Errorf("%s: %v", key, err)
+				}
+				found = true
 			}
-			continue
+			if !found {
+				continue // a summary's sum or count
+			}
+			ls := strings.Join(others, ",")
+			series[ls] = append(series[ls], bucket{bound, v})
 		}
-		if len(buckets) < 2 || !math.IsInf(buckets[len(buckets)-1].bound, 1) || buckets[len(buckets)-1].n != count {
-			return fmt.Errorf("%s: no +Inf bucket equal to the count %g: %v", family, count, buckets)
+		_, unlabelled := e.values[family+"_count{}"]
+		if len(series) == 0 && (kind == "summary" || unlabelled) {
+			series[""] = nil
 		}
-		for i := 1; i < len(buckets); i++ {
-			if buckets[i].n < buckets[i-1].n {
-				return fmt.Errorf("%s: buckets not cumulative: %v", family, buckets)
+		for ls, buckets := range series {
+			count, okCount := e.values[family+"_count{"+ls+"}"]
+			_, okSum := e.values[family+"_sum{"+ls+"}"]
+			if !okCount || !okSum {
+				return fmt.Errorf("%s{%s} lacks its sum or count", family, ls)
+			}
+			slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.bound, b.bound) })
+			if kind == "summary" {
+				for _, q := range buckets {
+					if q.bound < 0 || q.bound > 1 {
+						return fmt.Errorf("%s: quantile %g", family, q.bound)
+					}
+				}
+				continue
+			}
+			if len(buckets) < 2 || !math.IsInf(buckets[len(buckets)-1].bound, 1) || buckets[len(buckets)-1].n != count {
+				return fmt.Errorf("%s{%s}: no +Inf bucket equal to the count %g: %v", family, ls, count, buckets)
+			}
+			for i := 1; i < len(buckets); i++ {
+				if buckets[i].n < buckets[i-1].n {
+					return fmt.Errorf("%s{%s}: buckets not cumulative: %v", family, ls, buckets)
+				}
 			}
 		}
 	}
@@ -257,6 +286,8 @@ func TestParseExpositionRefuses(t *testing.T) {
 		"# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n", // not cumulative
 		"# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 2\n", // +Inf is not the count
 		"# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n",                          // no +Inf
+		"# HELP h H.\n# TYPE h histogram\nh_bucket{s=\"a\",le=\"1\"} 1\nh_bucket{s=\"a\",le=\"+Inf\"} 1\nh_sum{s=\"a\"} 1\nh_count{s=\"a\"} 1\n" +
+			"h_bucket{s=\"b\",le=\"+Inf\"} 2\nh_sum{s=\"b\"} 1\nh_count{s=\"b\"} 1\n", // one series' +Inf is not its count
 	} {
 		if _, err := parseExposition(bad); err == nil {
 			t.Errorf("accepted:\n%s", bad)
@@ -274,7 +305,7 @@ func TestHistogram(t *testing.T) {
 	var b bytes.Buffer
 	e := exposition{&b}
 	e.family("h", "histogram", "H.")
-	h.write(e, "h")
+	h.write(e, "h", "")
 	want := "# HELP h H.\n# TYPE h histogram\n" +
 		"h_bucket{le=\"1\"} 2\nh_bucket{le=\"10\"} 4\nh_bucket{le=\"+Inf\"} 6\nh_sum 127.5\nh_count 6\n"
 	if b.String() != want {
@@ -513,10 +544,18 @@ func TestCheckpointMetricsCountFailures(t *testing.T) {
 	m.completed(&checkpoint.Manifest{Duration: 30 * time.Millisecond, Subtasks: []checkpoint.Ack{
 		{Stats: checkpoint.SubtaskStats{StateSize: 3 << 10, Alignment: 2 * time.Millisecond}},
 		{Stats: checkpoint.SubtaskStats{StateSize: 2 << 10, Alignment: 7 * time.Millisecond}},
-	}})
+	}}, 100*time.Millisecond)
 	o := m.snapshot()
-	if o.failed != 3 || o.duration.count != 1 || o.size.sum != 5<<10 || o.alignment.sum != 0.007 || o.duration.sum != 0.03 {
+	if o.failed != 3 || o.late != 0 || o.duration.count != 1 || o.size.sum != 5<<10 || o.alignment.sum != 0.007 || o.duration.sum != 0.03 {
 		t.Fatalf("observed %+v", o)
+	}
+	// Late: more than half the interval; exactly half is not, and a
+	// checkpoint taken only on request (interval 0) never is.
+	m.completed(&checkpoint.Manifest{Duration: 51 * time.Millisecond}, 100*time.Millisecond)
+	m.completed(&checkpoint.Manifest{Duration: 50 * time.Millisecond}, 100*time.Millisecond)
+	m.completed(&checkpoint.Manifest{Duration: time.Hour}, 0)
+	if o := m.snapshot(); o.late != 1 || o.duration.count != 4 {
+		t.Fatalf("after one late checkpoint of four: observed %+v", o)
 	}
 }
 

@@ -403,6 +403,10 @@ type Alignment struct {
 	// Unaligned: the checkpoint was snapshotted unaligned and its channel
 	// state is captured until the pending barriers arrive.
 	Unaligned bool
+	// Blocking: the channels whose barrier arrived are held until the
+	// others' come (exactly-once, or a savepoint in any mode), so that
+	// the alignment stalls the subtask's input.
+	Blocking bool
 }
 
 // Alignment returns a copy of the alignment state.
@@ -413,5 +417,6 @@ func (h *Handler) Alignment() Alignment {
 		Arrived:   append([]time.Duration(nil), h.arrivedAt...),
 		Ended:     append([]bool(nil), h.ended...),
 		Unaligned: h.capturing,
+		Blocking:  h.aligning != 0 && !h.capturing && (h.mode == ExactlyOnce || h.barrier.Aligned),
 	}
 }

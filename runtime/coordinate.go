@@ -68,6 +68,10 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 	tick := time.NewTimer(time.Hour)
 	defer tick.Stop()
 	triggered := make(map[uint64]time.Duration)
+	// acked is when each subtask's acknowledgement of a checkpoint in
+	// flight came, for Status: published as they come, not only when the
+	// coordinator has something to do.
+	acked := make(map[uint64]map[checkpoint.TaskID]time.Duration)
 	for {
 		tick.Stop()
 		if at, ok := coord.NextTick(); ok {
@@ -78,6 +82,12 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 		case a := <-j.acks:
 			coord.Tick(j.now())
 			coord.Acknowledge(a)
+			if slices.Contains(coord.Pending(), a.ID) {
+				if acked[a.ID] == nil {
+					acked[a.ID] = make(map[checkpoint.TaskID]time.Duration)
+				}
+				acked[a.ID][a.Task] = j.now()
+			}
 		case d := <-j.declines:
 			coord.Tick(j.now())
 			if d.by != 0 {
@@ -113,13 +123,15 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 				triggered[tr.Barrier.ID] = tr.Barrier.Triggered
 			}
 			j.apply(coord, rd)
-			j.view.publish(coord, triggered, rd, j.now())
+			j.view.publish(coord, triggered, acked, rd, j.now())
 			for id := range triggered {
 				if !slices.Contains(coord.Pending(), id) {
 					delete(triggered, id)
+					delete(acked, id)
 				}
 			}
 		}
+		j.view.publish(coord, triggered, acked, checkpoint.Ready{}, j.now())
 	}
 }
 

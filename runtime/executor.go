@@ -24,6 +24,17 @@ func (j *Job) wallMillis() int64 { return j.opts.WallClock().UnixMilli() }
 // go unnoticed until the wait ends.
 const wallClockRecheck = time.Second
 
+// inputBacklog is the records waiting on input channel ch of t and in
+// the inputs of its sender: what stands before the sender's next barrier
+// on ch, and what came after it.
+func (j *Job) inputBacklog(t *task, ch int) int64 {
+	n := j.inbound[t.index][ch].queued.Load()
+	for _, l := range j.inbound[j.plan.inputs[t.index][ch].index] {
+		n += l.queued.Load()
+	}
+	return n
+}
+
 func (j *Job) newBatch() *graph.Batch { return j.pool.Get().(*graph.Batch) }
 
 func (j *Job) recycle(b *graph.Batch) {

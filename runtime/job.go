@@ -56,6 +56,10 @@ type Options struct {
 	// (TaskMetrics.Rejected). A crash replays the input since the last
 	// checkpoint, so a record may be rejected again after a restore.
 	OnRejected func(id checkpoint.TaskID, r *graph.Record, err error) error
+	// OnAligned, if set, is called on a subtask's goroutine when one of
+	// its blocking barrier alignments ends (Aligned): a subtask with one
+	// input never aligns. It must not block.
+	OnAligned func(Aligned)
 	// Hold, if set, is asked before each read of a source: a non-nil
 	// channel makes every source read nothing until it is closed, while
 	// checkpoints and other control messages go on. A sink that cannot
@@ -147,7 +151,7 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
 	j.plan = build(topo, taskConfig{mode: opts.Checkpoints.Mode, batchSize: opts.BatchSize,
 		incremental: opts.Incremental, maxChain: opts.MaxChain, alignmentTimeout: opts.Checkpoints.AlignmentTimeout,
-		onRejected: opts.OnRejected}, j)
+		onRejected: opts.OnRejected, onAligned: opts.OnAligned, backlog: j.inputBacklog}, j)
 	n := len(j.plan.tasks)
 	j.mailboxes = make([]chan delivery, n)
 	j.inbound = make([][]*chanLink, n)

@@ -27,6 +27,10 @@ type taskConfig struct {
 	// alignmentTimeout switches exactly-once alignments to unaligned.
 	alignmentTimeout time.Duration
 	onRejected       func(checkpoint.TaskID, *graph.Record, error) error // Options.OnRejected
+	// onAligned is Options.OnAligned; backlog, which it needs, counts the
+	// records waiting on input channel ch of t.
+	onAligned func(Aligned)
+	backlog   func(t *task, ch int) int64
 }
 
 // build creates the subtasks of topo, in topological order, and lists their
@@ -43,8 +47,10 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 				env:       e,
 				batchSize: cfg.batchSize,
 				rejected:  cfg.onRejected,
+				onAligned: cfg.onAligned,
+				backlog:   cfg.backlog,
 				sourceWM:  graph.MinWatermark,
-				metrics:   new(TaskMetrics),
+				metrics:   newTaskMetrics(),
 				chains:    chains{incremental: cfg.incremental, maxLen: cfg.maxChain},
 			}
 			var ins []*task
@@ -55,6 +61,7 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 					}
 					ins = append(ins, up)
 					t.inputOf = append(t.inputOf, k)
+					t.upstream = append(t.upstream, up.id)
 				}
 			}
 			ordered := cfg.mode != checkpoint.AtLeastOnce && (n.IsSource() || len(ins) == 1 && ins[0].state.Context().Info().OrderedInput)

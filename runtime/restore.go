@@ -141,9 +141,11 @@ func (t *task) openFrom(r taskRestore) error {
 		}
 	}
 	if t.node.IsSource() {
+		t.metrics.Watermark.Store(t.sourceWM)
 		t.src = t.node.NewSource(t.id.Subtask)
 		return t.src.Open(t.state.Context(), offset)
 	}
+	t.metrics.Watermark.Store(t.state.Watermark())
 	t.op = t.node.NewOperator(t.id.Subtask)
 	if err := t.op.Open(t.state.Context()); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/graph"
 )
 
 // Status is a point-in-time view of a running job, for status displays.
@@ -60,13 +61,45 @@ type TaskStatus struct {
 	// Buffered is the number of records held back on blocked channels by
 	// the alignment in progress.
 	Buffered int64
+	// Watermark is the subtask's event time (milliseconds since the
+	// epoch): graph.MinWatermark before any, graph.MaxWatermark once its
+	// input ended.
+	Watermark int64
+}
+
+// Aligned is a blocking barrier alignment of a subtask that ended
+// (Options.OnAligned): in its snapshot, or given up with its checkpoint.
+type Aligned struct {
+	Task checkpoint.TaskID
+	ID   uint64 // the checkpoint
+	// Started is when the first barrier arrived (job clock); Duration
+	// how long the alignment took, to the snapshot or to its end.
+	Started, Duration time.Duration
+	// WaitedFor is the input the alignment waited for last: the sender
+	// of the barrier that came last, or, when none came (a timeout, an
+	// abort), the pending input with the largest backlog.
+	WaitedFor checkpoint.TaskID
+	// Backlog is the most records seen waiting on that input and in its
+	// sender's inputs (as Status counts them: the records before its
+	// barrier and after), sampled as the alignment's barriers arrived.
+	Backlog int64
+	// Buffered are the records held back on the inputs whose barrier had
+	// come.
+	Buffered int64
+	// TimedOut: the alignment timed out and the snapshot was taken
+	// unaligned; Abandoned: its checkpoint was aborted, declined or
+	// overtaken before the snapshot.
+	TimedOut, Abandoned bool
 }
 
 // PendingCheckpoint is a checkpoint in flight.
 type PendingCheckpoint struct {
 	ID        uint64
 	Triggered time.Duration // on the job's clock
-	Acked     []checkpoint.TaskID
+	// Acked are the subtasks that acknowledged it, in the job's order of
+	// subtasks, and AckedAt when each acknowledgement came (job clock).
+	Acked   []checkpoint.TaskID
+	AckedAt []time.Duration
 }
 
 // coordinatorView is what the coordinator's goroutine publishes for Status.
@@ -78,14 +111,21 @@ type coordinatorView struct {
 	history           []Outcome
 }
 
-// publish records the coordinator's state after it changed; now is the
+// publish records the coordinator's state after an event: the
+// checkpoints in flight with the acknowledgements they have, and what rd
+// (empty when the event readied nothing) completed or aborted; now is the
 // job's clock.
-func (v *coordinatorView) publish(coord *checkpoint.Coordinator, triggered map[uint64]time.Duration, rd checkpoint.Ready, now time.Duration) {
+func (v *coordinatorView) publish(coord *checkpoint.Coordinator, triggered map[uint64]time.Duration,
+	acked map[uint64]map[checkpoint.TaskID]time.Duration, rd checkpoint.Ready, now time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.pending = v.pending[:0]
 	for _, id := range coord.Pending() {
-		v.pending = append(v.pending, PendingCheckpoint{ID: id, Triggered: triggered[id], Acked: coord.Acked(id)})
+		p := PendingCheckpoint{ID: id, Triggered: triggered[id], Acked: coord.Acked(id)}
+		for _, t := range p.Acked {
+			p.AckedAt = append(p.AckedAt, acked[id][t])
+		}
+		v.pending = append(v.pending, p)
 	}
 	v.completed += int64(len(rd.Completed))
 	for _, a := range rd.Aborted {
@@ -121,7 +161,7 @@ func (j *Job) Status() Status {
 			ID:        t.id,
 			RecordsIn: t.metrics.RecordsIn.Load(), RecordsOut: t.metrics.RecordsOut.Load(), Rejected: t.metrics.Rejected.Load(),
 			Backpressure: t.metrics.Backpressure(), Alignment: align,
-			Buffered: t.metrics.Buffered.Load(),
+			Buffered: t.metrics.Buffered.Load(), Watermark: t.metrics.Watermark.Load(),
 		}
 		for ch, up := range j.plan.inputs[t.index] {
 			ts.Upstream = append(ts.Upstream, up.id)
@@ -153,6 +193,14 @@ type TaskMetrics struct {
 	Buffered atomic.Int64
 	// Rejected counts the records the operator rejected (graph.RecordError).
 	Rejected atomic.Int64
+	// Watermark is the subtask's event time, as TaskStatus.Watermark.
+	Watermark atomic.Int64
+}
+
+func newTaskMetrics() *TaskMetrics {
+	m := new(TaskMetrics)
+	m.Watermark.Store(graph.MinWatermark)
+	return m
 }
 
 // Backpressure is the time spent waiting for credits downstream so far,

@@ -76,10 +76,11 @@ type task struct {
 	src     graph.Source   // nil for an operator
 	handler *checkpoint.Handler
 
-	inbox   *inbox  // what t received and has not processed
-	inputOf []int   // channel → logical input
-	wm      []int64 // channel → watermark
-	open    int     // channels not yet ended
+	inbox    *inbox              // what t received and has not processed
+	inputOf  []int               // channel → logical input
+	upstream []checkpoint.TaskID // channel → the sending subtask
+	wm       []int64             // channel → watermark
+	open     int                 // channels not yet ended
 
 	// Unaligned checkpoints (see inflight.go): per channel, records
 	// received and processed, and the marks of the barriers of checkpoint
@@ -115,6 +116,17 @@ type task struct {
 	// for Job.Status on other goroutines.
 	alignMu   sync.Mutex
 	alignView checkpoint.Alignment
+
+	// onAligned, if set (Options.OnAligned), hears of every alignment
+	// that ends; backlog says how many records wait for it on an input
+	// channel (taskConfig.backlog). peak is, per channel, the largest
+	// backlog seen in the alignment peakOf; said is the last alignment
+	// reported or snapshotted.
+	onAligned func(Aligned)
+	backlog   func(t *task, ch int) int64
+	peak      []int64
+	peakOf    uint64
+	said      uint64
 }
 
 // accept takes batch b off channel ch into the inbox: it is received
@@ -129,6 +141,9 @@ func (t *task) accept(ch int, b *graph.Batch, free bool) {
 
 // process handles one batch from channel ch, taken from the inbox.
 func (t *task) process(ch int, b *graph.Batch) error {
+	if t.alignView.Blocking {
+		t.measureAlignment(t.alignView)
+	}
 	t.processed[ch] += uint64(len(b.Records))
 	if err := t.processRecords(ch, b.Records); err != nil {
 		return err
@@ -232,6 +247,9 @@ func (t *task) advanceWatermark() error {
 		low = min(low, w)
 	}
 	moved, err := t.state.AdvanceWatermark(low, t.op)
+	if moved {
+		t.metrics.Watermark.Store(low)
+	}
 	if err != nil {
 		return t.fail(err)
 	}
@@ -265,13 +283,19 @@ func (t *task) finish() {
 
 // act carries out the handler's actions in order.
 func (t *task) act() error {
+	prev := t.alignView // written only on this goroutine
 	align := t.handler.Alignment()
 	t.alignMu.Lock()
 	t.alignView = align
 	t.alignMu.Unlock()
+	t.measureAlignment(align)
 	for _, a := range t.handler.Ready() {
 		switch a.Kind {
 		case checkpoint.Snapshot:
+			if prev.ID == a.ID && prev.Blocking {
+				t.aligned(prev, a.Alignment, a.TimedOut, false)
+			}
+			t.said = a.ID
 			if err := t.snapshot(a); err != nil {
 				return err
 			}
@@ -299,7 +323,56 @@ func (t *task) act() error {
 			t.inbox.unblock(a.Channel)
 		}
 	}
+	if prev.Blocking && prev.ID != align.ID && prev.ID != t.said {
+		// Given up before its snapshot: aborted, declined or overtaken.
+		t.aligned(prev, t.env.now()-prev.Started, false, true)
+	}
 	return t.err
+}
+
+// measureAlignment notes the backlog of each input whose barrier a is
+// still waiting for, if anyone listens for ended alignments: as each
+// batch is taken and as each barrier arrives.
+func (t *task) measureAlignment(a checkpoint.Alignment) {
+	if t.onAligned == nil || !a.Blocking {
+		return
+	}
+	if t.peakOf != a.ID {
+		t.peakOf = a.ID
+		t.peak = make([]int64, len(a.Arrived))
+	}
+	for ch, at := range a.Arrived {
+		if at < 0 && !a.Ended[ch] {
+			t.peak[ch] = max(t.peak[ch], t.backlog(t, ch))
+		}
+	}
+}
+
+// aligned reports alignment a, which took d, to Options.OnAligned: it
+// ended in a snapshot (unaligned when timedOut) or, abandoned, in none.
+// The input it waited for is the one still pending in a (the last view
+// before its end) with the largest backlog.
+func (t *task) aligned(a checkpoint.Alignment, d time.Duration, timedOut, abandoned bool) {
+	t.said = a.ID
+	if t.onAligned == nil {
+		return
+	}
+	r := Aligned{Task: t.id, ID: a.ID, Started: a.Started, Duration: d, Buffered: t.buffered,
+		TimedOut: timedOut, Abandoned: abandoned, Backlog: -1}
+	for ch, at := range a.Arrived {
+		if at >= 0 || a.Ended[ch] {
+			continue
+		}
+		var peak int64
+		if t.peakOf == a.ID && ch < len(t.peak) {
+			peak = t.peak[ch]
+		}
+		if peak > r.Backlog {
+			r.WaitedFor, r.Backlog = t.upstream[ch], peak
+		}
+	}
+	r.Backlog = max(r.Backlog, 0)
+	t.onAligned(r)
 }
 
 // snapshot takes the synchronous phase of checkpoint a.ID and hands the rest
@@ -460,11 +533,13 @@ func (t *task) readSource(buf []graph.Record) (bool, error) {
 	if t.node.Watermarks && n > 0 {
 		if wm := t.maxTime - t.node.OutOfOrderness.Milliseconds() - 1; wm > t.sourceWM {
 			t.sourceWM = wm
+			t.metrics.Watermark.Store(wm)
 			t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: wm})
 		}
 	}
 	if err == io.EOF {
 		t.sourceEnded = true
+		t.metrics.Watermark.Store(graph.MaxWatermark)
 		t.finish()
 		return n > 0, t.err
 	}

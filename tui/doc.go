@@ -8,4 +8,10 @@
 // agent goes away, and announces what a restarted agent restored from.
 // Everything on screen is derived from the statuses received, so views are
 // tested from fixed statuses with golden files.
+//
+// Fleet is `cairn top --fleet`: every gateway's status (api.GatewayStatus)
+// and online/offline as the broker hands them in (api.FleetMessage, fed by
+// the caller's subscription), ranked worst first, with a gateway's detail
+// from the statuses it received. It too is a function of its messages, the
+// clock and the keys, tested the same way.
 package tui

@@ -17,39 +17,48 @@ import (
 // the differences of the counters.
 
 func skewedStatus(uptime float64, scale int64) api.Status {
-	sub := func(i int, in, out, bpMS, queued int64) api.Subtask {
-		return api.Subtask{Index: i, RecordsIn: in * scale, RecordsOut: out * scale, BackpressureMS: bpMS * scale, Queued: queued}
+	sub := func(i int, in, out, bpMS, queued, lagMS int64) api.Subtask {
+		return api.Subtask{Index: i, RecordsIn: in * scale, RecordsOut: out * scale, BackpressureMS: bpMS * scale, Queued: queued,
+			WatermarkUnixMS: skewedTime(uptime) - lagMS}
 	}
+	op := func(id string, lagMS int64, subs ...api.Subtask) api.Operator {
+		return api.Operator{ID: id, Parallelism: len(subs), Subtasks: subs,
+			WatermarkUnixMS: skewedTime(uptime) - lagMS, WatermarkLagMS: lagMS}
+	}
+	drift := op("drift", 3_400,
+		api.Subtask{Index: 0, RecordsIn: 1100 * scale, Queued: 3, WatermarkUnixMS: skewedTime(uptime) - 3_400, Alignment: &api.Alignment{
+			CheckpointID: 42, StartedMS: 90_100, ElapsedMS: 1600, BufferedRecords: 41, Blocking: true,
+			Channels: []api.Channel{
+				{From: "score/0", Queued: 3},
+				{From: "reference/0", Arrived: true, AtMS: 90_100},
+			}}},
+		api.Subtask{Index: 1, RecordsIn: 1190 * scale, WatermarkUnixMS: skewedTime(uptime) - 3_300, Alignment: &api.Alignment{
+			CheckpointID: 42, StartedMS: 91_580, ElapsedMS: 120, BufferedRecords: 2, Unaligned: true,
+			Channels: []api.Channel{
+				{From: "score/0", Arrived: true, AtMS: 91_580},
+				{From: "reference/0", Queued: 1},
+			}}})
+	drift.LateRecords = 4
+	acked := func(id string, atMS int64) api.Ack { return api.Ack{Subtask: id, Acked: true, AtMS: atMS} }
 	return api.Status{
 		Agent: "gw-07", Pipeline: "configs/skew.yaml", State: "running", Mode: "exactly-once",
-		UptimeSeconds: uptime,
-		Checkpoints: api.Checkpoints{Completed: 41, Failed: 1, InProgress: 1,
-			LastCompleted: &api.CheckpointInfo{ID: 41, Status: "completed", DurationMS: 812, SizeBytes: 73_400, AlignmentMS: 790, Incremental: true}},
+		UptimeSeconds: uptime, TimeUnixMS: skewedTime(uptime),
+		Checkpoints: api.Checkpoints{Completed: 41, Failed: 1, Late: 1, InProgress: 1, IntervalMS: 2_000,
+			LastCompleted: &api.CheckpointInfo{ID: 41, Status: "completed", DurationMS: 1_200, SizeBytes: 73_400, AlignmentMS: 1_100, Incremental: true, Late: true}},
 		RestoredFrom: &api.Restored{ID: 17, Source: "local"},
 		DeadLetters:  3, IngestLag: 1200,
 		Memory: api.Memory{Resident: 46_500_000, HeapLive: 18_200_000, HeapGoal: 36_400_000, Limit: 96 << 20},
 		Disk:   api.Disk{WrittenBytes: 2_100_000, Syncs: 5_300, PerDayBytes: 41_000_000, PerDaySpanSeconds: 3600},
 		Operators: []api.Operator{
-			{ID: "fleet", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 2000, 970, 0)}},
-			{ID: "reference", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 0, 300, 0, 0)}},
-			{ID: "score", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 2000, 1990, 0, 512)}},
-			{ID: "drift", Parallelism: 2, LateRecords: 4, Subtasks: []api.Subtask{
-				{Index: 0, RecordsIn: 1100 * scale, Queued: 3, Alignment: &api.Alignment{
-					CheckpointID: 42, StartedMS: 90_100, ElapsedMS: 1600, BufferedRecords: 41,
-					Channels: []api.Channel{
-						{From: "score/0", Queued: 3},
-						{From: "reference/0", Arrived: true, AtMS: 90_100},
-					}}},
-				{Index: 1, RecordsIn: 1190 * scale, Alignment: &api.Alignment{
-					CheckpointID: 42, StartedMS: 91_580, ElapsedMS: 120, BufferedRecords: 2, Unaligned: true,
-					Channels: []api.Channel{
-						{From: "score/0", Arrived: true, AtMS: 91_580},
-						{From: "reference/0", Queued: 1},
-					}}},
-			}},
-			{ID: "drift-out", Parallelism: 1, Subtasks: []api.Subtask{sub(0, 12, 0, 0, 0)}},
+			op("fleet", 1_100, sub(0, 0, 2000, 970, 0, 1_100)),
+			op("reference", 1_000, sub(0, 0, 300, 0, 0, 1_000)),
+			op("score", 3_400, sub(0, 2000, 1990, 0, 512, 3_400)),
+			drift,
+			op("drift-out", 3_400, sub(0, 12, 0, 0, 0, 3_400)),
 		},
-		InFlight: []api.InFlight{{ID: 42, ElapsedMS: 1710, Acked: 3, Total: 6}},
+		InFlight: []api.InFlight{{ID: 42, ElapsedMS: 1710, Acked: 3, Total: 6, Subtasks: []api.Ack{
+			acked("fleet/0", 2), acked("reference/0", 3), acked("score/0", 105),
+			{Subtask: "drift/0"}, {Subtask: "drift/1"}, {Subtask: "drift-out/0"}}}},
 		History: []api.CheckpointInfo{
 			{ID: 37, Status: "completed", TriggeredUnixMS: 1_794_999_996_000, DurationMS: 140, SizeBytes: 52_000,
 				AlignmentMS: 0, StartDelayMS: 3, SyncMS: 0, AsyncMS: 130, Unaligned: true, InFlightBytes: 18_400},
@@ -58,16 +67,42 @@ func skewedStatus(uptime float64, scale int64) api.Status {
 			{ID: 39, Status: "completed", TriggeredUnixMS: 1_795_000_000_000, DurationMS: 95, SizeBytes: 48_100,
 				AlignmentMS: 81, StartDelayMS: 85, SyncMS: 0, AsyncMS: 1, Upload: "failed"},
 			{ID: 40, Status: "failed", Cause: "expired", TriggeredUnixMS: 1_795_000_002_000, DurationMS: 60_000},
-			{ID: 41, Status: "completed", TriggeredUnixMS: 1_795_000_064_000, DurationMS: 812, SizeBytes: 73_400,
-				AlignmentMS: 790, StartDelayMS: 5, SyncMS: 1, AsyncMS: 3, Incremental: true, Upload: "uploaded"},
+			{ID: 41, Status: "completed", TriggeredUnixMS: 1_795_000_064_000, DurationMS: 1_200, SizeBytes: 73_400,
+				AlignmentMS: 1_100, StartDelayMS: 5, SyncMS: 1, AsyncMS: 3, Incremental: true, Upload: "uploaded", Late: true},
+		},
+		Stalls: []api.Stall{
+			{CheckpointID: 38, Subtask: "drift/0", WaitedFor: "score/0", StartedUnixMS: 1_794_999_998_004, DurationMS: 500, Backlog: 610, Outcome: "timed out"},
+			{CheckpointID: 39, Subtask: "drift/1", WaitedFor: "reference/0", StartedUnixMS: 1_795_000_000_085, DurationMS: 81, Backlog: 9, Outcome: "aligned"},
+			{CheckpointID: 40, Subtask: "drift/0", WaitedFor: "score/0", StartedUnixMS: 1_795_000_002_010, DurationMS: 59_990, Backlog: 48_000, BufferedRecords: 3_100, Outcome: "abandoned"},
+			{CheckpointID: 41, Subtask: "drift/0", WaitedFor: "score/0", StartedUnixMS: 1_795_000_064_005, DurationMS: 1_100, Backlog: 1_020, BufferedRecords: 88, Outcome: "aligned"},
 		},
 	}
 }
+
+// skewedTime is the agent's clock at uptime: 11:07:46 UTC at 91 s.
+func skewedTime(uptime float64) int64 { return 1_795_000_066_000 + int64((uptime-91)*1000) }
 
 var (
 	skewedBefore = skewedStatus(90, 10)
 	skewedNow    = skewedStatus(91, 11)
 )
+
+// settled is st with no alignment in progress, taken ago after the
+// end of its newest stall (#41's drift/0, 1.1s waiting for score/0).
+func settled(st api.Status, ago time.Duration) api.Status {
+	st.Operators = slices.Clone(st.Operators)
+	for i := range st.Operators {
+		op := &st.Operators[i]
+		op.Subtasks = slices.Clone(op.Subtasks)
+		for j := range op.Subtasks {
+			op.Subtasks[j].Alignment = nil
+		}
+	}
+	st.InFlight = nil
+	last := st.Stalls[len(st.Stalls)-1]
+	st.TimeUnixMS = last.EndedUnixMS() + ago.Milliseconds()
+	return st
+}
 
 // crowdedStatus is skewedStatus with the operators of configs/demo.yaml
 // beside the join's, thirteen in all: more than the wide layout's graph

@@ -3,10 +3,11 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // millis formats a duration in milliseconds compactly: 120ms, 3.4s, 2m03s,
-// 1h02m.
+// 1h02m, 3d04h, 336d.
 func millis(ms int64) string {
 	switch {
 	case ms < 0:
@@ -19,9 +20,21 @@ func millis(ms int64) string {
 		return fmt.Sprintf("%ds", ms/1000)
 	case ms < 3_600_000:
 		return fmt.Sprintf("%dm%02ds", ms/60_000, ms/1000%60)
-	default:
+	case ms < 86_400_000:
 		return fmt.Sprintf("%dh%02dm", ms/3_600_000, ms/60_000%60)
+	case ms < 10*86_400_000:
+		return fmt.Sprintf("%dd%02dh", ms/86_400_000, ms/3_600_000%24)
+	default:
+		return fmt.Sprintf("%dd", ms/86_400_000)
 	}
+}
+
+// ago formats an age to the second: 0s, 45s, 2m10s, 1h02m.
+func ago(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%ds", int64(d/time.Second))
+	}
+	return millis(d.Milliseconds())
 }
 
 // uptime formats seconds as 1h02m03s, 3m04s or 12s.

@@ -38,10 +38,11 @@ const (
 	graphPanel = iota
 	checkpointPanel
 	historyPanel
+	stallsPanel
 	panelCount
 )
 
-var panelNames = [panelCount]string{"Graph", "Checkpoint", "History"}
+var panelNames = [panelCount]string{"Graph", "Checkpoint", "History", "Stalls"}
 
 // Messages from the agent's status stream and from commands.
 type (
@@ -115,15 +116,11 @@ type Model struct {
 	scroll int
 
 	panel int
-	// filter narrows the operators shown to those whose id contains it;
-	// filtering: it is being typed. (A line of its own rather than
-	// bubbles' textinput, whose Unicode width tables alone weigh 2 MB in
-	// a gateway's binary.)
-	filter    []rune
-	filtering bool
-	help      help.Model
-	showHelp  bool
-	bar       progress.Model
+	// filter narrows the operators shown to those whose id contains it.
+	filter   filterLine
+	help     help.Model
+	showHelp bool
+	bar      progress.Model
 
 	busy  string // the request in progress: "checkpoint" or "savepoint"
 	flash string // the outcome of the last request or event
@@ -298,22 +295,9 @@ func subtaskName(op string, index int) string { return fmt.Sprintf("%s/%d", op, 
 
 // key handles a key press.
 func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
-	if m.filtering {
+	if m.filter.typing {
 		m.scroll = 0 // the rows change under it
-		switch msg.String() {
-		case "enter":
-			m.filtering = false
-		case "esc":
-			m.filtering, m.filter = false, nil
-		case "backspace":
-			if len(m.filter) > 0 {
-				m.filter = m.filter[:len(m.filter)-1]
-			}
-		default:
-			if msg.Text != "" {
-				m.filter = append(m.filter, []rune(msg.Text)...)
-			}
-		}
+		m.filter.key(msg)
 		return nil
 	}
 	switch {
@@ -327,10 +311,10 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, keys.Prev):
 		m.panel = (m.panel + panelCount - 1) % panelCount
 	case key.Matches(msg, keys.Filter):
-		m.filtering = true
+		m.filter.typing = true
 	case msg.String() == "esc":
 		m.showHelp = false
-		m.filter, m.scroll = nil, 0
+		m.filter.text, m.scroll = nil, 0
 	case key.Matches(msg, keys.Scroll):
 		m.scrollGraph(msg.String())
 	case key.Matches(msg, keys.Checkpoint):

@@ -67,16 +67,16 @@ func startFakeAgent(t *testing.T, sock string) *fakeAgent {
 	return a
 }
 
-// watched is the UI under test, publishing every frame it renders.
+// watched is a UI under test, publishing every frame it renders.
 type watched struct {
-	*Model
+	tea.Model
 	frame atomic.Pointer[string]
 }
 
-func watch(m *Model) *watched { return &watched{Model: m} }
+func watch(m tea.Model) *watched { return &watched{Model: m} }
 
 func (w *watched) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	_, cmd := w.Model.Update(msg)
+	_, cmd := w.Model.Update(msg) // the UIs update themselves in place
 	return w, cmd
 }
 
@@ -184,4 +184,67 @@ func TestColoursDegradeWithTheTerminal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFleetProgram runs the fleet view as `cairn top --fleet` does, with
+// its input, output and renderer, fed as the broker would feed it, on a
+// terminal with colours and on one without: the gateways show, a will
+// puts one first, the broker going away and coming back is said, and
+// colour sequences are written only where the terminal has colours,
+// every highlight with its text marker either way.
+func TestFleetProgram(t *testing.T) {
+	for _, tc := range []struct {
+		profile colorprofile.Profile
+		colours bool
+	}{{colorprofile.ANSI, true}, {colorprofile.Ascii, false}} {
+		t.Run(tc.profile.String(), func(t *testing.T) {
+			fleet := NewFleet(FleetOptions{Source: "tcp://broker:1883 gateways/+/status", Location: time.UTC})
+			ui := watch(fleet)
+			tm := teatest.NewTestModel(t, ui, teatest.WithInitialTermSize(80, 24),
+				teatest.WithProgramOptions(tea.WithColorProfile(tc.profile)))
+			ui.await(t, "⟳ connecting to the broker…")
+			go func() {
+				fleet.Link(api.FleetLink{Up: true, At: time.Now()})
+				for i := 1; i <= 5; i++ {
+					gw := fmt.Sprintf("gw-%03d", i)
+					fleet.Message(presence(gw, "online", time.Now(), true))
+					fleet.Message(status(gw, healthy(i, 0), time.Now(), false))
+				}
+			}()
+			ui.await(t, "5 gateways · 5 up · 0 down", "gw-005  running")
+			fleet.Message(presence("gw-004", "offline", time.Now(), false))
+			screen := ui.await(t, "5 gateways · 4 up · 1 down")
+			if !strings.Contains(firstFleetRow(screen), "gw-004  OFFLINE") {
+				t.Fatalf("gw-004 is not first after its will:\n%s", screen)
+			}
+			fleet.Link(api.FleetLink{Err: "EOF", At: time.Now()})
+			ui.await(t, "⟳ broker unreachable since", "showing the last statuses received")
+			fleet.Link(api.FleetLink{Up: true, At: time.Now()})
+			if !testwait.Poll(10*time.Second, func() bool { p := ui.frame.Load(); return p != nil && !strings.Contains(*p, "unreachable") }) {
+				t.Fatalf("still unreachable after the link came back:\n%s", *ui.frame.Load())
+			}
+			tm.Type("q")
+			raw, err := io.ReadAll(tm.FinalOutput(t, teatest.WithFinalTimeout(5*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sgrColor.MatchString(string(raw)); got != tc.colours {
+				t.Fatalf("profile %s: colour sequences present = %v, want %v", tc.profile, got, tc.colours)
+			}
+			if !strings.Contains(string(raw), "OFFLINE") {
+				t.Fatalf("profile %s: the offline marker is missing from the output", tc.profile)
+			}
+		})
+	}
+}
+
+// firstFleetRow is the fleet table's first gateway row.
+func firstFleetRow(screen string) string {
+	lines := strings.Split(screen, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "  GATEWAY ") && i+1 < len(lines) {
+			return lines[i+1]
+		}
+	}
+	return ""
 }

@@ -61,7 +61,14 @@ func (m *Model) render() string {
 		for i := range upper {
 			body = append(body, pad(left[i], w/2-1)+dimStyle.Render(" │ ")+right[i])
 		}
-		body = append(body, m.titled(historyPanel, w, m.historyPanel(w, bodyH-upper-1))...)
+		// History beside the recent stalls, which take what its rows leave.
+		lower := bodyH - upper
+		histW := max(historyWidth, w*2/3)
+		hist := fit(m.titled(historyPanel, histW, m.historyPanel(histW, lower-1)), histW, lower)
+		stalls := fit(m.titled(stallsPanel, w-histW-3, m.stallsPanel(w-histW-3, lower-1)), w-histW-3, lower)
+		for i := range lower {
+			body = append(body, pad(hist[i], histW)+dimStyle.Render(" │ ")+stalls[i])
+		}
 	default:
 		switch m.panel {
 		case graphPanel:
@@ -70,6 +77,8 @@ func (m *Model) render() string {
 			body = m.checkpointPanel(w)
 		case historyPanel:
 			body = m.historyPanel(w, bodyH)
+		case stallsPanel:
+			body = m.stallsPanel(w, bodyH)
 		}
 	}
 	lines := append(top, m.tabs())
@@ -148,10 +157,13 @@ func (m *Model) header(w int) []string {
 	if st.Checkpoints.Failed > 0 {
 		failed = badStyle.Render(failed)
 	}
+
 	counters := fmt.Sprintf("%s · lag %s · dead letters %s · checkpoints %d ok, %s",
 		restored, count(float64(st.IngestLag)), count(float64(st.DeadLetters)), st.Checkpoints.Completed, failed)
-	// How many brokers are connected and what the agent writes to its disk
-	// a day, where the line has room.
+	// How many brokers are connected, how many checkpoints were late and
+	// what the agent writes to its disk a day, in that order where the
+	// line has room.
+	var brokers, late string
 	if len(st.Brokers) > 0 {
 		up := 0
 		for _, b := range st.Brokers {
@@ -159,14 +171,20 @@ func (m *Model) header(w int) []string {
 				up++
 			}
 		}
-		brokers := fmt.Sprintf("brokers %d/%d up", up, len(st.Brokers))
+		brokers = fmt.Sprintf("brokers %d/%d up", up, len(st.Brokers))
 		if up < len(st.Brokers) {
 			brokers = warnStyle.Render(brokers)
 		}
-		if brokers = " · " + brokers; lipgloss.Width(counters+brokers) <= w {
-			counters += brokers
+		if brokers = " · " + brokers; lipgloss.Width(counters+brokers) > w {
+			brokers = ""
 		}
 	}
+	if n := st.Checkpoints.Late; n > 0 {
+		if late = ", " + warnStyle.Render(fmt.Sprintf("%d late", n)); lipgloss.Width(counters+late+brokers) > w {
+			late = ""
+		}
+	}
+	counters += late + brokers
 	if disk := fmt.Sprintf(" · disk %s/day", bytes(st.Disk.PerDayBytes)); st.Disk.PerDaySpanSeconds > 0 && lipgloss.Width(counters+disk) <= w {
 		counters += disk
 	}
@@ -201,8 +219,8 @@ func (m *Model) header(w int) []string {
 		return lines
 	}
 	lines = append(lines, m.inFlightLine(w))
-	if s := m.worstStall(); s != nil {
-		lines = append(lines, alarmStyle.Render("▲ STALL")+" "+s.describe())
+	if b := m.stallBanner(); b != "" {
+		lines = append(lines, b)
 	}
 	return lines
 }
@@ -229,13 +247,21 @@ func (m *Model) inFlightLine(w int) string {
 	st := m.st
 	if len(st.InFlight) == 0 {
 		if l := st.Checkpoints.LastCompleted; l != nil {
-			return fmt.Sprintf("no checkpoint in flight · last %s %s in %s, %s",
-				okStyle.Render("✓"), id(l.ID), millis(l.DurationMS), size(*l))
+			late := ""
+			if l.Late {
+				late = " " + warnStyle.Render("LATE")
+			}
+			return fmt.Sprintf("no checkpoint in flight · last %s %s in %s%s, %s",
+				okStyle.Render("✓"), id(l.ID), millis(l.DurationMS), late, size(*l))
 		}
 		return "no checkpoint in flight · none completed yet"
 	}
 	c := st.InFlight[0]
-	line := fmt.Sprintf("checkpoint %s in flight %s · acked %d/%d ", id(c.ID), millis(c.ElapsedMS), c.Acked, c.Total)
+	late := ""
+	if st.Checkpoints.IntervalMS > 0 && c.ElapsedMS > st.Checkpoints.IntervalMS/2 {
+		late = " " + warnStyle.Render("LATE")
+	}
+	line := fmt.Sprintf("checkpoint %s in flight %s%s · acked %d/%d ", id(c.ID), millis(c.ElapsedMS), late, c.Acked, c.Total)
 	more := ""
 	if n := len(st.InFlight); n > 1 {
 		more = fmt.Sprintf(" +%d more", n-1)
@@ -284,8 +310,8 @@ func (m *Model) titled(panel, w int, lines []string) []string {
 
 func (m *Model) footer() string {
 	switch {
-	case m.filtering:
-		return "filter: " + string(m.filter) + "█" + dimStyle.Render("  (enter keeps it, esc clears it)")
+	case m.filter.typing:
+		return m.filter.prompt()
 	case m.flash != "":
 		if m.alarm {
 			return badStyle.Render("! ") + m.flash
@@ -293,10 +319,7 @@ func (m *Model) footer() string {
 		return okStyle.Render("» ") + m.flash
 	}
 	short := m.help.ShortHelpView(keys.ShortHelp())
-	if f := string(m.filter); f != "" {
-		short = warnStyle.Render("filter "+f) + " (esc clears) · " + short
-	}
-	return short
+	return m.filter.kept() + short
 }
 
 func (m *Model) helpPanel() []string {
@@ -304,7 +327,10 @@ func (m *Model) helpPanel() []string {
 	return append(lines, "",
 		"Barriers: ✓ arrived (+time after the first)  … pending  ■ input ended",
 		fmt.Sprintf("▲ STALL: a subtask aligning for %s or more; its laggard is the pending", millis(m.opts.Stall.Milliseconds())),
-		"  input with the largest backlog (records queued in the channel and upstream).",
+		"  input with the largest backlog (records queued in the channel and upstream);",
+		"  one that ended stays 5s. Stalls: the longest alignment of recent checkpoints.",
+		"LATE: a checkpoint taking more than half the interval · acks: ✓ +time after",
+		"the trigger · EV LAG: how far an operator's event time trails the clock.",
 		"⇢ unaligned: snapshot taken, records in flight captured until the barriers come",
 		"STATUS: completed (aligned), unaligned, timed out (alignment timed out and",
 		"switched to unaligned), FAILED · Δ incremental · IN-FL in-flight data persisted",
@@ -316,27 +342,32 @@ func (m *Model) helpPanel() []string {
 
 // shown reports whether the operator filter lets op through.
 func (m *Model) shown(op string) bool {
-	f := strings.ToLower(string(m.filter))
+	f := m.filter.lower()
 	return f == "" || strings.Contains(strings.ToLower(op), f)
 }
 
 // graphColumns is the cells of a graph row besides the operator's name and
-// its backpressure: the PAR, IN/s, OUT/s and QUEUED columns and the gaps.
-const graphColumns = 30
+// its backpressure: the PAR, IN/s, OUT/s and QUEUED columns and the gaps;
+// lagColumn, those of EV LAG.
+const graphColumns, lagColumn = 30, 7
 
 // graphPanel lists the operators the filter lets through, with their
 // throughput and backpressure, in at most h lines of w cells. Names take
 // the width the other columns leave, and are cut (…) only beyond it. When
 // the operators do not all fit, it shows those from m.scroll on and a last
-// line saying how many are out of view.
+// line saying how many are out of view. The EV LAG column is there when
+// some operator has event time and it leaves the names the room they need
+// (up to 16 cells).
 func (m *Model) graphPanel(w, h int) []string {
 	// Every operator's cells, shown or not: the columns keep their
 	// widths while a filter is typed.
-	type cells struct{ name, par, in, out, queued, bp string }
+	type cells struct{ name, par, in, out, queued, lag, bp string }
 	var rows []cells
 	nameW, bpW := len("OPERATOR"), len("BACKPRESSURE")
+	eventTime := false
 	for _, op := range m.st.Operators {
 		nameW = max(nameW, ansi.StringWidth(op.ID))
+		eventTime = eventTime || op.WatermarkUnixMS != 0
 		var in, out, worst float64
 		var queued int64
 		levels := make([]int64, 0, len(op.Subtasks))
@@ -355,14 +386,27 @@ func (m *Model) graphPanel(w, h int) []string {
 		}
 		bpW = max(bpW, ansi.StringWidth(bp))
 		if m.shown(op.ID) {
-			rows = append(rows, cells{op.ID, fmt.Sprint(op.Parallelism), count(in), count(out), count(float64(queued)), bp})
+			lag := "-"
+			if op.WatermarkUnixMS != 0 {
+				lag = millis(op.WatermarkLagMS)
+			}
+			rows = append(rows, cells{op.ID, fmt.Sprint(op.Parallelism), count(in), count(out), count(float64(queued)), lag, bp})
 		}
 	}
-	nameW = min(nameW, max(w-graphColumns-bpW, len("OPERATOR")))
-	row := func(c cells) string {
-		return pad(ansi.Truncate(c.name, nameW, "…"), nameW) + fmt.Sprintf(" %3s %7s %7s %7s  %s", c.par, c.in, c.out, c.queued, c.bp)
+	columns := graphColumns
+	if eventTime && w-graphColumns-lagColumn-bpW >= min(nameW, 16) {
+		columns += lagColumn
+	} else {
+		eventTime = false
 	}
-	lines := []string{dimStyle.Render(row(cells{"OPERATOR", "PAR", "IN/s", "OUT/s", "QUEUED", "BACKPRESSURE"}))}
+	nameW = min(nameW, max(w-columns-bpW, len("OPERATOR")))
+	row := func(c cells) string {
+		if !eventTime {
+			return pad(ansi.Truncate(c.name, nameW, "…"), nameW) + fmt.Sprintf(" %3s %7s %7s %7s  %s", c.par, c.in, c.out, c.queued, c.bp)
+		}
+		return pad(ansi.Truncate(c.name, nameW, "…"), nameW) + fmt.Sprintf(" %3s %7s %7s %7s %6s  %s", c.par, c.in, c.out, c.queued, c.lag, c.bp)
+	}
+	lines := []string{dimStyle.Render(row(cells{"OPERATOR", "PAR", "IN/s", "OUT/s", "QUEUED", "EV LAG", "BACKPRESSURE"}))}
 	first, n := graphWindow(m.scroll, len(rows), h)
 	for _, c := range rows[first : first+n] {
 		lines = append(lines, row(c))
@@ -418,66 +462,6 @@ func backpressureBlocks(percent []int64, n int) string {
 	return b.String()
 }
 
-// stall is a subtask aligning for longer than the threshold.
-type stall struct {
-	subtask string
-	align   *api.Alignment
-	laggard *api.Channel // the pending input with the largest backlog
-	backlog int64        // the laggard's: its channel's and its sender's queues
-}
-
-func (s *stall) describe() string {
-	if s.laggard == nil { // every input ended or arrived: about to snapshot
-		return fmt.Sprintf("%s aligning for %s · checkpoint #%d", s.subtask, millis(s.align.ElapsedMS), s.align.CheckpointID)
-	}
-	return fmt.Sprintf("%s waits %s for %s (backlog %s) · checkpoint #%d", s.subtask, millis(s.align.ElapsedMS),
-		s.laggard.From, count(float64(s.backlog)), s.align.CheckpointID)
-}
-
-// stalls lists the subtasks aligning for at least the stall threshold,
-// longest first.
-func (m *Model) stalls() []stall {
-	queued := map[string]int64{}
-	for _, op := range m.st.Operators {
-		for _, s := range op.Subtasks {
-			queued[subtaskName(op.ID, s.Index)] = s.Queued
-		}
-	}
-	var out []stall
-	for _, op := range m.st.Operators {
-		for _, s := range op.Subtasks {
-			a := s.Alignment
-			if a == nil || a.Unaligned || time.Duration(a.ElapsedMS)*time.Millisecond < m.opts.Stall {
-				continue // an unaligned capture blocks nothing
-			}
-			st := stall{subtask: subtaskName(op.ID, s.Index), align: a, backlog: -1}
-			for i := range a.Channels {
-				c := &a.Channels[i]
-				if c.Arrived || c.Ended {
-					continue
-				}
-				if b := c.Queued + queued[c.From]; b > st.backlog {
-					st.laggard, st.backlog = c, b
-				}
-			}
-			out = append(out, st)
-		}
-	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].align.ElapsedMS > out[j-1].align.ElapsedMS; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
-
-func (m *Model) worstStall() *stall {
-	if s := m.stalls(); len(s) > 0 {
-		return &s[0]
-	}
-	return nil
-}
-
 // checkpointPanel shows the checkpoints in flight and, for every aligning
 // subtask, each input channel's barrier.
 func (m *Model) checkpointPanel(w int) []string {
@@ -490,10 +474,24 @@ func (m *Model) checkpointPanel(w int) []string {
 		line := fmt.Sprintf("checkpoint %s · %s · acked %d/%d ", id(c.ID), millis(c.ElapsedMS), c.Acked, c.Total)
 		m.bar.SetWidth(max(min(w-ansi.StringWidth(line), 40), 10))
 		lines = append(lines, line+m.bar.ViewAs(float64(c.Acked)/float64(max(c.Total, 1))))
+		var acks []string
+		for _, a := range c.Subtasks {
+			if !m.shown(strings.SplitN(a.Subtask, "/", 2)[0]) {
+				continue
+			}
+			if a.Acked {
+				acks = append(acks, okStyle.Render("✓")+" "+a.Subtask+" +"+millis(a.AtMS))
+			} else {
+				acks = append(acks, "… "+a.Subtask)
+			}
+		}
+		if len(acks) > 0 {
+			lines = append(lines, wrap("  acks ", acks, w)...)
+		}
 	}
 	stalled := map[string]*api.Channel{}
 	for _, s := range m.stalls() {
-		stalled[s.subtask] = s.laggard
+		stalled[s.Subtask] = s.Laggard
 	}
 	queued := map[string]int64{}
 	for _, op := range st.Operators {
@@ -573,8 +571,9 @@ func wrap(prefix string, items []string, w int) []string {
 	return append(lines, line)
 }
 
-// historyLength is the most outcomes api.Status.History holds.
-const historyLength = 32
+// historyLength is the most outcomes api.Status.History holds;
+// historyWidth the cells of a row of the history table.
+const historyLength, historyWidth = 32, 83
 
 // historyPanel shows the sparklines and the table of checkpoint outcomes,
 // newest first, in h lines.
@@ -610,13 +609,19 @@ func (m *Model) historyPanel(w, h int) []string {
 		upload := uploadState(c.Upload)
 		status := c.Status
 		switch {
+		case c.Late: // more than half the interval: said first
+			status = "LATE"
 		case c.TimedOut:
 			status = "timed out"
 		case c.Unaligned:
 			status = "unaligned"
 		}
-		lines = append(lines, fmt.Sprintf(row, fmt.Sprint(c.ID), status, at, millis(c.DurationMS), millis(c.AlignmentMS),
-			millis(c.StartDelayMS), millis(c.SyncMS), millis(c.AsyncMS), size(c), bytes(c.InFlightBytes), upload))
+		line := fmt.Sprintf(row, fmt.Sprint(c.ID), status, at, millis(c.DurationMS), millis(c.AlignmentMS),
+			millis(c.StartDelayMS), millis(c.SyncMS), millis(c.AsyncMS), size(c), bytes(c.InFlightBytes), upload)
+		if c.Late {
+			line = warnStyle.Render(line)
+		}
+		lines = append(lines, line)
 	}
 	if len(hist) == 0 {
 		lines = append(lines, dimStyle.Render("no checkpoint has completed or failed in this run yet"))

@@ -25,7 +25,11 @@ func model(w, h int, statuses ...api.Status) *Model {
 	return m
 }
 
-func press(m *Model, keys ...string) {
+// press presses keys on m, a UI's model: tab, enter, esc, down, end, or
+// the text of any other.
+func press(m interface {
+	Update(tea.Msg) (tea.Model, tea.Cmd)
+}, keys ...string) {
 	for _, k := range keys {
 		var msg tea.KeyPressMsg
 		switch k {
@@ -35,6 +39,10 @@ func press(m *Model, keys ...string) {
 			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
 		case "esc":
 			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
+		case "down":
+			msg = tea.KeyPressMsg{Code: tea.KeyDown}
+		case "end":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnd}
 		default:
 			msg = tea.KeyPressMsg{Code: []rune(k)[0], Text: k}
 		}
@@ -42,18 +50,25 @@ func press(m *Model, keys ...string) {
 	}
 }
 
-// screen renders m as the terminal shows it without colour, checking that
-// it fills the terminal exactly and never overflows a line.
+// screen renders m as the terminal shows it without colour.
 func screen(t *testing.T, m *Model) string {
 	t.Helper()
-	out := ansi.Strip(m.render())
+	return terminalShows(t, m.render(), m.width, m.height)
+}
+
+// terminalShows is what a terminal w cells wide and h lines high shows
+// of a UI's rendering out, without colour, checking that out fills it
+// exactly and never overflows a line.
+func terminalShows(t *testing.T, out string, w, h int) string {
+	t.Helper()
+	out = ansi.Strip(out)
 	lines := strings.Split(out, "\n")
-	if len(lines) != m.height {
-		t.Errorf("%d lines on a %d-line terminal", len(lines), m.height)
+	if len(lines) != h {
+		t.Errorf("%d lines on a %d-line terminal", len(lines), h)
 	}
 	for i, l := range lines {
-		if w := ansi.StringWidth(l); w > m.width {
-			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i+1, w, m.width, l)
+		if lw := ansi.StringWidth(l); lw > w {
+			t.Errorf("line %d is %d cells on a %d-cell terminal: %q", i+1, lw, w, l)
 		}
 	}
 	return out
@@ -78,7 +93,7 @@ func TestView(t *testing.T) {
 			m := model(80, 24, skewedBefore, skewedNow)
 			press(m, "tab", "tab")
 			return m
-		}, []string{"[History]", "41    completed 11:07:44  812ms", "FAILED", "expired"}},
+		}, []string{"[History]", "41    LATE      11:07:44   1.2s", "FAILED", "expired"}},
 		{"wide", func() *Model { return model(150, 40, skewedBefore, skewedNow) },
 			[]string{"── Graph", "── Checkpoint", "── History", "… score/0 515 queued ◀"}},
 		{"filter", func() *Model {
@@ -135,6 +150,16 @@ func TestView(t *testing.T) {
 				{ID: "plant", Clients: 2, SinceUnixMS: 1_795_000_004_000, LastError: "dial tcp 10.0.0.9:1883: connect: connection refused"}}
 			return model(100, 24, skewedBefore, down)
 		}, []string{"broker plant NOT CONNECTED (0 of 2 clients) since 11:06:44: dial tcp 10.0.0.9:1883", "brokers 1/2 up"}},
+		{"narrow-stalls", func() *Model {
+			m := model(80, 24, skewedBefore, skewedNow)
+			m.opts.Stall = 500 * time.Millisecond
+			press(m, "tab", "tab", "tab")
+			return m
+		}, []string{"[Stalls]", "11:07:45 #41     drift/0          score/0             1.1s    1.0k  aligned",
+			"11:07:42 #40     drift/0          score/0              59s     48k  abandoned", "timed out"}},
+		{"stall-held", func() *Model { return model(80, 24, skewedBefore, settled(skewedNow, 2*time.Second)) },
+			[]string{"▲ STALL drift/0 waited 1.1s for score/0 (backlog 1.0k) · #41 · ended 2.0s ago",
+				"no checkpoint in flight · last ✓ #41 in 1.2s LATE, 72KB Δ"}},
 		{"memory-near-limit", func() *Model {
 			near := skewedNow
 			near.Memory.HeapLive = 91 << 20
@@ -150,6 +175,36 @@ func TestView(t *testing.T) {
 			}
 			golden.RequireEqual(t, out)
 		})
+	}
+}
+
+// TestStallHeldAFewSeconds: a stall that ended stays in the header for
+// stallHold, on the agent's clock, the longest of those first; then it
+// goes. One under the threshold never shows, and one in progress goes
+// before those that ended.
+func TestStallHeldAFewSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		ago   time.Duration // after #41's end; #40's was 3105ms before
+		stall time.Duration
+		want  string // "": no stall shown
+	}{
+		{0, time.Second, "waited 59s for score/0 (backlog 48k) · #40 · ended 3.1s ago"}, // 3105ms
+		{stallHold - 3105*time.Millisecond, time.Second, "#40 · ended 5.0s ago"},
+		{stallHold - 3104*time.Millisecond, time.Second, "waited 1.1s for score/0 (backlog 1.0k) · #41 · ended 1.9s ago"},
+		{stallHold, time.Second, "#41 · ended 5.0s ago"},
+		{stallHold + time.Millisecond, time.Second, ""},
+		{time.Second, 2 * time.Second, "#40 · ended 4.1s ago"}, // #41's 1.1s is under the threshold
+	} {
+		m := model(80, 24, settled(skewedNow, tc.ago))
+		m.opts.Stall = tc.stall
+		out := screen(t, m)
+		if tc.want == "" && strings.Contains(out, "STALL") || tc.want != "" && !strings.Contains(out, "▲ STALL drift/0 ") || !strings.Contains(out, tc.want) {
+			t.Errorf("%v after #41's end, threshold %v: want %q:\n%s", tc.ago, tc.stall, tc.want, out)
+		}
+	}
+	m := model(80, 24, skewedNow) // drift/0 aligning 1.6s; #41's ended 0.8s before
+	if out := screen(t, m); !strings.Contains(out, "▲ STALL drift/0 waits 1.6s") || strings.Contains(out, "ended") {
+		t.Errorf("the stall in progress should show, not the one that ended:\n%s", out)
 	}
 }
 
@@ -259,24 +314,29 @@ func TestRatesFollowTheAgentClock(t *testing.T) {
 	}
 }
 
-// TestStallThreshold checks that only aligned alignments at or above the
-// threshold are stalls, longest first, each naming its pending input with
-// the most backlog; an unaligned capture blocks nothing and is not one.
+// TestStallThreshold checks that only blocking alignments at or above
+// the threshold are stalls, longest first, each naming its pending input
+// with the most backlog; an unaligned capture blocks nothing and is not
+// one.
 func TestStallThreshold(t *testing.T) {
 	st := skewedStatus(91, 11)
-	st.Operators[3].Subtasks[1].Alignment.Unaligned = false
+	a := *st.Operators[3].Subtasks[1].Alignment
+	a.Unaligned, a.Blocking = false, true
+	st.Operators = slices.Clone(st.Operators)
+	st.Operators[3].Subtasks = slices.Clone(st.Operators[3].Subtasks)
+	st.Operators[3].Subtasks[1].Alignment = &a
 	m := model(80, 24, st)
 	m.opts.Stall = 100 * time.Millisecond
 	s := m.stalls()
-	if len(s) != 2 || s[0].subtask != "drift/0" || s[1].subtask != "drift/1" {
+	if len(s) != 2 || s[0].Subtask != "drift/0" || s[1].Subtask != "drift/1" {
 		t.Fatalf("stalls at 100ms: %+v", s)
 	}
-	if s[1].laggard.From != "reference/0" || s[1].backlog != 1 {
-		t.Fatalf("drift/1 waits on %+v (backlog %d), want reference/0 with 1", s[1].laggard, s[1].backlog)
+	if s[1].Laggard.From != "reference/0" || s[1].Backlog != 1 {
+		t.Fatalf("drift/1 waits on %+v (backlog %d), want reference/0 with 1", s[1].Laggard, s[1].Backlog)
 	}
 	m = model(80, 24, skewedNow) // drift/1 captures unaligned
 	m.opts.Stall = 100 * time.Millisecond
-	if s := m.stalls(); len(s) != 1 || s[0].subtask != "drift/0" {
+	if s := m.stalls(); len(s) != 1 || s[0].Subtask != "drift/0" {
 		t.Fatalf("stalls at 100ms with drift/1 unaligned: %+v", s)
 	}
 	m.opts.Stall = 2 * time.Second

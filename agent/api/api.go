@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Status is the agent's state: the stable shape of `cairn status --json`.
 // Durations are in milliseconds; fields are never removed, only added.
@@ -8,10 +11,12 @@ type Status struct {
 	Agent    string `json:"agent"`    // host name
 	Pipeline string `json:"pipeline"` // the pipeline file
 	// State is "starting", "restoring", "running" or "stopping".
-	State         string      `json:"state"`
-	Mode          string      `json:"mode"` // "exactly-once" or "at-least-once"
-	UptimeSeconds float64     `json:"uptime_seconds"`
-	Checkpoints   Checkpoints `json:"checkpoints"`
+	State         string  `json:"state"`
+	Mode          string  `json:"mode"` // "exactly-once" or "at-least-once"
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// TimeUnixMS is when the status was taken, on the agent's wall clock.
+	TimeUnixMS  int64       `json:"time_unix_ms"`
+	Checkpoints Checkpoints `json:"checkpoints"`
 	// RestoredFrom is null on a fresh start.
 	RestoredFrom *Restored  `json:"restored_from"`
 	Operators    []Operator `json:"operators"`
@@ -48,6 +53,10 @@ type Status struct {
 	// History holds this run's newest checkpoint outcomes, completed and
 	// failed, oldest first (at most 32).
 	History []CheckpointInfo `json:"history"`
+	// Stalls are the recent alignment stalls: for each of this run's
+	// newest checkpoints (at most 32) whose subtasks aligned, the longest
+	// alignment, oldest first.
+	Stalls []Stall `json:"stalls"`
 }
 
 // Ingest is what went wrong with the ingest logs since the agent started,
@@ -69,6 +78,33 @@ type Ingest struct {
 	NotAcknowledgingReason      string `json:"not_acknowledging_reason,omitempty"`
 }
 
+// Stall is a blocking barrier alignment that ended: a subtask held the
+// inputs whose barrier had come until the others' came.
+type Stall struct {
+	CheckpointID uint64 `json:"checkpoint_id"`
+	// Subtask aligned ("operator/index"); WaitedFor is the input it
+	// waited for last: the sender of the barrier that came last, or, when
+	// none came, the pending input with the largest backlog.
+	Subtask   string `json:"subtask"`
+	WaitedFor string `json:"waited_for"`
+	// StartedUnixMS is when the first barrier came; DurationMS how long
+	// the alignment took.
+	StartedUnixMS int64 `json:"started_unix_ms"`
+	DurationMS    int64 `json:"duration_ms"`
+	// Backlog is the most records seen waiting on that input and in its
+	// sender's inputs during the alignment; BufferedRecords were held
+	// back on the inputs whose barrier had come.
+	Backlog         int64 `json:"backlog"`
+	BufferedRecords int64 `json:"buffered_records"`
+	// Outcome is "aligned" (the snapshot was taken once every barrier
+	// came), "timed out" (checkpoints.alignment_timeout: the snapshot was
+	// taken unaligned) or "abandoned" (the checkpoint failed first).
+	Outcome string `json:"outcome"`
+}
+
+// EndedUnixMS is when the stall ended.
+func (s Stall) EndedUnixMS() int64 { return s.StartedUnixMS + s.DurationMS }
+
 // Memory is a process's memory, in bytes.
 type Memory struct {
 	// Resident is its resident set (VmRSS): 0 where the system does not
@@ -89,11 +125,15 @@ type Memory struct {
 // agent slows down rather than grow.
 func (m Memory) NearLimit() bool { return m.Limit > 0 && m.HeapLive >= m.Limit-m.Limit/10 }
 
-// Checkpoints counts checkpoints since the agent started.
+// Checkpoints counts checkpoints since the pipeline (re)started.
 type Checkpoints struct {
-	Completed  int64 `json:"completed"`
-	Failed     int64 `json:"failed"`
+	Completed int64 `json:"completed"`
+	Failed    int64 `json:"failed"`
+	// Late are the completed ones that took more than half the interval.
+	Late       int64 `json:"late"`
 	InProgress int   `json:"in_progress"`
+	// IntervalMS is checkpoints.interval.
+	IntervalMS int64 `json:"interval_ms"`
 	// LastCompleted is null until one completes.
 	LastCompleted *CheckpointInfo `json:"last_completed"`
 }
@@ -109,8 +149,10 @@ type CheckpointInfo struct {
 	// TriggeredUnixMS is the trigger time (Unix milliseconds); 0 when not
 	// known (checkpoints of an earlier run, read from the store).
 	TriggeredUnixMS int64 `json:"triggered_unix_ms,omitempty"`
-	// DurationMS runs from the trigger to the completion or failure.
+	// DurationMS runs from the trigger to the completion or failure; Late
+	// says it took more than half the checkpoint interval.
 	DurationMS int64 `json:"duration_ms"`
+	Late       bool  `json:"late,omitempty"`
 	// SizeBytes is what the checkpoint stored: the snapshots of the
 	// subtasks whose state changed (the others name the state stored
 	// before).
@@ -176,8 +218,14 @@ type Operator struct {
 	// their windows' allowed lateness.
 	LateRecords int64 `json:"late_records"`
 	// Sink, for a sink, counts what it stages and what its broker took.
-	Sink     *SinkCounts `json:"sink,omitempty"`
-	Subtasks []Subtask   `json:"subtasks"`
+	Sink *SinkCounts `json:"sink,omitempty"`
+	// WatermarkUnixMS is the operator's event time, the least of its
+	// subtasks' watermarks (milliseconds since the epoch), and
+	// WatermarkLagMS how far it trails the agent's wall clock; both 0
+	// where the records carry no event time, or none came yet.
+	WatermarkUnixMS int64     `json:"watermark_unix_ms,omitempty"`
+	WatermarkLagMS  int64     `json:"watermark_lag_ms,omitempty"`
+	Subtasks        []Subtask `json:"subtasks"`
 }
 
 // SinkCounts are a sink's records: staged for a checkpoint, published
@@ -240,6 +288,8 @@ type Subtask struct {
 	Alignment *Alignment `json:"alignment,omitempty"`
 	// Queued is the records waiting in the subtask's input channels.
 	Queued int64 `json:"queued"`
+	// WatermarkUnixMS is the subtask's event time; 0 when it has none.
+	WatermarkUnixMS int64 `json:"watermark_unix_ms,omitempty"`
 }
 
 // Alignment is a subtask waiting for a checkpoint's barrier on its inputs.
@@ -253,8 +303,63 @@ type Alignment struct {
 	BufferedRecords int64 `json:"buffered_records"`
 	// Unaligned: the subtask has snapshotted and captures the records in
 	// flight until the pending barriers arrive.
-	Unaligned bool      `json:"unaligned,omitempty"`
-	Channels  []Channel `json:"channels"`
+	Unaligned bool `json:"unaligned,omitempty"`
+	// Blocking: the inputs whose barrier arrived are held until the
+	// others' come (exactly-once, or a savepoint in any mode): the
+	// alignment stalls the subtask.
+	Blocking bool      `json:"blocking,omitempty"`
+	Channels []Channel `json:"channels"`
+}
+
+// Aligning is a blocking alignment in progress (Status.Aligning).
+type Aligning struct {
+	Subtask   string // "operator/index"
+	Alignment *Alignment
+	// Laggard is the pending input with the largest backlog; nil when
+	// every input's barrier arrived or the input ended (the snapshot is
+	// next).
+	Laggard *Channel
+	// Backlog is the laggard's: the records queued in its channel and in
+	// its sender's inputs.
+	Backlog int64
+}
+
+// Aligning lists the subtasks' blocking alignments in progress, longest
+// first, each with the input it waits for.
+func (s Status) Aligning() []Aligning {
+	queued := map[string]int64{}
+	for _, op := range s.Operators {
+		for _, st := range op.Subtasks {
+			queued[op.ID+"/"+strconv.Itoa(st.Index)] = st.Queued
+		}
+	}
+	var out []Aligning
+	for _, op := range s.Operators {
+		for _, st := range op.Subtasks {
+			a := st.Alignment
+			if a == nil || !a.Blocking {
+				continue
+			}
+			al := Aligning{Subtask: op.ID + "/" + strconv.Itoa(st.Index), Alignment: a, Backlog: -1}
+			for i := range a.Channels {
+				c := &a.Channels[i]
+				if c.Arrived || c.Ended {
+					continue
+				}
+				if b := c.Queued + queued[c.From]; b > al.Backlog {
+					al.Laggard, al.Backlog = c, b
+				}
+			}
+			al.Backlog = max(al.Backlog, 0)
+			out = append(out, al)
+		}
+	}
+	for i := 1; i < len(out); i++ { // a few: by insertion, stable
+		for j := i; j > 0 && out[j].Alignment.ElapsedMS > out[j-1].Alignment.ElapsedMS; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
 }
 
 // Channel is one input channel's barrier state.
@@ -274,6 +379,17 @@ type InFlight struct {
 	ElapsedMS int64  `json:"elapsed_ms"`
 	Acked     int    `json:"acked"`
 	Total     int    `json:"total"`
+	// Subtasks are every subtask's acknowledgement, in the order of the
+	// operators.
+	Subtasks []Ack `json:"subtasks"`
+}
+
+// Ack is a subtask's acknowledgement of a checkpoint in flight.
+type Ack struct {
+	Subtask string `json:"subtask"` // "operator/index"
+	Acked   bool   `json:"acked"`
+	// AtMS is when it came, after the trigger.
+	AtMS int64 `json:"at_ms,omitempty"`
 }
 
 // CheckpointResponse answers POST /checkpoint and POST /savepoint.

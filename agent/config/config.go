@@ -211,8 +211,16 @@ type Broker struct {
 	KeepAlive time.Duration `yaml:"keepalive" default:"30s"`
 	// A topic to which each of the agent's clients publishes `online`
 	// (retained) when it connects and, as its last will, `offline` when
-	// its connection is lost.
+	// its connection is lost. With it, the agent also publishes its
+	// status as JSON, retained, to the topic with `/json` added (see
+	// docs/fleet.md), for `cairn top --fleet`.
 	StatusTopic string `yaml:"status_topic"`
+	// How often the agent publishes its status to `status_topic`/json,
+	// `1s` or more; a change that matters (its state, a failed or late
+	// checkpoint, a broker lost, dead letters, input held) is published
+	// at once. Each message is some 500 bytes (up to 1 KB): at `10s`,
+	// about 5 MB a day on the uplink.
+	StatusInterval time.Duration `yaml:"status_interval" default:"10s"`
 	// The broker's in-flight window per client, 1 to 65535: the QoS 1
 	// messages it sends without waiting for acknowledgements
 	// (mosquitto's `max_inflight_messages`). A source commits its ingest
@@ -888,7 +896,15 @@ func (v *validator) broker(name string, b *Broker) {
 	}
 	v.address(name, b)
 	if b.StatusTopic != "" {
-		v.topic(&b.StatusTopic, b.Pos, fmt.Sprintf("broker %q: status_topic", name), mqttio.CheckTopic)
+		v.topic(&b.StatusTopic, b.Pos, fmt.Sprintf("broker %q: status_topic", name), func(topic string) error {
+			if err := mqttio.CheckTopic(topic); err != nil {
+				return err
+			}
+			return mqttio.CheckTopic(mqttio.StatusJSONTopic(topic))
+		})
+	}
+	if b.StatusInterval < time.Second {
+		v.errorf(v.c.at(&b.StatusInterval, b.Pos), "broker %q: status_interval %s is less than 1s", name, v.c.show(&b.StatusInterval))
 	}
 }
 

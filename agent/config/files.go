@@ -118,3 +118,48 @@ func besideFile(path, dir string) string {
 	}
 	return filepath.Join(filepath.Dir(path), dir)
 }
+
+// Watched is a broker of a pipeline file as a client that only watches
+// it reads it (`cairn top --fleet`): its settings, with the files it
+// names resolved beside the pipeline file, and its status_topic as the
+// file writes it, ${VAR} and all, which says where every gateway's
+// name goes.
+type Watched struct {
+	*Broker
+	WrittenStatusTopic string
+}
+
+// WatchedBrokers reads the brokers of the file at path for a client that
+// only watches them: the rest of the file may have errors, or need
+// variables this shell lacks, which are left as written. An error is
+// returned only when the file cannot be read or parsed at all.
+func WatchedBrokers(path string) (map[string]Watched, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, errs := Parse(path, data, func(name string) (string, bool) {
+		if v, ok := osLookup(name); ok {
+			return v, true
+		}
+		return "${" + name + "}", true
+	})
+	if c.Pos == (Pos{}) {
+		return nil, errs // not YAML, or not a mapping
+	}
+	written, _ := Parse(path, data, func(name string) (string, bool) { return "${" + name + "}", true })
+	out := make(map[string]Watched, len(c.Brokers))
+	for name, b := range c.Brokers {
+		for _, f := range []*string{&b.PasswordFile, &b.CAFile, &b.CertFile, &b.KeyFile} {
+			if *f != "" {
+				*f = besideFile(path, *f)
+			}
+		}
+		w := Watched{Broker: b}
+		if raw := written.Brokers[name]; raw != nil {
+			w.WrittenStatusTopic = raw.StatusTopic
+		}
+		out[name] = w
+	}
+	return out, nil
+}

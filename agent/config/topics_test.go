@@ -37,6 +37,9 @@ func TestTopics(t *testing.T) {
 		sink(strings.Repeat("l/", 201) + "{key}"):  `a.yaml:11:12: sink "out": topic "l/l/l/`,
 		head + "    dead_letter_topic: 'dead/#'\n": `a.yaml:7:30: source "s": dead_letter_topic "dead/#" is not a valid MQTT topic: contains the wildcard #`,
 		"brokers:\n  b: {url: 'tcp://b:1883', status_topic: gw/+/status}\nsources:\n  - id: s\n    broker: b\n    topics: [in/x]\n": `a.yaml:2:45: broker "b": status_topic "gw/+/status" is not a valid MQTT topic: contains the wildcard +`,
+		// 201 levels are the most a broker takes: none is left for /json.
+		"brokers:\n  b: {url: 'tcp://b:1883', status_topic: " + strings.Repeat("l/", 200) + "s}\nsources:\n  - id: s\n    broker: b\n    topics: [in/x]\n": `broker "b": status_topic "l/l/`,
+		"brokers:\n  b: {url: 'tcp://b:1883', status_topic: gw/status, status_interval: 500ms}\nsources:\n  - id: s\n    broker: b\n    topics: [in/x]\n":  `a.yaml:2:70: broker "b": status_interval 500ms is less than 1s`,
 	} {
 		_, errs := Parse("a.yaml", []byte(src), env(map[string]string{"GW": "a+b"}))
 		if !strings.Contains(errs.Error(), want) || len(errs) != 1 || strings.Contains(errs.Error(), "a+b") {

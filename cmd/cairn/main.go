@@ -10,7 +10,7 @@
 //	cairn savepoint (-c FILE | --data-dir DIR)
 //	cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
 //	cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
-//	cairn top [--stall DURATION] (-c FILE | --data-dir DIR)
+//	cairn top [--stall DURATION] (-c FILE | --data-dir DIR) | --fleet (-c FILE | --broker URL --topic FILTER)
 //	cairn completion bash|zsh|fish
 //	cairn version
 //
@@ -85,7 +85,7 @@ func commands() []command {
 		{name: "savepoint", args: agent, summary: "write a savepoint file, print its path", main: checkpoint("savepoint")},
 		{name: "checkpoints", args: "[--verify] " + agent, summary: "list the retained checkpoints", main: cmdCheckpoints},
 		{name: "deadletters", args: "[--json] [--follow] " + agent, summary: "the input set aside, and why", main: cmdDeadLetters},
-		{name: "top", args: "[--stall DURATION] " + agent, summary: "live terminal UI: barriers, stalls, history", main: cmdTop},
+		{name: "top", args: "[--stall DURATION] " + agent + " | --fleet (-c FILE | --broker URL --topic FILTER)", summary: "live terminal UI: barriers, stalls, history; every gateway with --fleet", main: cmdTop},
 		{name: "completion", args: strings.Join(shells, "|"), summary: "print a shell completion script",
 			operands: shells, main: cmdCompletion},
 		{name: "version", summary: "print the version"},
@@ -512,6 +512,9 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "checkpoints: %d completed, %d failed, %d in progress; last %s\n",
 		st.Checkpoints.Completed, st.Checkpoints.Failed, st.Checkpoints.InProgress, last)
+	for _, line := range stallLines(st) {
+		fmt.Fprintln(stdout, line)
+	}
 	if r := st.RestoredFrom; r != nil {
 		fmt.Fprintf(stdout, "restored from %s checkpoint %d\n", r.Source, r.ID)
 	}

@@ -79,7 +79,9 @@ func (term *terminal) awaitExit(t *testing.T, d time.Duration) {
 // TestTopInTmux runs `cairn top` in a real terminal (tmux, 80x24) against
 // the real agent running configs/skew.yaml, whose join aligns behind a slow
 // scoring step: the history lists a completed checkpoint, the stall is
-// highlighted and names the lagging input, and after the agent is killed
+// highlighted and names the lagging input, and stays readable after it
+// ended, in the header for a few seconds and in the Stalls panel; the
+// graph shows each operator's event-time lag; after the agent is killed
 // the UI says so, then picks up the restarted agent and what it restored.
 func TestTopInTmux(t *testing.T) {
 	bin := cairntest.Build(t, "cairn")
@@ -104,9 +106,18 @@ func TestTopInTmux(t *testing.T) {
 	// Any completed row: on a slow machine the first may have scrolled off.
 	term.await(t, regexp.MustCompile(`(?m)^\d+\s+completed\s+\d\d:\d\d:\d\d`), 20*time.Second)
 
-	term.keys(t, "Tab")
+	term.keys(t, "Tab") // to the Stalls panel
 	stall := term.await(t, regexp.MustCompile(`▲ STALL (drift/0) waits \S+ for (score/0) \(backlog \d+`), 60*time.Second)
 	t.Logf("stall seen: %s waiting on %s", stall[1], stall[2])
+	// Ended, it stays readable: in the header for a few seconds, and in
+	// the Stalls panel's list.
+	term.await(t, regexp.MustCompile(`▲ STALL drift/0 waited \S+ for score/0 \(backlog \d+\S*\) · #\d+ · ended \S+ ago`), 30*time.Second)
+	row := term.await(t, regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d #(\d+)\s+drift/0\s+score/0\s+(\S+)\s+\S+\s+aligned`), 30*time.Second)
+	t.Logf("in the Stalls panel: checkpoint #%s, %s", row[1], row[2])
+	// The graph shows how far each operator's event time trails the clock.
+	term.keys(t, "Tab")
+	term.await(t, regexp.MustCompile(`OPERATOR\s+PAR\s+IN/s\s+OUT/s\s+QUEUED\s+EV LAG`), 10*time.Second)
+	term.await(t, regexp.MustCompile(`(?m)^drift\s+\d+\s+\S+\s+\S+\s+\S+\s+\d+d`), 10*time.Second) // the simulator's epoch: days behind
 
 	p.Kill()
 	term.await(t, regexp.MustCompile(`unreachable since \d\d:\d\d:\d\d · last seen running *\n⟳ reconnecting, attempt \d+: `), 20*time.Second)

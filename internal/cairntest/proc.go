@@ -56,6 +56,13 @@ type Proc struct {
 // still runs.
 func Start(t testing.TB, log io.Writer, bin string, args ...string) *Proc {
 	t.Helper()
+	return StartEnv(t, log, nil, bin, args...)
+}
+
+// StartEnv is Start with env ("NAME=value") added to the test's
+// environment.
+func StartEnv(t testing.TB, log io.Writer, env []string, bin string, args ...string) *Proc {
+	t.Helper()
 	// A pipe of the test's own, not exec.Cmd's: Cmd.Wait would close that
 	// one, and lines not yet read would be lost.
 	r, w, err := os.Pipe()
@@ -64,6 +71,9 @@ func Start(t testing.TB, log io.Writer, bin string, args ...string) *Proc {
 	}
 	p := &Proc{cmd: exec.Command(bin, args...), ended: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	err = p.cmd.Start()
 	w.Close()
 	if err != nil {

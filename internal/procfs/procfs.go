@@ -67,3 +67,26 @@ func CPU(pid int) (time.Duration, error) {
 	}
 	return time.Duration(utime+stime) * time.Second / userHZ, nil
 }
+
+// Memory is the process's resident set now and at its peak (VmRSS and
+// VmHWM of /proc/PID/status), in bytes.
+func Memory(pid int) (resident, peak int64, err error) {
+	data, err := os.ReadFile(path(pid, "status"))
+	if err != nil {
+		return 0, 0, err
+	}
+	kb := func(name string) (int64, error) {
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				return n << 10, err
+			}
+		}
+		return 0, fmt.Errorf("%s has no %s", path(pid, "status"), name)
+	}
+	if resident, err = kb("VmRSS"); err != nil {
+		return 0, 0, err
+	}
+	peak, err = kb("VmHWM")
+	return resident, peak, err
+}

@@ -166,7 +166,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	defer stopWatch()
-	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs, dataDir: dataDir,
+	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs, dataDir: dataDir, stops: make(chan stopRequest),
 		wear:  newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear}),
 		build: opts.Build, checkpointMetrics: newCheckpointMetrics(), stalls: newStalls()}
 	ctlCtx, stopControl := context.WithCancel(context.Background())
@@ -198,6 +198,14 @@ func Run(ctx context.Context, path string, opts Options) error {
 	from, err := startingSavepoint(opts, cfg, log)
 	if err != nil {
 		return err
+	}
+	if from != nil {
+		if from, err = savepointOnce(opts.FromSavepoint, from, dataDir, store, log); err != nil {
+			return err
+		}
+		if from != nil {
+			log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
+		}
 	}
 	for {
 		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, fatal, log)
@@ -258,7 +266,6 @@ func startingSavepoint(opts Options, cfg *config.Config, log *slog.Logger) (*sav
 		return nil, fmt.Errorf("savepoint %s holds state of operators the pipeline does not have: %s (start with --allow-dropped-state to drop it)",
 			opts.FromSavepoint, strings.Join(dropped, ", "))
 	}
-	log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
 	return from, nil
 }
 
@@ -396,6 +403,18 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		case <-ctx.Done():
 			ctl.stopping.Store(true)
 			return nil, false, stop()
+		case req := <-ctl.stops:
+			ctl.stopping.Store(true)
+			resp, err := ctl.stopWith(ctx, ctl.current.Load(), req, holding.Store)
+			if err != nil {
+				req.reply <- stopReply{err: err}
+				continue
+			}
+			cancel()
+			err = <-ran
+			log.Info("stopped as asked", "savepoint", resp.Path)
+			req.reply <- stopReply{resp: resp, err: err}
+			return nil, false, err
 		case <-changes:
 		case <-reload:
 		}

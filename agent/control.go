@@ -163,6 +163,8 @@ type control struct {
 	remote *remoteSide
 	// wear counts what the agent writes to its data directory.
 	wear *wear
+	// stops receives the stops asked for through the API (POST /stop).
+	stops chan stopRequest
 	// logs holds the ingest logs and the dead letters, in dataDir.
 	logs    *mqttio.Logs
 	dataDir string
@@ -198,6 +200,7 @@ func (c *control) handler() http.Handler {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, c.status()) })
 	mux.HandleFunc("POST /checkpoint", c.checkpoint)
 	mux.HandleFunc("POST /savepoint", c.checkpoint)
+	mux.HandleFunc("POST /stop", c.stop)
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("GET /checkpoints", c.checkpoints)
 	mux.HandleFunc("GET /deadletters", c.deadLetters)
@@ -451,11 +454,16 @@ func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable, api.Error{Error: "the pipeline is starting"})
 		return
 	}
-	trigger := inc.job.TriggerCheckpoint
 	if r.URL.Path == "/savepoint" {
-		trigger = inc.job.TriggerSavepoint // aligned in every mode
+		resp, err := c.takeSavepoint(r.Context(), inc, "")
+		if err != nil {
+			reply(w, http.StatusConflict, api.Error{Error: err.Error()})
+			return
+		}
+		reply(w, http.StatusOK, resp)
+		return
 	}
-	id, err := trigger(r.Context())
+	id, err := inc.job.TriggerCheckpoint(r.Context())
 	if err != nil {
 		reply(w, http.StatusConflict, api.Error{Error: err.Error()})
 		return
@@ -466,29 +474,44 @@ func (c *control) checkpoint(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusGatewayTimeout, api.Error{Error: fmt.Sprintf("checkpoint %d did not complete: %v", id, err)})
 		return
 	}
-	if r.URL.Path != "/savepoint" {
-		reply(w, http.StatusOK, api.CheckpointResponse{ID: id})
-		return
+	reply(w, http.StatusOK, api.CheckpointResponse{ID: id})
+}
+
+// takeSavepoint takes a savepoint of inc's job (a checkpoint aligned in
+// every mode) and writes it to path, or, if "", to the data directory's
+// savepoints, of which it keeps agent.retained_savepoints.
+func (c *control) takeSavepoint(ctx context.Context, inc *incarnation, path string) (api.CheckpointResponse, error) {
+	id, err := inc.job.TriggerSavepoint(ctx)
+	if err != nil {
+		return api.CheckpointResponse{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := inc.completions.wait(ctx, id); err != nil {
+		return api.CheckpointResponse{}, fmt.Errorf("checkpoint %d did not complete: %w", id, err)
 	}
 	m := inc.job.Status().LastCompleted
 	if m == nil || m.ID < id {
-		reply(w, http.StatusInternalServerError, api.Error{Error: "the completed checkpoint is not known"})
-		return
+		return api.CheckpointResponse{}, errors.New("the completed checkpoint is not known")
 	}
-	path := filepath.Join(inc.savepoints, savepoint.FileName(m.ID))
+	prune := path == ""
+	if prune {
+		path = filepath.Join(inc.savepoints, savepoint.FileName(m.ID))
+	}
 	if err := savepoint.Write(path, m, inc.store); err != nil {
-		reply(w, http.StatusInternalServerError, api.Error{Error: err.Error()})
-		return
+		return api.CheckpointResponse{}, err
 	}
 	c.log.Info("savepoint written", "id", m.ID, "path", path)
-	removed, err := savepoint.Prune(inc.savepoints, inc.retainedSavepoints)
-	if len(removed) > 0 {
-		c.log.Info("older savepoints deleted (agent.retained_savepoints)", "deleted", strings.Join(removed, " "), "kept", inc.retainedSavepoints)
+	if prune {
+		removed, err := savepoint.Prune(inc.savepoints, inc.retainedSavepoints)
+		if len(removed) > 0 {
+			c.log.Info("older savepoints deleted (agent.retained_savepoints)", "deleted", strings.Join(removed, " "), "kept", inc.retainedSavepoints)
+		}
+		if err != nil {
+			c.log.Warn("older savepoints not deleted", "err", err)
+		}
 	}
-	if err != nil {
-		c.log.Warn("older savepoints not deleted", "err", err)
-	}
-	reply(w, http.StatusOK, api.CheckpointResponse{ID: m.ID, Path: path})
+	return api.CheckpointResponse{ID: m.ID, Path: path}, nil
 }
 
 // events streams the status as server-sent events, ten a second at most.

@@ -57,7 +57,7 @@ func lockDataDir(dataDir string) (func() error, error) {
 // to move them. A damaged store set aside (checkpoints.db.damaged-N) is
 // never written again.
 var entries = []string{"LOCK", pidFile, "cairn.sock", "checkpoint-id", "checkpoints.db", "checkpoints.db.moving", "ingest", "savepoints",
-	"checkpoints", "ingest.db"}
+	savepointMark, savepointMark + ".new", "checkpoints", "ingest.db"}
 
 // checkEntries refuses a data directory in which one of the entries the
 // agent keeps is a symbolic link, or a file with more than one name

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 )
 
@@ -70,6 +71,24 @@ func (c *Client) Checkpoint(ctx context.Context) (CheckpointResponse, error) {
 func (c *Client) Savepoint(ctx context.Context) (CheckpointResponse, error) {
 	var out CheckpointResponse
 	return out, c.call(ctx, http.MethodPost, "/savepoint", &out)
+}
+
+// Stop asks the agent to stop: to hold its sources, take a final
+// checkpoint, or with savepoint a savepoint written to path ("": its data
+// directory's savepoints), publish what it committed, and exit with
+// status 0. It returns once the agent has stopped its pipeline; a failed
+// savepoint leaves the agent running, and is the error.
+func (c *Client) Stop(ctx context.Context, savepoint bool, path string) (CheckpointResponse, error) {
+	q := url.Values{}
+	if savepoint {
+		q.Set("savepoint", "1")
+	}
+	if path != "" {
+		q.Set("path", path)
+	}
+	var out CheckpointResponse
+	err := c.call(ctx, http.MethodPost, "/stop?"+q.Encode(), &out)
+	return out, err
 }
 
 // DeadLetters returns up to limit (0: as many as the agent gives at once)

@@ -8,6 +8,7 @@
 //	cairn status [--json] (-c FILE | --data-dir DIR)
 //	cairn checkpoint (-c FILE | --data-dir DIR)
 //	cairn savepoint (-c FILE | --data-dir DIR)
+//	cairn stop [--savepoint [FILE]] (-c FILE | --data-dir DIR)
 //	cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
 //	cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
 //	cairn top [--stall DURATION] (-c FILE | --data-dir DIR) | --fleet (-c FILE | --broker URL --topic FILTER)
@@ -28,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -83,6 +85,7 @@ func commands() []command {
 		{name: "status", args: "[--json] " + agent, summary: "a running agent's state", main: cmdStatus},
 		{name: "checkpoint", args: agent, summary: "take a checkpoint now, print its id", main: checkpoint("checkpoint")},
 		{name: "savepoint", args: agent, summary: "write a savepoint file, print its path", main: checkpoint("savepoint")},
+		{name: "stop", args: "[--savepoint [FILE]] " + agent, summary: "stop the agent, with a final checkpoint or a savepoint", main: cmdStop},
 		{name: "checkpoints", args: "[--verify] " + agent, summary: "list the retained checkpoints", main: cmdCheckpoints},
 		{name: "deadletters", args: "[--json] [--follow] " + agent, summary: "the input set aside, and why", main: cmdDeadLetters},
 		{name: "top", args: "[--stall DURATION] " + agent + " | --fleet (-c FILE | --broker URL --topic FILTER)", summary: "live terminal UI: barriers, stalls, history; every gateway with --fleet", main: cmdTop},
@@ -559,6 +562,59 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "sink %s: %d staged, %d published and acknowledged, %d not encodable; %s (%d renumbered)\n",
 				op.ID, k.Staged, k.Published, k.Unencodable, ids, k.Renumbered)
 		}
+	}
+	return 0
+}
+
+// cmdStop stops the running agent as SIGTERM does (the sources hold, a
+// final checkpoint, the output published), or with --savepoint with a
+// savepoint written to FILE (default: the data directory's savepoints),
+// whose path it prints; it returns once the agent is gone. A savepoint
+// that fails leaves the agent running: exit status 1.
+func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	var withSavepoint bool
+	// --savepoint takes a file, if one follows it.
+	var file string
+	for i, a := range args {
+		if (a == "--savepoint" || a == "-savepoint") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			file = args[i+1]
+			args = append(args[:i+1:i+1], args[i+2:]...)
+			break
+		}
+	}
+	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) {
+		fs.BoolVar(&withSavepoint, "savepoint", false, "stop with a savepoint, written to FILE if one follows, else to the data directory's savepoints")
+	})
+	if !ok {
+		return code
+	}
+	if file != "" {
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return usageError(fs, "savepoint file %q: %v", file, err)
+		}
+		file = abs
+	}
+	c := client(dataDir)
+	resp, err := c.Stop(context.Background(), withSavepoint, file)
+	if err != nil {
+		return exitCode(dataDir, err, stderr)
+	}
+	// The agent answered once its pipeline stopped; it exits next.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := c.Status(context.Background())
+		if errors.Is(err, api.ErrNoAgent) {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stderr, "cairn stop: the agent stopped its pipeline but still answers on %s after a minute\n", c.Socket())
+			return 1
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if withSavepoint {
+		fmt.Fprintln(stdout, resp.Path)
 	}
 	return 0
 }

@@ -13,8 +13,8 @@ import (
 // and each acknowledgement through two more, and while a second
 // processor (a P of Go's scheduler) is idle, every hand-off also wakes a
 // thread to look for work there, which finds none and sleeps again: at 50
-// readings a second that was a quarter of the agent's CPU (README,
-// Durability and flash wear). On one processor a hand-off is a switch on
+// readings a second perf put half of the agent's CPU in Go's scheduler
+// and sysmon (docs/durability.md). On one processor a hand-off is a switch on
 // the thread that made it. So the agent runs on one processor while it
 // uses little of one, and on as many as Go would give it once it needs
 // more.

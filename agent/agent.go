@@ -58,6 +58,10 @@ type Options struct {
 	// directory, which the agent does not change: it warns at start when
 	// the group cannot.
 	ControlGroup string
+	// GovernProcessors lets the agent run on one processor while its load
+	// is light and on all of them otherwise (procs.go): for a process of
+	// its own, such as `cairn run`. GOMAXPROCS, if set, decides instead.
+	GovernProcessors bool
 }
 
 // BuildInfo says which cairn runs.
@@ -113,6 +117,15 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if n := cfg.Agent.MemoryLimitBytes; n > 0 {
 		debug.SetMemoryLimit(n)
 		log.Info("memory limit set", "limit", cfg.Agent.MemoryLimit)
+	}
+	if opts.GovernProcessors {
+		procsCtx, stopProcs := context.WithCancel(ctx)
+		procsDone := make(chan struct{})
+		go func() {
+			defer close(procsDone)
+			governProcs(procsCtx, os.Getenv("GOMAXPROCS") != "", log)
+		}()
+		defer func() { stopProcs(); <-procsDone }()
 	}
 	dataDir := cfg.Agent.DataDir
 	if opts.DataDir != "" {

@@ -168,7 +168,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 	var bld graph.Builder
 	src := bld.Source("mqtt", 1, mqttio.NewSource(mqttio.SourceConfig{Name: "mqtt",
 		Client: mqttio.ClientConfig{Broker: broker, ClientID: r.prefix + "-cairn", Logger: quiet},
-		Topics: []string{filter}, Logs: r.logs, MaxInflight: RigMaxInflight, Decoding: mqttio.Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"}}))
+		Topics: []string{filter}, Logs: r.logs, Decoding: mqttio.Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"}}))
 	bld.Operator("count", 1, func(int) graph.Operator {
 		return &roundCounter{n: &r.cairnN, target: &r.cairnTarget, done: r.cairnDone, probed: probed}
 	}, []graph.Input{graph.In(src, graph.Forward())})
@@ -205,12 +205,6 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		}
 	}
 }
-
-// RigMaxInflight is the in-flight window the rig's source commits at: the
-// embedded broker's is larger, and a broker measured through must let at
-// least this many messages be in flight to a client (mosquitto:
-// max_inflight_messages), or every commit waits for the sync interval.
-const RigMaxInflight = 1000
 
 // probeKey is the device of the messages that find out whether cairn is
 // subscribed; they are not counted.

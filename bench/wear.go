@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,6 +41,18 @@ const (
 	TargetCheckpointBytesPerDay = 150_000_000
 )
 
+// The targets of a broker's window learned (issue 30), with cairn's
+// defaults: under the reference load at most the CPU per message of a
+// bare paho subscriber of the same readings; under the busy load through
+// a window of 1,000, at most 0.6 of it; through any window, a PUBACK
+// within the sync interval and 50 ms (p99).
+const (
+	TargetReferenceVsBare = 1.0
+	TargetBusyWideVsBare  = 0.6
+	TargetBusyWide        = 1000
+	TargetBusyAckP99Extra = 50 * time.Millisecond
+)
+
 // WearConfig sizes the wear scenario.
 type WearConfig struct {
 	// Binary is the cairn measured; required. Baseline, if set, is another
@@ -61,10 +75,17 @@ type WearConfig struct {
 	Duration     time.Duration
 	IdleDuration time.Duration
 	// The busy load: BusyRate readings a second over BusyDevices devices,
-	// measured for BusyDuration; defaults 5000, 100 and 20 s.
+	// measured for BusyDuration, through a mosquitto with each of
+	// BusyWindows as its max_inflight_messages in turn, and cairn with
+	// its defaults; defaults 5000, 100, 20 s and 20, 100 and 1000.
 	BusyRate     int
 	BusyDevices  int
 	BusyDuration time.Duration
+	BusyWindows  []int
+	// Rounds is how many times each load is measured, the baseline's
+	// and the cairn's runs alternating (which goes first alternates
+	// too); the figures are the rounds' medians. Default 1.
+	Rounds int
 }
 
 func (c *WearConfig) setDefaults() {
@@ -86,6 +107,10 @@ func (c *WearConfig) setDefaults() {
 	if c.BusyDuration <= 0 {
 		c.BusyDuration = 20 * time.Second
 	}
+	if len(c.BusyWindows) == 0 {
+		c.BusyWindows = []int{20, 100, 1000}
+	}
+	c.Rounds = max(c.Rounds, 1)
 }
 
 // WearFigures are what a `cairn run` process did over one measured
@@ -127,16 +152,35 @@ type WearFigures struct {
 	AckP99MS float64 `json:"ack_p99_ms"`
 	// BareCPUMicrosPerMessage is the CPU per message of a bare paho
 	// subscriber of the same readings, in a process of its own beside the
-	// agent: the floor of receiving MQTT in Go at that rate.
+	// agent: the floor of receiving MQTT in Go at that rate; and
+	// CPUVsBareRatio is the agent's over it.
 	BareCPUMicrosPerMessage float64 `json:"bare_cpu_us_per_message,omitempty"`
+	CPUVsBareRatio          float64 `json:"cpu_vs_bare_ratio,omitempty"`
+	// Rounds is how many runs the figures are the medians of (each
+	// figure its own), and the Min and Max fields the spread of the CPU
+	// figures over them.
+	Rounds                 int     `json:"rounds,omitempty"`
+	CPUMicrosPerMessageMin float64 `json:"cpu_us_per_message_min,omitempty"`
+	CPUMicrosPerMessageMax float64 `json:"cpu_us_per_message_max,omitempty"`
+	CPUVsBareRatioMin      float64 `json:"cpu_vs_bare_ratio_min,omitempty"`
+	CPUVsBareRatioMax      float64 `json:"cpu_vs_bare_ratio_max,omitempty"`
 }
 
-// WearRun is one binary's figures under the three loads.
+// WindowFigures are the busy load's figures through a broker of a window.
+type WindowFigures struct {
+	// Window is the broker's max_inflight_messages.
+	Window int `json:"window"`
+	WearFigures
+}
+
+// WearRun is one binary's figures under the three loads. Busy is the
+// busy load through the widest of the windows; Windows, through each.
 type WearRun struct {
-	Binary    string      `json:"binary"`
-	Reference WearFigures `json:"reference"`
-	Idle      WearFigures `json:"idle"`
-	Busy      WearFigures `json:"busy"`
+	Binary    string          `json:"binary"`
+	Reference WearFigures     `json:"reference"`
+	Idle      WearFigures     `json:"idle"`
+	Busy      WearFigures     `json:"busy"`
+	Windows   []WindowFigures `json:"busy_windows,omitempty"`
 }
 
 // WearResult is the wear scenario's outcome: the measured cairn and,
@@ -185,16 +229,36 @@ func (r *WearResult) Rows() []Row {
 			Row{"  checkpoint store: a day; a checkpoint", checkpointStore(f)},
 			Row{"  CPU per message", fmt.Sprintf("%s µs, %.2f%% of a core (target ≤ %d µs); a bare paho subscriber %s µs",
 				num(f.CPUMicrosPerMessage), f.CPUPercent, TargetCPUMicrosPerMessage, num(f.BareCPUMicrosPerMessage))},
+			Row{"  CPU per message / bare paho's", fmt.Sprintf("%s (target ≤ %.1f)", cpuRatio(f), TargetReferenceVsBare)},
 			Row{"  publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", f.AckP50MS, f.AckP99MS, mqttio.DefaultSyncInterval+TargetAckP99Extra)},
 			Row{"  idle: written a day", fmt.Sprintf("%s (target ≤ %s), syncs/s %s", mb(idle.WrittenPerDayBytes), mb(TargetIdleBytesPerDay), idleSyncs)},
 			Row{fmt.Sprintf("  busy (%d/s): CPU per message", r.BusyRate), fmt.Sprintf("%s µs (target ≤ %d); a bare paho subscriber %s µs",
 				num(busy.CPUMicrosPerMessage), TargetBusyCPUMicros, num(busy.BareCPUMicrosPerMessage))},
 			Row{"  busy: syncs/s (ingest, checkpoints)", busySyncs},
 		)
+		for _, w := range run.Windows {
+			target := ""
+			if w.Window == TargetBusyWide {
+				target = fmt.Sprintf(" (target ≤ %.1f)", TargetBusyWideVsBare)
+			}
+			rows = append(rows,
+				Row{fmt.Sprintf("  busy, window %d: CPU per message", w.Window), fmt.Sprintf("%s µs, %s × bare paho's%s", cpuMicros(w.WearFigures), cpuRatio(w.WearFigures), target)},
+				Row{"    syncs/s (ingest, checkpoints)", fmt.Sprintf("%.1f (%.1f, %.1f)", w.SyncsPerSec, w.IngestSyncsPerSec, w.CheckpointSyncsPerSec)},
+				Row{"    written per message", num(w.WrittenPerMessage) + " B"},
+				Row{"    publish → PUBACK p50 / p99", fmt.Sprintf("%.1f / %.1f ms (target p99 ≤ %v)", w.AckP50MS, w.AckP99MS, mqttio.DefaultSyncInterval+TargetBusyAckP99Extra)},
+			)
+		}
 	}
-	if r.Baseline != nil {
+	if b := r.Baseline; b != nil {
 		rows = append(rows, Row{"baseline / cairn", fmt.Sprintf("written %.1f×, CPU %.1f×, idle %.1f×, busy CPU %.1f×",
 			r.WrittenBaselineVsCairn, r.CPUBaselineVsCairn, r.IdleBaselineVsCairn, r.BusyCPUBaselineVsCairn)})
+		for i, w := range r.Cairn.Windows {
+			if i < len(b.Windows) {
+				bw := b.Windows[i]
+				rows = append(rows, Row{fmt.Sprintf("  busy, window %d: CPU, syncs", w.Window), fmt.Sprintf("%.2f×, %.1f×",
+					ratio(bw.CPUMicrosPerMessage, w.CPUMicrosPerMessage), ratio(bw.SyncsPerSec, w.SyncsPerSec))})
+			}
+		}
 	}
 	within := "yes"
 	if !r.WithinTargets {
@@ -213,32 +277,94 @@ func checkpointStore(f WearFigures) string {
 		num(f.CheckpointWrittenPerCheckpoint), f.CheckpointSyncsPerCheckpoint, f.Checkpoints)
 }
 
+// cpuMicros shows the CPU per message, and its spread over the rounds.
+func cpuMicros(f WearFigures) string {
+	if f.Rounds > 1 {
+		return fmt.Sprintf("%s (%s–%s)", num(f.CPUMicrosPerMessage), num(f.CPUMicrosPerMessageMin), num(f.CPUMicrosPerMessageMax))
+	}
+	return num(f.CPUMicrosPerMessage)
+}
+
+// cpuRatio shows the CPU per message over a bare subscriber's, and its
+// spread over the rounds.
+func cpuRatio(f WearFigures) string {
+	if f.Rounds > 1 {
+		return fmt.Sprintf("%.2f (%.2f–%.2f over %d rounds)", f.CPUVsBareRatio, f.CPUVsBareRatioMin, f.CPUVsBareRatioMax, f.Rounds)
+	}
+	return fmt.Sprintf("%.2f", f.CPUVsBareRatio)
+}
+
 // uncounted stands for the agent's own counts where it keeps none.
 const uncounted = "not counted by this cairn"
 
 // readingBytes is about the size of a reading's payload.
 const readingBytes = 100
 
-// Wear runs the wear scenario: for the baseline (if any) and then the
-// measured cairn, the reference load, idle, and the busy load.
+// Wear runs the wear scenario: Rounds times the reference load and idle,
+// then the busy load through each window, for the baseline (if any) and
+// the measured cairn in turn, and returns each figure's median.
 func Wear(ctx context.Context, cfg WearConfig) (*WearResult, error) {
 	cfg.setDefaults()
 	if len(cfg.BareSubscriber) == 0 {
 		return nil, errors.New("no bare subscriber to run beside the agent (WearConfig.BareSubscriber)")
 	}
-	res := &WearResult{Devices: cfg.Devices, BusyRate: cfg.BusyRate}
+	type measured struct {
+		name, binary string
+		refs, idles  []WearFigures
+		busy         [][]WearFigures // by window
+	}
+	runs := []*measured{{name: "cairn", binary: cfg.Binary}}
 	if cfg.Baseline != "" {
-		run, err := wearRun(ctx, cfg, cfg.Baseline, filepath.Join(cfg.Dir, "baseline"), false)
-		if err != nil {
-			return nil, fmt.Errorf("baseline %s: %w", cfg.Baseline, err)
+		runs = append([]*measured{{name: "baseline", binary: cfg.Baseline}}, runs...)
+	}
+	for _, m := range runs {
+		m.busy = make([][]WearFigures, len(cfg.BusyWindows))
+	}
+	for round := range cfg.Rounds {
+		order := slices.Clone(runs)
+		if round%2 == 1 {
+			slices.Reverse(order)
 		}
-		res.Baseline = run
+		dir := func(m *measured, load string) string {
+			return filepath.Join(cfg.Dir, m.name, fmt.Sprintf("%s-%d", load, round))
+		}
+		for _, m := range order {
+			ref, idle, err := wearReference(ctx, cfg, m.binary, dir(m, "reference"))
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: reference load: %w", m.name, m.binary, err)
+			}
+			m.refs, m.idles = append(m.refs, *ref), append(m.idles, *idle)
+		}
+		for i, window := range cfg.BusyWindows {
+			for _, m := range order {
+				busy, err := wearBusy(ctx, cfg, m.binary, dir(m, fmt.Sprintf("busy-%d", window)), window)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: busy load through a window of %d: %w", m.name, m.binary, window, err)
+				}
+				m.busy[i] = append(m.busy[i], *busy)
+			}
+		}
 	}
-	run, err := wearRun(ctx, cfg, cfg.Binary, filepath.Join(cfg.Dir, "cairn"), true)
-	if err != nil {
-		return nil, err
+	res := &WearResult{Devices: cfg.Devices, BusyRate: cfg.BusyRate}
+	for _, m := range runs {
+		run := WearRun{Binary: m.binary, Reference: medianFigures(m.refs), Idle: medianFigures(m.idles)}
+		for i, window := range cfg.BusyWindows {
+			run.Windows = append(run.Windows, WindowFigures{Window: window, WearFigures: medianFigures(m.busy[i])})
+		}
+		widest := 0
+		for i, w := range cfg.BusyWindows {
+			if w > cfg.BusyWindows[widest] {
+				widest = i
+			}
+		}
+		run.Busy = run.Windows[widest].WearFigures
+		if m.name == "baseline" {
+			res.Baseline = &run
+		} else {
+			res.Cairn = run
+		}
 	}
-	res.Cairn = *run
+	run := res.Cairn
 	if b := res.Baseline; b != nil {
 		res.WrittenBaselineVsCairn = ratio(b.Reference.WrittenPerMessage, run.Reference.WrittenPerMessage)
 		res.CPUBaselineVsCairn = ratio(b.Reference.CPUMicrosPerMessage, run.Reference.CPUMicrosPerMessage)
@@ -248,8 +374,56 @@ func Wear(ctx context.Context, cfg WearConfig) (*WearResult, error) {
 	f := run.Reference
 	res.WithinTargets = f.WrittenVsInputRatio <= TargetWrittenVsInput && f.SyncsPerSec <= TargetSyncsPerSec &&
 		f.CPUMicrosPerMessage <= TargetCPUMicrosPerMessage && time.Duration(f.AckP99MS*float64(time.Millisecond)) <= mqttio.DefaultSyncInterval+TargetAckP99Extra &&
-		run.Idle.WrittenPerDayBytes <= TargetIdleBytesPerDay && run.Busy.CPUMicrosPerMessage <= TargetBusyCPUMicros
+		run.Idle.WrittenPerDayBytes <= TargetIdleBytesPerDay && run.Busy.CPUMicrosPerMessage <= TargetBusyCPUMicros &&
+		f.CPUVsBareRatio <= TargetReferenceVsBare
+	for _, w := range run.Windows {
+		res.WithinTargets = res.WithinTargets && time.Duration(w.AckP99MS*float64(time.Millisecond)) <= mqttio.DefaultSyncInterval+TargetBusyAckP99Extra &&
+			(w.Window != TargetBusyWide || w.CPUVsBareRatio <= TargetBusyWideVsBare)
+	}
 	return res, nil
+}
+
+// medianFigures are the median of each figure of runs (of one load, one
+// binary), with the spread of the CPU figures; one run's figures as they
+// are.
+func medianFigures(runs []WearFigures) WearFigures {
+	if len(runs) == 0 {
+		return WearFigures{}
+	}
+	median := func(get func(*WearFigures) float64) (med, lo, hi float64) {
+		v := make([]float64, len(runs))
+		for i := range runs {
+			v[i] = get(&runs[i])
+		}
+		slices.Sort(v)
+		return v[len(v)/2], v[0], v[len(v)-1]
+	}
+	// The run of the median CPU, then every figure its own median.
+	byCPU := slices.Clone(runs)
+	slices.SortFunc(byCPU, func(a, b WearFigures) int { return cmp.Compare(a.CPUMicrosPerMessage, b.CPUMicrosPerMessage) })
+	f := byCPU[len(byCPU)/2]
+	f.Rounds = len(runs)
+	f.CPUMicrosPerMessage, f.CPUMicrosPerMessageMin, f.CPUMicrosPerMessageMax = median(func(f *WearFigures) float64 { return f.CPUMicrosPerMessage })
+	f.CPUVsBareRatio, f.CPUVsBareRatioMin, f.CPUVsBareRatioMax = median(func(f *WearFigures) float64 { return f.CPUVsBareRatio })
+	for _, m := range []struct {
+		dst *float64
+		get func(*WearFigures) float64
+	}{
+		{&f.BareCPUMicrosPerMessage, func(f *WearFigures) float64 { return f.BareCPUMicrosPerMessage }},
+		{&f.CPUPercent, func(f *WearFigures) float64 { return f.CPUPercent }},
+		{&f.SyncsPerSec, func(f *WearFigures) float64 { return f.SyncsPerSec }},
+		{&f.IngestSyncsPerSec, func(f *WearFigures) float64 { return f.IngestSyncsPerSec }},
+		{&f.CheckpointSyncsPerSec, func(f *WearFigures) float64 { return f.CheckpointSyncsPerSec }},
+		{&f.WrittenPerMessage, func(f *WearFigures) float64 { return f.WrittenPerMessage }},
+		{&f.WrittenVsInputRatio, func(f *WearFigures) float64 { return f.WrittenVsInputRatio }},
+		{&f.AckP50MS, func(f *WearFigures) float64 { return f.AckP50MS }},
+		{&f.AckP99MS, func(f *WearFigures) float64 { return f.AckP99MS }},
+	} {
+		*m.dst, _, _ = median(m.get)
+	}
+	wpd, _, _ := median(func(f *WearFigures) float64 { return float64(f.WrittenPerDayBytes) })
+	f.WrittenPerDayBytes = int64(wpd)
+	return f
 }
 
 // wearPipeline is the reference pipeline, shaped like
@@ -289,23 +463,6 @@ sinks:
     topic: "wear/out/{key}"
 `
 
-// wearRun measures binary under the three loads; current says it reads
-// the settings of this cairn (brokers' max_inflight).
-func wearRun(ctx context.Context, cfg WearConfig, binary, dir string, current bool) (*WearRun, error) {
-	run := &WearRun{Binary: binary}
-	ref, idle, err := wearReference(ctx, cfg, binary, filepath.Join(dir, "reference"))
-	if err != nil {
-		return nil, fmt.Errorf("reference load: %w", err)
-	}
-	run.Reference, run.Idle = *ref, *idle
-	busy, err := wearBusy(ctx, cfg, binary, filepath.Join(dir, "busy"), current)
-	if err != nil {
-		return nil, fmt.Errorf("busy load: %w", err)
-	}
-	run.Busy = *busy
-	return run, nil
-}
-
 // wearReference runs the reference load and then idle.
 func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref, idle *WearFigures, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -331,7 +488,7 @@ func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref
 		return nil, nil, err
 	}
 	defer p.kill()
-	bare, err := startBare(ctx, cfg.BareSubscriber, broker.URL)
+	bare, err := startBare(ctx, cfg.BareSubscriber, u.Host)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -374,30 +531,34 @@ func wearReference(ctx context.Context, cfg WearConfig, binary, dir string) (ref
 	return ref, idle, p.stop()
 }
 
-// wearBusy runs the busy load.
-func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current bool) (*WearFigures, error) {
+// wearBusy runs the busy load through a mosquitto whose in-flight window
+// is window, with cairn's defaults.
+func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, window int) (*WearFigures, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	// The broker lets 1000 messages be in flight to a client, and so does
-	// a cairn that can be told.
-	broker, err := mosquittotest.Run(dir, "max_inflight_messages 1000\nmax_queued_messages 1000000\n", nil)
+	broker, err := mosquittotest.Run(dir, fmt.Sprintf("max_inflight_messages %d\nmax_queued_messages 1000000\n", window), nil)
 	if err != nil {
 		return nil, err
 	}
 	defer broker.Stop()
-	settings := ""
-	if current {
-		settings = "    max_inflight: 1000\n"
+	u, err := url.Parse(broker.URL)
+	if err != nil {
+		return nil, err
 	}
+	proxy, err := newAckProxy(u.Host)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
 	id := fmt.Sprintf("cairn-wear-busy-%d-%d", os.Getpid(), time.Now().UnixNano())
 	p, err := runAgent(ctx, binary, dir, fmt.Sprintf(strings.Replace(wearPipeline, "interval: 10s", "interval: 1s", 1),
-		filepath.Join(dir, "data"), broker.URL, id, settings, "1s", "count"))
+		filepath.Join(dir, "data"), proxy.URL(), id, "", "1s", "count"))
 	if err != nil {
 		return nil, err
 	}
 	defer p.kill()
-	bare, err := startBare(ctx, cfg.BareSubscriber, broker.URL)
+	bare, err := startBare(ctx, cfg.BareSubscriber, u.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -414,10 +575,13 @@ func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, current b
 	if err != nil {
 		return nil, err
 	}
+	proxy.take()
 	busy, err := measure(ctx, p, bare, pub, start, cfg.BusyDuration)
 	if err != nil {
 		return nil, err
 	}
+	delays := proxy.take()
+	busy.AckP50MS, busy.AckP99MS = ms(percentile(delays, 50)), ms(percentile(delays, 99))
 	return busy, p.stop()
 }
 
@@ -445,6 +609,7 @@ func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, s
 	f := figures(start, end, pub.meanPayload())
 	// The subscriber got the same readings as the agent over the window.
 	f.BareCPUMicrosPerMessage = ratio(float64((bareEnd - bareStart).Microseconds()), float64(f.Messages))
+	f.CPUVsBareRatio = ratio(f.CPUMicrosPerMessage, f.BareCPUMicrosPerMessage)
 	if heard := bare.finish(); heard < f.Messages {
 		return nil, fmt.Errorf("the bare subscriber heard %d readings, fewer than the agent's %d in the window", heard, f.Messages)
 	}
@@ -452,20 +617,32 @@ func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, s
 }
 
 // bareProc is a bare paho subscriber of the readings, a process of its
-// own so that its CPU time is its own (WearConfig.BareSubscriber).
+// own so that its CPU time is its own (WearConfig.BareSubscriber). It
+// reaches the broker through a proxy of its own, as the agent does
+// through the one that times its PUBACKs, so that both receive the
+// readings the same way.
 type bareProc struct {
 	cmd   *exec.Cmd
+	proxy *ackProxy
 	heard strings.Builder
 	done  bool
 }
 
-// startBare starts the command line command of a bare subscriber of
-// broker's readings.
+// startBare starts the command line command of a bare subscriber of the
+// readings of the broker at host:port broker.
 func startBare(ctx context.Context, command []string, broker string) (*bareProc, error) {
-	args := append(command[1:len(command):len(command)], "--broker", broker, "--topic", "wear/+/telemetry")
-	b := &bareProc{cmd: exec.CommandContext(ctx, command[0], args...)}
+	proxy, err := newAckProxy(broker)
+	if err != nil {
+		return nil, err
+	}
+	args := append(command[1:len(command):len(command)], "--broker", proxy.URL(), "--topic", "wear/+/telemetry")
+	b := &bareProc{cmd: exec.CommandContext(ctx, command[0], args...), proxy: proxy}
 	b.cmd.Stdout, b.cmd.Stderr = &b.heard, os.Stderr
-	return b, b.cmd.Start()
+	if err := b.cmd.Start(); err != nil {
+		proxy.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // finish stops the subscriber and returns how many readings it heard.
@@ -474,6 +651,7 @@ func (b *bareProc) finish() int64 {
 		b.done = true
 		b.cmd.Process.Signal(syscall.SIGTERM)
 		b.cmd.Wait()
+		b.proxy.Close()
 	}
 	n, _ := strconv.ParseInt(strings.TrimSpace(b.heard.String()), 10, 64)
 	return n

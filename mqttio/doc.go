@@ -5,9 +5,10 @@
 // broker (invariant I8): PUBACKs go out, in receipt order, only after the
 // group commit holding the message is fsynced. A group commit is one
 // fdatasync of the log's segment (package seglog), at most one per sync
-// interval unless the broker's in-flight window fills, a megabyte of
-// payload waits or a burst ends: the broker keeps every message not
-// acknowledged, so waiting costs latency, never data. The log gives each
+// interval unless the broker's in-flight window fills (learned from what
+// arrives: window.go), a megabyte of payload waits or the broker stops
+// sending: the broker keeps every message not acknowledged, so waiting
+// costs latency, never data. The log gives each
 // message an offset, so MQTT input becomes replayable: checkpoints record
 // offsets, recovery rewinds to them, and the log is truncated, in whole
 // segments, only below the oldest retained completed checkpoint. Logs keeps

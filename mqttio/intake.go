@@ -12,10 +12,13 @@ import (
 // ingester, which logs them in group commits. Handing each message to the
 // ingester over a channel woke it (and a thread) for every message; the
 // intake wakes it only for the first message of a group and when a group
-// is full.
+// is due at once (the broker's window is full, or maxPendingBytes wait).
+// Its window (window.go) learns the broker's in-flight window from the
+// messages owed (received, not yet acknowledged) as each arrives.
 type intake struct {
-	window int // a group is full at this many messages (SourceConfig.MaxInflight)
-	limit  int // paho's goroutine waits while this many wait
+	// hold is how many messages may be owed before paho's goroutine
+	// waits: at most the most a group may hold (maxGroup).
+	hold int
 	// keep is the most of a payload kept: one byte over the decoder's
 	// limit, so that a larger payload is a dead letter still, and is not
 	// written whole (MQTT allows 256 MiB, more than a record of the log).
@@ -24,21 +27,30 @@ type intake struct {
 	room chan struct{}
 
 	mu      sync.Mutex
+	window  window
 	pending []inbound
 	toLog   int // pending messages that are to be logged: not acknowledge-only
 	// committing is the group taken, until it is committed or put back:
-	// a redelivery of one of its messages must be known as one.
+	// a redelivery of one of its messages must be known as one, and its
+	// messages are owed.
 	committing []inbound
 	spare      []inbound // the last group's slice, for the next
 	bytes      int       // payload bytes pending
-	// last is when the newest message arrived, and gap the typical time
-	// between arrivals (a moving average).
-	last time.Time
-	gap  time.Duration
 	// logged are the packet ids and payload sums of the newest messages
 	// logged, to recognise the broker's redeliveries of them.
 	logged map[uint16]uint64
 }
+
+// maxGroup is the most messages a group holds, and so the most a source
+// owes the broker: after a crash the log recognises a redelivery among
+// its newest RedeliveryWindow messages (Log.Logged), and the broker
+// redelivers what it was owed, acknowledgements in flight included.
+const maxGroup = RedeliveryWindow / 2
+
+// maxHeldBytes is the payload that may wait before paho's goroutine waits
+// too: a group is due at maxPendingBytes, so only commits that fail or
+// are held back (SourceConfig.MaxLag) let more wait.
+const maxHeldBytes = 8 * maxPendingBytes
 
 // inbound is a received message waiting for its group commit.
 type inbound struct {
@@ -51,8 +63,16 @@ type inbound struct {
 	logged bool
 }
 
-func newIntake(window, limit, keep int, logged map[uint16]uint64) *intake {
-	return &intake{window: window, limit: limit, keep: keep, logged: logged,
+// newIntake returns an intake whose window is learned, with interval
+// the sync interval and limit, if above 0, a window known (both
+// SourceConfig's); keep is the most of a payload kept, logged the
+// messages the log holds (Log.Logged).
+func newIntake(interval time.Duration, limit, keep int, logged map[uint16]uint64) *intake {
+	hold := maxGroup
+	if limit > 0 {
+		hold = min(hold, maxGroups*limit)
+	}
+	return &intake{window: newWindow(interval, limit), hold: hold, keep: keep, logged: logged,
 		kick: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 }
 
@@ -70,7 +90,7 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redeliv
 	}
 	for {
 		in.mu.Lock()
-		if len(in.pending) < in.limit {
+		if in.owedLocked() < in.hold && in.bytes < maxHeldBytes {
 			break
 		}
 		in.mu.Unlock()
@@ -82,18 +102,17 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redeliv
 	}
 	now := time.Now()
 	e := inbound{m: m, payload: payload, sum: sum, logged: other || in.redeliveredLocked(m, sum), at: now}
-	if !in.last.IsZero() {
-		in.gap += (min(now.Sub(in.last), time.Second) - in.gap) / 8
-	}
-	in.last = now
 	in.pending = append(in.pending, e)
 	in.bytes += len(payload)
 	if !e.logged {
 		in.toLog++
 	}
+	full := in.window.arrived(now, in.owedLocked()) || in.owedLocked() >= in.hold
 	n, bytes := len(in.pending), in.bytes
 	in.mu.Unlock()
-	if n == 1 || n == in.window || bytes >= maxPendingBytes && bytes-len(payload) < maxPendingBytes {
+	// Wake the ingester for a group's first message, to time it, and for
+	// the message that makes a group due at once.
+	if n == 1 || full || bytes >= maxPendingBytes && bytes-len(payload) < maxPendingBytes {
 		select {
 		case in.kick <- struct{}{}:
 		default:
@@ -101,6 +120,10 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redeliv
 	}
 	return e.logged && !other
 }
+
+// owedLocked is how many messages are owed to the broker: received, and
+// not yet acknowledged (pending, or being committed).
+func (in *intake) owedLocked() int { return len(in.pending) + len(in.committing) }
 
 // redeliveredLocked reports whether m, if the broker marked it as a
 // redelivery, is logged already, being committed, or pending. (Acknowledged
@@ -123,43 +146,41 @@ func (in *intake) redeliveredLocked(m paho.Message, sum uint64) bool {
 	return false
 }
 
-// quiet returns how long it has been since a message arrived, and how long
-// a quiet spell ends a burst: eight typical gaps between arrivals, at
-// least minQuiet. At a steady pace it is longer than the pace's gaps; after
-// a burst, the burst's last messages need not wait for the interval.
-func (in *intake) quiet(now time.Time) (since, ends time.Duration) {
+// connected notes a new connection to the broker: its window is learned
+// anew.
+func (in *intake) connected() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return now.Sub(in.last), max(minQuiet, 8*in.gap)
+	in.window.connected()
 }
 
-// minQuiet is the shortest quiet spell that ends a burst.
-const minQuiet = 20 * time.Millisecond
-
-// size is what is pending: messages and payload bytes.
-func (in *intake) size() (int, int) {
+// due reports whether the messages pending are due for a commit at now,
+// and why; if they are not, next is when they will be unless a message
+// arrives first (zero: none is pending). A group of messages to
+// acknowledge only (another subtask's, or redeliveries of logged ones) is
+// due at once: it needs no sync, and acknowledged at once it does not
+// hold the broker's window.
+func (in *intake) due(now time.Time) (why dueReason, next time.Time) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return len(in.pending), in.bytes
-}
-
-// ackOnly reports whether messages are pending and none of them is to be
-// logged: acknowledging them needs no commit, and they need not wait for
-// one.
-func (in *intake) ackOnly() bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return len(in.pending) > 0 && in.toLog == 0
-}
-
-// waited is how long the oldest message pending has waited, if any is.
-func (in *intake) waited(now time.Time) (time.Duration, bool) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if len(in.pending) == 0 {
-		return 0, false
+	switch {
+	case len(in.pending) == 0:
+		return notDue, time.Time{}
+	case in.toLog == 0:
+		return ackOnly, now
+	case in.bytes >= maxPendingBytes:
+		return bytesDue, now
+	case in.owedLocked() >= in.hold:
+		return windowFull, now
 	}
-	return now.Sub(in.pending[0].at), true
+	return in.window.due(now, in.owedLocked(), in.pending[0].at)
+}
+
+// learned is the broker's window as learned, 0 if it is not known.
+func (in *intake) learned() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.window.full
 }
 
 // take returns every message pending, to commit as a group.
@@ -186,14 +207,22 @@ func (in *intake) putBack(group []inbound) {
 	in.pending, in.committing = append(group, in.pending...), nil
 }
 
-// committed notes a group as logged, lets go of its messages, and makes
-// room for paho's goroutine.
+// committed notes a group as logged, about to be acknowledged: its
+// messages are no longer owed, and a redelivery of one is known by its
+// packet id and payload.
 func (in *intake) committed(group []inbound) {
 	in.mu.Lock()
+	defer in.mu.Unlock()
 	for _, e := range group {
 		in.logged[e.m.MessageID()] = e.sum
 	}
 	in.committing = nil
+}
+
+// release lets go of an acknowledged group's messages and makes room for
+// paho's goroutine.
+func (in *intake) release(group []inbound) {
+	in.mu.Lock()
 	clear(group)
 	if in.spare == nil {
 		in.spare = group[:0]

@@ -48,18 +48,21 @@ type SourceConfig struct {
 	// state of the messages between is lost. Without it, both refuse.
 	AcceptStateLoss bool
 	// SyncInterval and MaxInflight bound a group commit, one fsync that
-	// makes every message waiting durable and acknowledges them: it is
-	// written once its first message waited SyncInterval, or earlier once
-	// MaxInflight messages (or maxPendingBytes of payload) wait. A message
+	// makes every message waiting durable and acknowledges them. A message
 	// is acknowledged to the broker only once it is durable (I8); waiting
 	// costs latency, never data, since the broker keeps what is not
-	// acknowledged. MaxInflight must not exceed the broker's in-flight
-	// window per client (mosquitto's max_inflight_messages, 20 by
-	// default), or the broker stops sending before a commit is due and
-	// every group waits the whole interval. Defaults DefaultSyncInterval
-	// and DefaultMaxInflight. Messages that arrived while the previous
-	// commit was being written join the group, up to 8 × MaxInflight: a
-	// slow disk makes groups larger rather than ingest slower.
+	// acknowledged. A group is committed once its first message waited
+	// SyncInterval (default DefaultSyncInterval); at once when the broker's
+	// in-flight window is full (mosquitto's max_inflight_messages), for the
+	// broker sends no more until then; once the broker stops sending while
+	// messages are owed; or once maxPendingBytes of payload wait. The
+	// window is learned from what arrives (window.go), so a broker that
+	// allows 20, 100 or 1,000 messages in flight gets one sync per window
+	// or per interval. MaxInflight, if above 0, is a window known in
+	// advance: a group is due once that many messages are owed, whatever
+	// was learned, and a narrower window is still learned. Messages that
+	// arrived while the previous commit was being written join the group:
+	// a slow disk makes groups larger rather than ingest slower.
 	SyncInterval time.Duration
 	MaxInflight  int
 	// MaxLag is how many logged messages may wait to be processed before
@@ -91,22 +94,16 @@ type SourceMetrics struct {
 	AppendFailures atomic.Int64
 }
 
-// The defaults of SourceConfig.SyncInterval and MaxInflight: mosquitto's
-// default in-flight window, and the interval chosen by measuring the
-// bytes a gateway's load writes (README, Durability).
-const (
-	DefaultSyncInterval = time.Second
-	DefaultMaxInflight  = 20
-)
+// DefaultSyncInterval is the default of SourceConfig.SyncInterval, chosen
+// by measuring the bytes a gateway's load writes (README, Durability).
+const DefaultSyncInterval = time.Second
 
 // maxPendingBytes is the payload that makes a commit due, however few the
 // messages: large messages do not wait in memory for the interval.
 const maxPendingBytes = 1 << 20
 
 func (c *SourceConfig) setDefaults() {
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
+	c.MaxInflight = max(c.MaxInflight, 0)
 	if c.SyncInterval <= 0 {
 		c.SyncInterval = DefaultSyncInterval
 	}
@@ -164,7 +161,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	}
 	s.stop = make(chan struct{})
 	if s.cfg.AtMostOnce {
-		s.fast = make(chan Message, maxGroups*s.cfg.MaxInflight)
+		s.fast = make(chan Message, fastQueue)
 		s.wake = make(chan struct{}, 1)
 		return s.connect(0)
 	}
@@ -190,7 +187,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	if err != nil {
 		return err
 	}
-	s.intake = newIntake(s.cfg.MaxInflight, maxGroups*s.cfg.MaxInflight, s.cfg.Decoding.maxPayload()+1, logged)
+	s.intake = newIntake(s.cfg.SyncInterval, s.cfg.MaxInflight, s.cfg.Decoding.maxPayload()+1, logged)
 	s.consumed = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.ingest()
@@ -242,6 +239,9 @@ func (s *source) connect(qos byte) error {
 	client := s.cfg.Client
 	client.MaxPayload = s.cfg.Decoding.maxPayload() // more is a dead letter: it need not arrive whole
 	s.client, s.gate, err = client.connect(suffix, func(c paho.Client) {
+		if s.intake != nil {
+			s.intake.connected() // perhaps to another broker: its window is learned anew
+		}
 		sub := c.SubscribeMultiple(filters, nil) // messages go to onMessage
 		unsub := c.Unsubscribe(shared...)
 		go func() {
@@ -306,51 +306,41 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 // doubles with every failure, up to a second.
 const retryBase = 50 * time.Millisecond
 
-// maxGroups bounds a group commit that gathered what arrived during the
-// previous one, in groups of SourceConfig.MaxInflight.
+// maxGroups bounds, in groups of SourceConfig.MaxInflight when it is set,
+// what may be owed while a commit is written.
 const maxGroups = 8
+
+// fastQueue is how many messages an at-most-once source holds for Read
+// before paho's goroutine waits.
+const fastQueue = 256
 
 // ingest appends the messages of the intake to the log in group commits
 // and acknowledges them in receipt order once the group is durable
-// (invariant I8). A group is committed once its first message waited
-// SyncInterval, or as soon as it is full, or once a burst of messages has
-// ended (intake.quiet): at a steady pace a group fills or waits, and the
-// last messages of a burst do not wait the interval for more. It holds
-// back by not acknowledging, so the broker's in-flight window bounds what
-// waits.
+// (invariant I8). A group is committed when the intake says it is due:
+// the broker's window is full, the broker stopped sending, or its first
+// message waited SyncInterval (intake.due). It holds back by not
+// acknowledging, so the broker's in-flight window bounds what waits. One
+// timer wakes it, for the interval or a pause, whichever comes first.
 func (s *source) ingest() {
 	defer s.wg.Done()
 	var msgs []Message
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	armed := false // the timer runs: for the group's interval, or a retry
-	quiet := time.NewTimer(time.Hour)
-	quiet.Stop()
-	listening := false // the quiet timer runs
+	var armed time.Time // when the timer fires; zero: it is stopped
 	backoff := retryBase
-	failures := 0 // consecutive failed appends: retry only when the timer says
-	due := false  // a commit is due but held back by MaxLag
+	failures := 0       // consecutive failed appends: retry only when the timer says
+	var retry time.Time // when, after a failure
+	learned := 0        // the broker's window, as last logged
 	lagging := func() bool {
 		next, read := s.log.Next(), s.readAt.Load()
 		return next > read && next-read > s.cfg.MaxLag
 	}
-	full := func() bool {
-		n, bytes := s.intake.size()
-		return n >= s.cfg.MaxInflight || bytes >= maxPendingBytes
-	}
 	// flush commits what is pending; what arrived while the commit before
 	// was written joins it, so that on a slow disk groups grow and the
 	// rate holds.
-	flush := func() {
-		timer.Stop()
-		quiet.Stop()
-		armed, listening = false, false
+	flush := func(now time.Time) {
 		group := s.intake.take()
-		if len(group) == 0 {
-			return
-		}
 		msgs = msgs[:0]
-		now := time.Now()
 		for _, in := range group {
 			if !in.logged {
 				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.payload, Received: now, PacketID: in.m.MessageID()})
@@ -366,8 +356,7 @@ func (s *source) ingest() {
 				backoff = min(2*backoff, time.Second)
 				s.cfg.Client.Logger.Error("ingest log append failed; not acknowledging, retrying", "source", s.name(),
 					"messages", len(msgs), "failures", failures, "retry_in", backoff, "err", err)
-				timer.Reset(backoff)
-				armed = true
+				retry = time.Now().Add(backoff)
 				clear(msgs)
 				return
 			}
@@ -377,65 +366,52 @@ func (s *source) ingest() {
 			failures = 0
 		}
 		backoff = retryBase
+		s.intake.committed(group)
 		for _, in := range group {
 			in.m.Ack()
 		}
-		s.intake.committed(group)
+		s.intake.release(group)
 		s.cfg.Metrics.Logged.Add(int64(len(msgs)))
 		s.updateLag() // the reader may not read for a while: held, or backpressured
 		clear(msgs)   // the slice is reused: let go of the payloads
 	}
-	// commit flushes unless MaxLag holds it back.
-	commit := func() {
-		if due = lagging(); !due {
-			flush()
-		}
-	}
 	for {
-		// Arm the interval for a group's first message, from its arrival
-		// (it may have come during the commit before), unless MaxLag
-		// holds commits back (the reader's progress ends that); commit a
-		// full group at once, but while appends fail only when the timer
-		// says.
-		if waited, ok := s.intake.waited(time.Now()); ok && !armed && !due {
-			timer.Reset(max(s.cfg.SyncInterval-waited, 0))
-			armed = true
+		now := time.Now()
+		why, next := s.intake.due(now)
+		if w := s.intake.learned(); w != learned {
+			learned = w
+			s.cfg.Client.Logger.Debug("the broker's in-flight window, as learned", "source", s.name(), "window", w, "limit", s.cfg.MaxInflight)
 		}
-		// Listen for a burst's end, unless MaxLag holds commits back.
-		if n, _ := s.intake.size(); n > 0 && !listening && failures == 0 && !due {
-			since, ends := s.intake.quiet(time.Now())
-			if ends < s.cfg.SyncInterval {
-				quiet.Reset(max(ends-since, 0))
-				listening = true
+		if failures > 0 && why != notDue {
+			// While appends fail, retry only when the backoff says.
+			if now.Before(retry) {
+				why, next = notDue, retry
 			}
 		}
-		// A group of messages to acknowledge only (another subtask's, or
-		// redeliveries of logged ones) needs no sync: acknowledged at
-		// once, it does not hold the broker's window.
-		if failures == 0 && !due && (full() || s.intake.ackOnly()) {
-			commit()
+		// A commit held back by MaxLag waits for the reader's progress
+		// (consumed), not for a timer.
+		if why != notDue && lagging() {
+			why, next = notDue, time.Time{}
+		}
+		if why != notDue {
+			flush(now)
 			continue
+		}
+		if !next.Equal(armed) {
+			if armed = next; next.IsZero() {
+				timer.Stop()
+			} else {
+				timer.Reset(max(next.Sub(now), 0))
+			}
 		}
 		select {
 		case <-s.intake.kick:
 		case <-timer.C:
-			armed = false
-			if n, _ := s.intake.size(); n > 0 {
-				commit()
-			}
-		case now := <-quiet.C:
-			listening = false
-			if since, ends := s.intake.quiet(now); since >= ends && !due {
-				commit()
-			}
+			armed = time.Time{}
 		case <-s.consumed:
 			// Only a commit held back by MaxLag goes now: flushing
 			// whenever the reader reads would cut groups short, and
 			// every commit costs an fsync.
-			if due && !lagging() {
-				due = false
-				flush()
-			}
 		case <-s.stop:
 			return // unacknowledged messages are redelivered by the broker
 		}

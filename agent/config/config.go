@@ -221,13 +221,14 @@ type Broker struct {
 	// at once. Each message is some 500 bytes (up to 1 KB): at `10s`,
 	// about 5 MB a day on the uplink.
 	StatusInterval time.Duration `yaml:"status_interval" default:"10s"`
-	// The broker's in-flight window per client, 1 to 65535: the QoS 1
-	// messages it sends without waiting for acknowledgements
-	// (mosquitto's `max_inflight_messages`). A source commits its ingest
-	// log once that many wait, rather than stall the broker until
-	// `agent.sync_interval`. The default is mosquitto's; an embedded
-	// broker's is 1000.
-	MaxInflight int `yaml:"max_inflight" default:"20"`
+	// Optional: the broker's in-flight window per client, 1 to 65535:
+	// the QoS 1 messages it sends without waiting for acknowledgements
+	// (mosquitto's `max_inflight_messages`). A source learns the window
+	// from what the broker sends, and commits its ingest log as soon as
+	// the window is full rather than stall the broker until
+	// `agent.sync_interval`; set, this is the window from the start, and
+	// the most a group waits for (a narrower window is still learned).
+	MaxInflight int `yaml:"max_inflight"`
 	// The clients an embedded broker lets in, by name and password. The
 	// agent's own clients connect with credentials made for the process,
 	// and no one else may use their client ids.
@@ -278,10 +279,6 @@ func loopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
-
-// EmbeddedMaxInflight is the in-flight window an embedded broker's clients
-// commit at by default: it lets far more be in flight.
-const EmbeddedMaxInflight = 1000
 
 // Checkpoints is the checkpointing configuration.
 type Checkpoints struct {
@@ -881,7 +878,7 @@ func (v *validator) broker(name string, b *Broker) {
 		v.errorf(b.Pos, "broker %q: needs url (or embedded: true)", name)
 	case b.Password != "" && b.PasswordFile != "":
 		v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
-	case b.MaxInflight < 1 || b.MaxInflight > 65535:
+	case b.MaxInflight < 0 || b.MaxInflight > 65535:
 		v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, v.c.show(&b.MaxInflight))
 	}
 	if b.ClientID != "" {

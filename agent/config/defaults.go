@@ -8,15 +8,9 @@ import (
 )
 
 // applyDefaults fills in what the file left out: a field still zero takes
-// the value its `default` tag gives (setDefaults); but an embedded
-// broker's max_inflight is EmbeddedMaxInflight, and remote.retained is
+// the value its `default` tag gives (setDefaults); but remote.retained is
 // checkpoints.retained.
 func (c *Config) applyDefaults() {
-	for _, b := range c.Brokers {
-		if b.Embedded && b.MaxInflight == 0 {
-			b.MaxInflight = EmbeddedMaxInflight
-		}
-	}
 	setDefaults(reflect.ValueOf(c).Elem())
 	if c.Remote != nil && c.Remote.Retained == 0 {
 		c.Remote.Retained = c.Checkpoints.Retained

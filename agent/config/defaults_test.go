@@ -2,7 +2,6 @@ package config
 
 import (
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -78,8 +77,6 @@ func TestDocumentedDefaults(t *testing.T) {
 			var want any
 			says, exception := "`"+def+"`", ""
 			switch key := f.owner.Name() + "." + f.Name; {
-			case key == "Broker.MaxInflight" && v.FieldByName("Embedded").Bool():
-				want, exception = EmbeddedMaxInflight, strconv.Itoa(EmbeddedMaxInflight)
 			case key == "Remote.Retained":
 				want, exception = c.Checkpoints.Retained, "`checkpoints.retained`"
 			case tagged:
@@ -123,9 +120,6 @@ func TestDefaultsOfOtherPackages(t *testing.T) {
 	}
 	if got, want := c.Agent.SyncInterval, mqttio.DefaultSyncInterval; got != want {
 		t.Errorf("agent.sync_interval: %v, but mqttio.DefaultSyncInterval is %v", got, want)
-	}
-	if got, want := c.Brokers["plant"].MaxInflight, mqttio.DefaultMaxInflight; got != want {
-		t.Errorf("brokers.<name>.max_inflight: %v, but mqttio.DefaultMaxInflight is %v", got, want)
 	}
 	if got, want := c.Brokers["local"].Listen, mqttio.DefaultBrokerAddr; got != want {
 		t.Errorf("brokers.<name>.listen: %v, but mqttio.DefaultBrokerAddr is %v", got, want)

@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,6 +94,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&wear.IdleDuration, "idle-duration", time.Minute, "wear: how long the idle agent is measured")
 	fs.IntVar(&wear.BusyRate, "busy-rate", 5000, "wear: readings a second of the busy load")
 	fs.DurationVar(&wear.BusyDuration, "busy-duration", 20*time.Second, "wear: how long the busy load is measured")
+	fs.Func("busy-windows", "wear: the in-flight windows (mosquitto's max_inflight_messages) the busy load runs through, one after another, comma-separated (default 20,100,1000)", func(v string) error {
+		wear.BusyWindows = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("%q is no window of 1 to 65535", f)
+			}
+			wear.BusyWindows = append(wear.BusyWindows, n)
+		}
+		return nil
+	})
+	fs.IntVar(&wear.Rounds, "wear-rounds", 1, "wear: how many times each load is measured, the baseline's and the cairn's runs alternating; figures are the medians")
 
 	// Scenario names and flags may come in any order.
 	var names []string

@@ -275,7 +275,7 @@ func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	ver, rev, _ := whichBuild(version, commit, date, info)
 	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
 		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss,
-		ControlGroup: controlGroup, Build: agent.BuildInfo{Version: ver, Commit: rev}})
+		ControlGroup: controlGroup, Build: agent.BuildInfo{Version: ver, Commit: rev}, GovernProcessors: true})
 	var cerrs config.Errors
 	switch {
 	case errors.As(err, &cerrs):

@@ -135,15 +135,44 @@ printf '%s\n' "${COMPREPLY[@]}"`, "bash", scripts["bash"], line).CombinedOutput(
 			}
 			_, help, _ := cairn(c, "-h")
 			offered := complete("cairn " + c + " -")
-			for _, m := range regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatch(help, -1) {
-				f := "--" + m[1]
-				if len(m[1]) == 1 {
-					f = "-" + m[1]
-				}
-				if !slices.Contains(offered, f) {
+			for _, m := range regexp.MustCompile(`(?m)^  (-\S+)`).FindAllStringSubmatch(help, -1) {
+				if f := m[1]; !slices.Contains(offered, f) {
 					t.Errorf("cairn %s -h lists %s, which completing %q does not offer (%q)", c, f, "cairn "+c+" -", offered)
 				}
 			}
 		}
 	})
+}
+
+// TestCommandManners: cairn help COMMAND prints what COMMAND -h does; a
+// command's flags are listed as its synopsis writes them (-c, --data-dir),
+// with the words they take; without -c or --data-dir a command reads the
+// pipeline file $CAIRN_CONFIG names.
+func TestCommandManners(t *testing.T) {
+	bin := cairntest.Build(t, "cairn")
+	for _, c := range []string{"run", "status", "stop", "top"} {
+		code, help, _ := cairntest.Run(t, bin, "help", c)
+		_, dashH, _ := cairntest.Run(t, bin, c, "-h")
+		if code != 0 || help != dashH || !strings.HasPrefix(help, "usage: cairn "+c) {
+			t.Errorf("cairn help %s: exit %d\n%s\nwant what cairn %s -h prints:\n%s", c, code, help, c, dashH)
+		}
+		if !strings.Contains(help, "\n  -c FILE\n") || !strings.Contains(help, "\n  --data-dir DIR\n") || regexp.MustCompile(`\n  -[a-z][a-z-]+`).MatchString(help) {
+			t.Errorf("cairn help %s lists its flags unlike its synopsis:\n%s", c, help)
+		}
+	}
+	dir := t.TempDir()
+	pipeline := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(pipeline, []byte("sources:\n  - {id: s, simulator: {devices: 1, rate: 1}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "validate")
+	cmd.Env = append(os.Environ(), "CAIRN_CONFIG="+pipeline)
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != pipeline+": valid" {
+		t.Fatalf("cairn validate with CAIRN_CONFIG: %v\n%s", err, out)
+	}
+	cmd = exec.Command(bin, "status")
+	cmd.Env = append(os.Environ(), "CAIRN_CONFIG="+pipeline)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "no agent is running on "+filepath.Join(dir, "data")) {
+		t.Fatalf("cairn status with CAIRN_CONFIG: %v\n%s; want it to look in the file's data directory", err, out)
+	}
 }

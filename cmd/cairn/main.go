@@ -113,7 +113,9 @@ func usageText(cmds []command) string {
 		fmt.Fprintf(&b, "  %-*s%s\n", col-2, line, c.summary)
 	}
 	b.WriteString(`
-cairn COMMAND -h prints the command's flags.
+cairn help COMMAND (or cairn COMMAND -h) prints the command's flags.
+Without -c FILE or --data-dir DIR, the pipeline file is $CAIRN_CONFIG,
+else /etc/cairn/pipeline.yaml.
 Commands that talk to a running agent use <data_dir>/cairn.sock: the
 agent's user and root may, and members of GROUP when the agent runs with
 --control-group GROUP.
@@ -137,6 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine(version, commit, date, info))
 		return 0
 	case "help", "--help", "-h":
+		if len(args) > 1 && args[0] == "help" { // help CMD: the command's usage, as CMD -h prints it
+			return run([]string{args[1], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
@@ -165,8 +170,28 @@ func (c command) printUsage(fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
 		fmt.Fprintln(w, "\nFlags:")
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
+}
+
+// printFlags lists fs's flags as the usage writes them: a letter with one
+// dash (-c), a word with two (--data-dir); the flag package takes either.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "-" + f.Name
+		if len(f.Name) > 1 {
+			name = "-" + name
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		if arg != "" {
+			name += " " + arg
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s", name, usage)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 // parseFlags parses args with the flags declared on fs. Given -h or
@@ -199,13 +224,24 @@ func usageError(fs *flag.FlagSet, format string, a ...any) int {
 	return 2
 }
 
+// defaultPipeline is the pipeline file of a command given neither -c nor
+// --data-dir: $CAIRN_CONFIG, else /etc/cairn/pipeline.yaml, where the
+// .deb installs it.
+func defaultPipeline() string {
+	if f := os.Getenv("CAIRN_CONFIG"); f != "" {
+		return f
+	}
+	return "/etc/cairn/pipeline.yaml"
+}
+
 // flags declares -c and --data-dir, the flags every command that finds an
 // agent by its pipeline file or data directory has, and those of more, on
-// fs, and parses args, which must be flags only. When not ok, the command
-// returns code (see parseFlags).
+// fs, and parses args, which must be flags only. Given neither, the file
+// is defaultPipeline's, if there is one. When not ok, the command returns
+// code (see parseFlags).
 func flags(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*flag.FlagSet)) (file, dataDir string, code int, ok bool) {
-	fs.StringVar(&file, "c", "", "pipeline file")
-	fs.StringVar(&dataDir, "data-dir", "", "data directory (default: the file's agent.data_dir)")
+	fs.StringVar(&file, "c", "", "the pipeline `FILE` (default $CAIRN_CONFIG, else /etc/cairn/pipeline.yaml)")
+	fs.StringVar(&dataDir, "data-dir", "", "the data directory `DIR` (default: the file's agent.data_dir)")
 	for _, m := range more {
 		m(fs)
 	}
@@ -215,6 +251,11 @@ func flags(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*flag
 	if fs.NArg() > 0 {
 		return "", "", usageError(fs, "unexpected argument %q", fs.Arg(0)), false
 	}
+	if file == "" && dataDir == "" {
+		if _, err := os.Stat(defaultPipeline()); err == nil {
+			file = defaultPipeline()
+		}
+	}
 	return file, dataDir, 0, true
 }
 
@@ -222,17 +263,17 @@ func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var fromSavepoint, logLevel, controlGroup string
 	var allowDropped, acceptLoss bool
 	file, dataDir, code, ok := flags(fs, args, stdout, func(fs *flag.FlagSet) {
-		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint file")
+		fs.StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint `FILE`, once: not again after a checkpoint completed since")
 		fs.BoolVar(&allowDropped, "allow-dropped-state", false, "drop savepoint state of operators the pipeline no longer has")
-		fs.StringVar(&logLevel, "log-level", "", "log at this level (debug, info, warn, error) whatever agent.log_level says")
+		fs.StringVar(&logLevel, "log-level", "", "log at this `LEVEL` (debug, info, warn, error) whatever agent.log_level says")
 		fs.BoolVar(&acceptLoss, "accept-state-loss", false, "start even where checkpointed state or ingested messages were lost (a deleted or damaged store or log)")
-		fs.StringVar(&controlGroup, "control-group", "", "let this group (name or number) use the control socket: mode 0660, not 0600")
+		fs.StringVar(&controlGroup, "control-group", "", "let this `GROUP` (name or number) use the control socket: mode 0660, not 0600")
 	})
 	if !ok {
 		return code
 	}
 	if file == "" {
-		return usageError(fs, "-c FILE is required")
+		return usageError(fs, "-c FILE is required (or CAIRN_CONFIG, or /etc/cairn/pipeline.yaml)")
 	}
 	level := new(slog.LevelVar) // info until the config says otherwise
 	configLevel := level        // the agent sets it from the file
@@ -295,7 +336,7 @@ func cmdValidate(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	if file == "" {
-		return usageError(fs, "-c FILE is required")
+		return usageError(fs, "-c FILE is required (or CAIRN_CONFIG, or /etc/cairn/pipeline.yaml)")
 	}
 	_, err := config.Load(file)
 	var cerrs config.Errors
@@ -401,7 +442,7 @@ func dataDirOf(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*
 	case dataDir != "":
 		return dataDir, 0, true
 	case file == "":
-		return "", usageError(fs, "-c FILE or --data-dir DIR is required"), false
+		return "", usageError(fs, "-c FILE or --data-dir DIR is required (or CAIRN_CONFIG, or /etc/cairn/pipeline.yaml)"), false
 	}
 	dir, err := config.DataDir(file)
 	if err != nil {

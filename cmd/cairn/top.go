@@ -23,15 +23,15 @@ type topOptions struct {
 }
 
 func (t *topOptions) declare(fs *flag.FlagSet) {
-	fs.DurationVar(&t.stall, "stall", time.Second, "highlight barrier alignments longer than this")
+	fs.DurationVar(&t.stall, "stall", time.Second, "highlight barrier alignments longer than this `DURATION`")
 	fs.BoolVar(&t.fleet, "fleet", false, "every gateway on one screen, from the statuses they publish to a broker")
-	fs.StringVar(&t.broker, "broker", "", "--fleet: the broker, a URL (tcp://host:1883, ssl://host:8883), or the name of one in the -c file (default: its one with a status_topic)")
-	fs.StringVar(&t.topic, "topic", "", "--fleet: the gateways' status topics, + where a gateway's name is (default: the -c file's status_topic, + for each ${VAR} level)")
-	fs.StringVar(&t.username, "username", "", "--fleet: the user name to log in with (default: the -c file's broker's)")
-	fs.StringVar(&t.passwordFile, "password-file", "", "--fleet: a file holding the password (default: the -c file's broker's)")
-	fs.StringVar(&t.caFile, "ca-file", "", "--fleet: PEM certificates of the authorities that vouch for the broker's")
-	fs.StringVar(&t.certFile, "cert-file", "", "--fleet: a client certificate, PEM, with --key-file")
-	fs.StringVar(&t.keyFile, "key-file", "", "--fleet: the client certificate's private key, PEM")
+	fs.StringVar(&t.broker, "broker", "", "--fleet: the broker, a `URL` (tcp://host:1883, ssl://host:8883), or the name of one in the -c file (default: its one with a status_topic)")
+	fs.StringVar(&t.topic, "topic", "", "--fleet: the gateways' status topics, a `FILTER`, + where a gateway's name is (default: the -c file's status_topic, + for each ${VAR} level)")
+	fs.StringVar(&t.username, "username", "", "--fleet: the `USER` name to log in with (default: the -c file's broker's)")
+	fs.StringVar(&t.passwordFile, "password-file", "", "--fleet: a `FILE` holding the password (default: the -c file's broker's)")
+	fs.StringVar(&t.caFile, "ca-file", "", "--fleet: a `FILE` of PEM certificates of the authorities that vouch for the broker's")
+	fs.StringVar(&t.certFile, "cert-file", "", "--fleet: a `FILE` holding a client certificate, PEM, with --key-file")
+	fs.StringVar(&t.keyFile, "key-file", "", "--fleet: a `FILE` holding the client certificate's private key, PEM")
 }
 
 // cmdTop runs the terminal UI against the agent on the data directory (it

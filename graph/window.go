@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -43,9 +44,9 @@ func (a Aggregate) String() string {
 	return "aggregate?"
 }
 
-// ParseAggregate parses an Aggregate's String form.
+// ParseAggregate parses an Aggregate's String form, in any case.
 func ParseAggregate(s string) (Aggregate, error) {
-	if i := slices.Index(aggregateNames, s); i >= 0 {
+	if i := slices.IndexFunc(aggregateNames, func(n string) bool { return strings.EqualFold(n, s) }); i >= 0 {
 		return Aggregate(i), nil
 	}
 	return 0, fmt.Errorf("unknown aggregate %q (want one of %v)", s, aggregateNames)

@@ -16,7 +16,7 @@ func TestCheckpointModes(t *testing.T) {
 	}{
 		{"mode: unaligned", ""},
 		{"{mode: exactly-once, alignment_timeout: 2s}", ""},
-		{"{mode: unaligned, alignment_timeout: 2s}", "test.yaml:5:3: alignment_timeout must be positive and needs mode exactly-once (unaligned checkpoints do not align)"},
+		{"{mode: unaligned, alignment_timeout: 2s}", "test.yaml:5:40: alignment_timeout must be positive and needs mode exactly-once (unaligned checkpoints do not align)"},
 		{"{mode: at-least-once, alignment_timeout: 2s}", "needs mode exactly-once (at-least-once checkpoints do not align)"},
 		{"{alignment_timeout: -1s}", `test.yaml:5:23: want a duration such as 500ms or 10s, not "-1s"`},
 		{"mode: sideways", "want exactly-once, at-least-once or unaligned"},

@@ -283,7 +283,8 @@ func loopback(addr string) bool {
 // Checkpoints is the checkpointing configuration.
 type Checkpoints struct {
 	Pos
-	// How often a checkpoint is taken.
+	// How often a checkpoint is taken; `0s`: only when asked for (`cairn
+	// checkpoint`, `cairn savepoint`, a stop, a reload).
 	Interval time.Duration `yaml:"interval" default:"10s"`
 	// The guarantee, in any case and with `_` for `-` if you like:
 	// `exactly-once` aligns barriers, holding an input whose barrier came
@@ -560,7 +561,7 @@ func DataDir(path string) (string, error) {
 // logged in it.
 func LogFormat(path string) string {
 	c, _, err := parseLeniently(path)
-	if err != nil || c.Agent.LogFormat != "json" {
+	if err != nil || !strings.EqualFold(c.Agent.LogFormat, "json") {
 		return "text"
 	}
 	return "json"
@@ -629,6 +630,7 @@ func (v *validator) errorf(p Pos, format string, args ...any) {
 func (v *validator) validate() {
 	c := v.c
 	c.applyDefaults()
+	c.foldWords()
 	v.agent()
 	v.checkpoints()
 	v.remote()
@@ -670,35 +672,38 @@ func (v *validator) agent() {
 		for i, l := range logLevels {
 			names[i] = l.name
 		}
-		v.errorf(c.Agent.Pos, "log_level: %s is not one of %s", c.show(&c.Agent.LogLevel), strings.Join(names, ", "))
+		v.errorf(c.at(&c.Agent.LogLevel, c.Agent.Pos), "log_level: %s is not one of %s", c.show(&c.Agent.LogLevel), strings.Join(names, ", "))
 	}
 	if !slices.Contains(logFormats, c.Agent.LogFormat) {
-		v.errorf(c.Agent.Pos, "log_format: %s is neither %s nor %s", c.show(&c.Agent.LogFormat), logFormats[0], logFormats[1])
+		v.errorf(c.at(&c.Agent.LogFormat, c.Agent.Pos), "log_format: %s is neither %s nor %s", c.show(&c.Agent.LogFormat), logFormats[0], logFormats[1])
 	}
 	if c.Agent.RetainedSavepoints < 1 {
-		v.errorf(c.Agent.Pos, "retained_savepoints must be at least 1")
+		v.errorf(c.at(&c.Agent.RetainedSavepoints, c.Agent.Pos), "retained_savepoints %s: write 1 or more (5 is the default)", c.show(&c.Agent.RetainedSavepoints))
+	}
+	if c.Agent.DataDir == "" {
+		v.errorf(c.at(&c.Agent.DataDir, c.Agent.Pos), "data_dir \"\": write a directory, beside the pipeline file if relative (data is the default), or leave it out")
 	}
 	if t := c.Agent.LogSummaryInterval; t < time.Second {
-		v.errorf(c.Agent.Pos, "log_summary_interval %s is below 1s", c.show(&c.Agent.LogSummaryInterval))
+		v.errorf(c.at(&c.Agent.LogSummaryInterval, c.Agent.Pos), "log_summary_interval %s is below 1s", c.show(&c.Agent.LogSummaryInterval))
 	}
 	if c.Agent.MemoryLimit != "" {
 		n, err := humanize.ParseBytes(c.Agent.MemoryLimit)
 		switch {
 		case err != nil || n > math.MaxInt64:
-			v.errorf(c.Agent.Pos, "memory_limit: %s is not a size such as 48MiB or 64MB", c.show(&c.Agent.MemoryLimit))
+			v.errorf(c.at(&c.Agent.MemoryLimit, c.Agent.Pos), "memory_limit: %s is not a size such as 48MiB or 64MB", c.show(&c.Agent.MemoryLimit))
 		case n < 8<<20:
-			v.errorf(c.Agent.Pos, "memory_limit %s is below 8MiB, where the agent would do little but collect garbage", c.show(&c.Agent.MemoryLimit))
+			v.errorf(c.at(&c.Agent.MemoryLimit, c.Agent.Pos), "memory_limit %s is below 8MiB, where the agent would do little but collect garbage", c.show(&c.Agent.MemoryLimit))
 		default:
 			c.Agent.MemoryLimitBytes = int64(n)
 		}
 	}
 	if n, err := humanize.ParseBytes(c.Agent.MaxOutputBacklog); err != nil || n > math.MaxInt64 || n < 64<<10 {
-		v.errorf(c.Agent.Pos, "max_output_backlog: %s is not a size of at least 64KiB, such as 32MiB", c.show(&c.Agent.MaxOutputBacklog))
+		v.errorf(c.at(&c.Agent.MaxOutputBacklog, c.Agent.Pos), "max_output_backlog: %s is not a size of at least 64KiB, such as 32MiB", c.show(&c.Agent.MaxOutputBacklog))
 	} else {
 		c.Agent.MaxOutputBacklogBytes = int64(n)
 	}
 	if t := c.Agent.SyncInterval; t <= 0 || t > time.Minute {
-		v.errorf(c.Agent.Pos, "sync_interval %s is outside (0, 1m]: it bounds how long a received message waits to be durable", c.show(&c.Agent.SyncInterval))
+		v.errorf(c.at(&c.Agent.SyncInterval, c.Agent.Pos), "sync_interval %s is outside (0, 1m]: it bounds how long a received message waits to be durable", c.show(&c.Agent.SyncInterval))
 	}
 }
 
@@ -706,12 +711,25 @@ func (v *validator) agent() {
 func (v *validator) checkpoints() {
 	c := v.c
 	if mode, err := checkpoint.ParseMode(c.Checkpoints.Mode); err != nil {
-		v.errorf(c.Checkpoints.Pos, "%s", c.reason(&c.Checkpoints.Mode, err, "checkpointing mode %s is none of exactly-once, at-least-once, unaligned"))
+		v.errorf(c.at(&c.Checkpoints.Mode, c.Checkpoints.Pos), "%s", c.reason(&c.Checkpoints.Mode, err, "checkpointing mode %s is none of exactly-once, at-least-once, unaligned"))
 	} else if t := c.Checkpoints.AlignmentTimeout; t < 0 || t > 0 && mode != checkpoint.ExactlyOnce {
-		v.errorf(c.Checkpoints.Pos, "alignment_timeout must be positive and needs mode exactly-once (%s checkpoints do not align)", mode)
+		v.errorf(c.at(&c.Checkpoints.AlignmentTimeout, c.Checkpoints.Pos), "alignment_timeout must be positive and needs mode exactly-once (%s checkpoints do not align)", mode)
 	}
-	if c.Checkpoints.Timeout <= 0 || c.Checkpoints.MaxConcurrent < 1 || c.Checkpoints.Retained < 1 {
-		v.errorf(c.Checkpoints.Pos, "timeout, max_concurrent and retained must be positive")
+	ck := &c.Checkpoints
+	for _, f := range []struct {
+		field any
+		bad   bool
+		says  string
+	}{
+		{&ck.Interval, ck.Interval < 0, "interval %s: write 0s for checkpoints only when asked for, or a duration such as 10s (the default)"},
+		{&ck.Timeout, ck.Timeout <= 0, "timeout %s: a checkpoint must be given some time: write a duration such as 10m (the default)"},
+		{&ck.MaxConcurrent, ck.MaxConcurrent < 1, "max_concurrent %s: at least 1 checkpoint must be able to run: write 1 (the default) or more"},
+		{&ck.Retained, ck.Retained < 1, "retained %s keeps no checkpoint to restore from: write 1 or more (3 is the default)"},
+		{&ck.MaxChain, ck.MaxChain < 1, "max_chain %s: write 1 (every snapshot whole) or more (10 is the default)"},
+	} {
+		if f.bad {
+			v.errorf(c.at(f.field, ck.Pos), f.says, c.show(f.field))
+		}
 	}
 }
 
@@ -734,7 +752,7 @@ func (v *validator) id(p Pos, field *string) {
 // parallelism checks the parallelism n of the mapping at p.
 func (v *validator) parallelism(p Pos, n *int) {
 	if *n < 1 || *n > graph.DefaultMaxParallelism {
-		v.errorf(p, "parallelism %s is outside 1..%d", v.c.show(n), graph.DefaultMaxParallelism)
+		v.errorf(v.c.at(n, p), "parallelism %s is outside 1..%d", v.c.show(n), graph.DefaultMaxParallelism)
 	}
 }
 
@@ -770,17 +788,17 @@ func (v *validator) source(s *Source) {
 	for i, t := range s.Topics {
 		topic := entry{&s.Topics, i}
 		if _, _, err := mqttio.ParseTopicPattern(t); err != nil {
-			v.errorf(s.Pos, "%s", c.reason(topic, err, "topic %s is no pattern such as sensors/{device}/telemetry: a level is a {name} or text, and # only the last"))
+			v.errorf(c.at(topic, s.Pos), "%s", c.reason(topic, err, "topic %s is no pattern such as sensors/{device}/telemetry: a level is a {name} or text, and # only the last"))
 		}
 		if s.Parallelism > 1 && mqttio.IsShared(t) {
-			v.errorf(s.Pos, "source %s: topic %s is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", c.show(&s.ID), c.show(topic))
+			v.errorf(c.at(topic, s.Pos), "source %s: topic %s is a shared subscription, which a source of parallelism above 1 cannot take: its subtasks share the topics out among themselves, and each needs every message", c.show(&s.ID), c.show(topic))
 		}
 	}
 	if s.DeadLetterTopic != "" {
 		v.topic(&s.DeadLetterTopic, s.Pos, fmt.Sprintf("source %s: dead_letter_topic", c.show(&s.ID)), mqttio.CheckTopic)
 	}
 	if !slices.Contains(sourceFormats, s.Format) {
-		v.errorf(s.Pos, "source %s: format %s is neither %s nor %s", c.show(&s.ID), c.show(&s.Format), sourceFormats[0], sourceFormats[1])
+		v.errorf(c.at(&s.Format, s.Pos), "source %s: format %s is neither %s nor %s", c.show(&s.ID), c.show(&s.Format), sourceFormats[0], sourceFormats[1])
 	}
 }
 
@@ -800,6 +818,10 @@ func (v *validator) sink(s *Sink) {
 		v.topic(&s.Topic, s.Pos, fmt.Sprintf("sink %s: topic", c.show(&s.ID)), mqttio.CheckTopicTemplate)
 	}
 	if o := s.Output; o != nil {
+		if o.Version != 1 && o.Version != 2 {
+			v.errorf(c.at(&o.Version, o.Pos), "sink %s: output version %s: write 2 (the default) or 1", c.show(&s.ID), c.show(&o.Version))
+			return
+		}
 		if !slices.Contains(outputTimes, o.Time) {
 			v.errorf(c.at(&o.Time, o.Pos), "sink %s: output time %s is not one of %s", c.show(&s.ID), c.show(&o.Time), strings.Join(outputTimes, ", "))
 			return
@@ -879,7 +901,10 @@ func (v *validator) broker(name string, b *Broker) {
 	case b.Password != "" && b.PasswordFile != "":
 		v.errorf(b.Pos, "broker %q: password or password_file, not both", name)
 	case b.MaxInflight < 0 || b.MaxInflight > 65535:
-		v.errorf(b.Pos, "broker %q: max_inflight %s is outside 1..65535", name, v.c.show(&b.MaxInflight))
+		v.errorf(v.c.at(&b.MaxInflight, b.Pos), "broker %q: max_inflight %s is outside 1..65535", name, v.c.show(&b.MaxInflight))
+	}
+	if b.KeepAlive < time.Second {
+		v.errorf(v.c.at(&b.KeepAlive, b.Pos), "broker %q: keepalive %s: below 1s, a lost connection would go unnoticed (MQTT's 0 turns keepalives off): write 1s or more (30s is the default)", name, v.c.show(&b.KeepAlive))
 	}
 	if b.ClientID != "" {
 		if bad := badClientIDChars(b.ClientID); bad != "" {
@@ -977,7 +1002,7 @@ func (v *validator) users(name string, b *Broker) {
 		switch {
 		case u.Username == "":
 		case seen[u.Username]:
-			v.errorf(u.Pos, "broker %q: user %s is there twice", name, v.c.show(&u.Username))
+			v.errorf(v.c.at(&u.Username, u.Pos), "broker %q: user %s is there twice", name, v.c.show(&u.Username))
 		case (u.Password == "") == (u.PasswordFile == ""):
 			v.errorf(u.Pos, "broker %q: user %s needs password (such as ${MQTT_PASSWORD}) or password_file, one of them", name, v.c.show(&u.Username))
 		}

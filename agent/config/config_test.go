@@ -160,7 +160,7 @@ sinks:
 		`bad.yaml:19:18: operator "f": expr "value >" does not compile: unexpected token EOF (1:7)`,
 		`operator "w": unknown type "spin"`,
 		`bad.yaml:24:5: id "in" is used twice`,
-		`bad.yaml:20:5: operator "w": on_error "ignore" is none of dead-letter, drop, fail`,
+		`bad.yaml:23:15: operator "w": on_error "ignore" is none of dead-letter, drop, fail`,
 		`a union needs two inputs or more`,
 		`threshold's low (2) is above its high (1)`,
 		`operator "j": a join has exactly two inputs`,
@@ -222,7 +222,7 @@ func TestLogLevel(t *testing.T) {
 		}
 	}
 	_, errs = Parse("x.yaml", []byte("agent:\n  log_level: verbose\n"+pipeline), env(nil))
-	if want := `x.yaml:2:3: log_level: "verbose" is not one of debug, info, warn, error`; !strings.Contains(errs.Error(), want) {
+	if want := `x.yaml:2:14: log_level: "verbose" is not one of debug, info, warn, error`; !strings.Contains(errs.Error(), want) {
 		t.Fatalf("errors %q lack %q", errs.Error(), want)
 	}
 }
@@ -239,7 +239,7 @@ func TestMaxOutputBacklog(t *testing.T) {
 	}
 	for _, bad := range []string{"lots", "1KiB"} {
 		_, errs := Parse("x.yaml", []byte("agent:\n  max_output_backlog: "+bad+"\n"+pipeline), env(nil))
-		if want := `x.yaml:2:3: max_output_backlog: "` + bad + `" is not a size of at least 64KiB`; !strings.Contains(errs.Error(), want) {
+		if want := `x.yaml:2:23: max_output_backlog: "` + bad + `" is not a size of at least 64KiB`; !strings.Contains(errs.Error(), want) {
 			t.Errorf("errors %q lack %q", errs.Error(), want)
 		}
 	}
@@ -299,7 +299,7 @@ func TestMemoryLimit(t *testing.T) {
 		}
 	}
 	for limit, want := range map[string]string{
-		"lots": `x.yaml:2:3: memory_limit: "lots" is not a size`,
+		"lots": `x.yaml:2:17: memory_limit: "lots" is not a size`,
 		"-1MB": `"-1MB" is not a size`,
 		"4MiB": `memory_limit "4MiB" is below 8MiB`,
 	} {
@@ -317,8 +317,8 @@ func TestLogSettings(t *testing.T) {
 		t.Fatalf("defaults: format %q, summary every %v, errors %v", c.Agent.LogFormat, c.Agent.LogSummaryInterval, errs)
 	}
 	for agent, want := range map[string]string{
-		"log_format: xml":             `x.yaml:2:3: log_format: "xml" is neither text nor json`,
-		"log_summary_interval: 100ms": "x.yaml:2:3: log_summary_interval 100ms is below 1s",
+		"log_format: xml":             `x.yaml:2:15: log_format: "xml" is neither text nor json`,
+		"log_summary_interval: 100ms": "x.yaml:2:25: log_summary_interval 100ms is below 1s",
 	} {
 		_, errs := Parse("x.yaml", []byte("agent:\n  "+agent+"\n"+pipeline), env(nil))
 		if !strings.Contains(errs.Error(), want) {
@@ -373,7 +373,7 @@ func TestSinkOutputRefusals(t *testing.T) {
 		return []byte("brokers:\n  b: {url: tcp://broker:1883}\nsources:\n  - {id: s, simulator: {devices: 1, rate: 1}}\nsinks:\n  - id: out\n    input: s\n    broker: b\n    topic: out/{key}\n    output:\n" + output)
 	}
 	for output, want := range map[string]string{
-		"      version: 3\n":           `o.yaml:11:16: sink "out": output version 3: want 1 or 2`,
+		"      version: 3\n":           `o.yaml:11:16: sink "out": output version 3: write 2 (the default) or 1`,
 		"      time: iso\n":            `o.yaml:11:13: sink "out": output time "iso" is not one of millis, rfc3339, both`,
 		"      names: {key: value}\n":  `o.yaml:11:14: sink "out": output fields key and value would both be "value"`,
 		"      names: {kee: device}\n": `o.yaml:11:14: sink "out": output has no field "kee" to rename`,

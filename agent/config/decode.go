@@ -38,6 +38,11 @@ type entry struct {
 // inside the value is then a column of the file.
 type verbatim struct{ field any }
 
+// undecoded is the key under which positions note a field whose value did
+// not decode: it has its error, and is left to its default for the rest
+// of the checks, which must not find fault with it again.
+type undecoded struct{ field any }
+
 // Error is one problem in a config file, at a position.
 type Error struct {
 	File string
@@ -293,10 +298,14 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 		}
 		seen[k.Value] = true
 		f := v.FieldByIndex(idx)
-		if f.CanAddr() {
+		errs := len(d.errs)
+		if f.CanAddr() && !isNull(val) { // a null is left out, and takes the default
 			d.note(f.Addr().Interface(), val)
 		}
 		d.decode(val, f)
+		if f.CanAddr() && len(d.errs) > errs {
+			d.at[undecoded{f.Addr().Interface()}] = Pos{val.Line, val.Column}
+		}
 	}
 	for _, name := range known {
 		if required[name] && !seen[name] {
@@ -350,6 +359,9 @@ func parse(file string, data []byte, v any, lookup func(string) (string, bool), 
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
+		if p, msg, ok := syntaxError(d.lines, err.Error()); ok {
+			return Errors{{File: file, Pos: p, Msg: "not valid YAML: " + msg}}
+		}
 		line := 0
 		if _, err2 := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); err2 != nil {
 			line = 1

@@ -18,7 +18,7 @@ type DedupeSettings struct {
 var opDedupe = operatorKind{name: "dedupe", needs: []string{"ttl"}, keyed: true, keepsFields: true,
 	validate: func(v *validator, o *Operator, _ exprop.Fields) {
 		if o.TTL < time.Millisecond {
-			v.errorf(o.Pos, "operator %s: dedupe needs a ttl of at least 1ms", v.c.show(&o.ID))
+			v.errorf(v.c.at(&o.TTL, o.Pos), "operator %s: dedupe needs a ttl of at least 1ms", v.c.show(&o.ID))
 		}
 	},
 	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) { return graph.Dedupe(o.TTL), nil },

@@ -22,7 +22,7 @@ var opThreshold = operatorKind{name: "threshold", needs: []string{"high", "low"}
 		case o.High == nil || o.Low == nil:
 			v.errorf(o.Pos, "operator %s: threshold needs high and low", v.c.show(&o.ID))
 		case *o.Low > *o.High:
-			v.errorf(o.Pos, "operator %s: threshold's low (%s) is above its high (%s)", v.c.show(&o.ID), v.c.show(&o.Low), v.c.show(&o.High))
+			v.errorf(v.c.at(&o.Low, o.Pos), "operator %s: threshold's low (%s) is above its high (%s)", v.c.show(&o.ID), v.c.show(&o.Low), v.c.show(&o.High))
 		}
 	},
 	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {

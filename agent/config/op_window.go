@@ -63,8 +63,8 @@ var opWindow = operatorKind{name: "window", needs: []string{"window", "aggregate
 	validate: func(v *validator, o *Operator, _ exprop.Fields) { v.windowed(o) },
 	build:    buildWindowed(graph.Window),
 	doc: "Aggregates each key's values over windows and emits, when a window closes, a record per key: " +
-		"its value the aggregate, its time the window's last millisecond, its payload the window's `Start` and `End` " +
-		"(milliseconds) and `Count` of records."}
+		"its value the aggregate, its time the window's last millisecond, with the window's `start` and `end` " +
+		"(milliseconds) and `count` of records (docs/outputs.md)."}
 
 // opJoin aggregates each of its two inputs over the same windows and
 // subtracts the second's aggregate from the first's.
@@ -78,13 +78,13 @@ var opJoin = operatorKind{name: "join", needs: []string{"window", "aggregate"}, 
 	},
 	build: buildWindowed(graph.WindowJoin),
 	doc: "Aggregates each of its two inputs over the same tumbling or sliding windows and emits, when a window closes, " +
-		"a record per key that both inputs had in it: its value the first's aggregate minus the second's, its payload " +
-		"`Start`, `End`, `Left`, `Right`, `LeftCount` and `RightCount`."}
+		"a record per key that both inputs had in it: its value the first's aggregate minus the second's, with " +
+		"`start`, `end`, `left`, `right`, `left_count` and `right_count` (docs/outputs.md)."}
 
 // windowed checks the aggregate and the windows of window or join o.
 func (v *validator) windowed(o *Operator) {
 	if _, err := graph.ParseAggregate(o.Aggregate); err != nil {
-		v.errorf(o.Pos, "operator %s: %s", v.c.show(&o.ID), v.c.reason(&o.Aggregate, err, "aggregate %s is none of count, sum, min, max, avg, first, last"))
+		v.errorf(v.c.at(&o.Aggregate, o.Pos), "operator %s: %s", v.c.show(&o.ID), v.c.reason(&o.Aggregate, err, "aggregate %s is none of count, sum, min, max, avg, first, last"))
 	}
 	if o.Window == nil {
 		v.errorf(o.Pos, "operator %s: a window operator needs window", v.c.show(&o.ID))
@@ -122,7 +122,7 @@ func (w *Window) Spec(agg graph.Aggregate) (graph.WindowSpec, error) { return w.
 func (w *Window) spec(agg graph.Aggregate, show func(field any) string) (graph.WindowSpec, error) {
 	spec := graph.WindowSpec{Size: w.Size, Slide: w.Slide, AllowedLateness: w.AllowedLateness, Aggregate: agg,
 		ProcessingTime: w.Time == "processing"}
-	if w.Time != "" && !slices.Contains(windowTimes, w.Time) {
+	if !slices.Contains(windowTimes, w.Time) {
 		return spec, fmt.Errorf("window time %s is neither %s nor %s", show(&w.Time), windowTimes[0], windowTimes[1])
 	}
 	i := slices.IndexFunc(windowKinds, func(k windowKind) bool { return k.name == w.Kind })

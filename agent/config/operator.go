@@ -144,7 +144,7 @@ func (v *validator) operator(o *Operator) {
 	}
 	for i, in := range o.Inputs {
 		if !v.defined[in] {
-			v.errorf(o.Pos, "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
+			v.errorf(c.at(entry{&o.Inputs, i}, o.Pos), "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
 		}
 	}
 	k := kindNamed(o.Type)
@@ -160,18 +160,18 @@ func (v *validator) operator(o *Operator) {
 		}
 	}
 	if !slices.Contains(onErrors, o.OnError) {
-		v.errorf(o.Pos, "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
+		v.errorf(c.at(&o.OnError, o.Pos), "operator %s: on_error %s is none of %s", name, c.show(&o.OnError), strings.Join(onErrors, ", "))
 	}
 	if k == nil {
 		known := make([]string, len(operatorKinds))
 		for i, k := range operatorKinds {
 			known[i] = k.name
 		}
-		v.errorf(o.Pos, "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
+		v.errorf(c.at(&o.Type, o.Pos), "operator %s: unknown type %s (known: %s)", name, c.show(&o.Type), strings.Join(known, ", "))
 		return
 	}
 	if n := len(o.Inputs); n < k.inputs.min || k.inputs.max > 0 && n > k.inputs.max {
-		v.errorf(o.Pos, "operator %s: a %s %s", name, k.name, k.inputs.says)
+		v.errorf(c.at(&o.Inputs, o.Pos), "operator %s: a %s %s", name, k.name, k.inputs.says)
 	}
 	if k.keyed && o.KeyBy == "" {
 		v.errorf(o.Pos, "operator %s: %s is keyed: set key_by", name, k.name)

@@ -336,7 +336,9 @@ section shows whole files; ` + "`configs/`" + ` has examples.
 - ` + "`${VAR}`" + ` in a value is the environment variable VAR; an unset one is a problem. An error never shows such a value,
   only the text the file writes, for it is often a secret.
 - A duration is written as ` + "`500ms`, `10s`, `1m30s` or `2h`" + `; a size as ` + "`64KiB`, `32MiB` or `48MB`" + `.
-- A field left out takes its default, and so does one given as ` + "`0`" + ` or ` + "`\"\"`" + `.
+- A field left out (or given as ` + "`null`" + `) takes its default. A value the file writes is the value that runs, ` + "`0`" + ` and
+  ` + "`\"\"`" + ` too; where one cannot run, the error says what to write instead.
+- A field that takes one of a few words (` + "`json`, `tumbling`, `dead-letter`" + `) takes it in any case.
 - A relative path, in ` + "`agent.data_dir`" + ` and every ` + "`*_file`" + `, is taken beside the pipeline file, not in the working
   directory.
 

@@ -70,7 +70,7 @@ func (v *validator) remote() {
 	}
 	r.TLS = *r.TLSSetting
 	if strings.Contains(r.Endpoint, "://") || strings.Contains(r.Endpoint, "/") {
-		v.errorf(r.Pos, "remote: endpoint %s: want host:port, without a scheme or a path (tls: true for https)", v.c.show(&r.Endpoint))
+		v.errorf(v.c.at(&r.Endpoint, r.Pos), "remote: endpoint %s: want host:port, without a scheme or a path (tls: true for https)", v.c.show(&r.Endpoint))
 	}
 	if err := remote.ValidBucket(r.Bucket); r.Bucket != "" && err != nil {
 		v.errorf(v.c.at(&r.Bucket, r.Pos), "remote: %s", v.c.reason(&r.Bucket, err,
@@ -81,7 +81,7 @@ func (v *validator) remote() {
 		value *string
 	}{{"device", &r.Device}, {"restore_from_device", &r.RestoreFromDevice}} {
 		if err := remote.ValidDevice(*f.value); *f.value != "" && err != nil {
-			v.errorf(r.Pos, "remote: %s: %s", f.name, v.c.reason(f.value, err, "device name %s: want a non-empty name without slashes or surrounding spaces"))
+			v.errorf(v.c.at(f.value, r.Pos), "remote: %s: %s", f.name, v.c.reason(f.value, err, "device name %s: want a non-empty name without slashes or surrounding spaces"))
 		}
 	}
 	secret := func(field, value, file string) {
@@ -98,6 +98,9 @@ func (v *validator) remote() {
 		v.errorf(r.Pos, "remote: ca_file needs TLS, which tls: false turns off")
 	}
 	if r.Retained < 1 {
-		v.errorf(r.Pos, "remote: retained must be positive")
+		v.errorf(v.c.at(&r.Retained, r.Pos), "remote: retained %s keeps no upload to restore from: write 1 or more (default: checkpoints.retained)", v.c.show(&r.Retained))
+	}
+	if r.Timeout <= 0 {
+		v.errorf(v.c.at(&r.Timeout, r.Pos), "remote: timeout %s: a request must be given some time, 1s or more (1m is the default)", v.c.show(&r.Timeout))
 	}
 }

@@ -42,14 +42,14 @@ func TestRemoteSection(t *testing.T) {
 func TestRemoteRefusals(t *testing.T) {
 	for src, want := range map[string]string{
 		"remote:\n  bucket: bkt\n  access_key: a\n  secret_key: s\n":                                                  `r.yaml:7:3: missing required field "endpoint"`,
-		"remote:\n  endpoint: https://s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n":                     "r.yaml:7:3: remote: endpoint \"https://s3:9000\": want host:port, without a scheme",
+		"remote:\n  endpoint: https://s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n":                     "r.yaml:7:13: remote: endpoint \"https://s3:9000\": want host:port, without a scheme",
 		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  secret_key: s\n":                                              "r.yaml:7:3: remote: needs access_key (for example ${S3_ACCESS_KEY}) or access_key_file",
 		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  secret_key_file: f\n":       "r.yaml:7:3: remote: secret_key or secret_key_file, not both",
 		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  ca_file: c\n  tls: false\n": "r.yaml:7:3: remote: ca_file needs TLS, which tls: false turns off",
 		"remote:\n  endpoint: s3:9000\n  bucket: b\n  access_key: a\n  secret_key: s\n":                               `r.yaml:8:11: remote: bucket "b": bucket name cannot be shorter than 3 characters; S3 takes 3 to 63 lower-case letters`,
 		"remote:\n  endpoint: s3:9000\n  bucket: My_Bucket\n  access_key: a\n  secret_key: s\n":                       `r.yaml:8:11: remote: bucket "My_Bucket": bucket name contains invalid characters`,
-		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  device: a/b\n":              "r.yaml:7:3: remote: device: device name \"a/b\"",
-		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  retained: -1\n":             "r.yaml:7:3: remote: retained must be positive",
+		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  device: a/b\n":              "r.yaml:11:11: remote: device: device name \"a/b\"",
+		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  retained: -1\n":             "r.yaml:11:13: remote: retained -1 keeps no upload to restore from",
 		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: ${NOPE}\n":                       "r.yaml:10:15: environment variable NOPE is not set",
 		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  tls: maybe\n":               "r.yaml:11:8: want true or false",
 		"remote:\n  endpoint: s3:9000\n  bucket: bkt\n  access_key: a\n  secret_key: s\n  region: x\n":                `r.yaml:11:3: unknown field "region"`,

@@ -517,7 +517,7 @@ func TestValidateReportsPositions(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("validate of a bad file: %v, want exit status 2", err)
 	}
-	for _, want := range []string{bad + `:4:5: unknown field "colour"`, bad + `:6:5: operator "b": unknown type "spin"`} {
+	for _, want := range []string{bad + `:4:5: unknown field "colour"`, bad + `:7:11: operator "b": unknown type "spin"`} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("validate output lacks %q:\n%s", want, stderr.String())
 		}

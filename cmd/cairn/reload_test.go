@@ -136,7 +136,7 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 	// An invalid edit: reported with its position, the pipeline goes on.
 	replaceFile(t, file, strings.Replace(fmt.Sprintf(reloadConfig, data, port, "300ms"), "type: count", "type: tally", 1))
 	line := p.Await(t, regexp.MustCompile(`pipeline file changed but is invalid.*`), 30*time.Second)[0]
-	if !strings.Contains(line, file+`:13:5: operator \"counts\": unknown type \"tally\"`) {
+	if !strings.Contains(line, file+`:14:11: operator \"counts\": unknown type \"tally\"`) {
 		t.Fatalf("the rejection does not name the position: %s", line)
 	}
 	p.Await(t, completeLine, 30*time.Second)
@@ -148,7 +148,7 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 	if json.Unmarshal(out, &st) != nil || st.State != "running" || !strings.Contains(st.ConfigError, "unknown type") {
 		t.Fatalf("status after an invalid edit:\n%s", out)
 	}
-	want := `pipeline file changed but NOT applied (the running pipeline goes on): ` + file + `:13:5: operator "counts": unknown type "tally"`
+	want := `pipeline file changed but NOT applied (the running pipeline goes on): ` + file + `:14:11: operator "counts": unknown type "tally"`
 	if out, err := exec.Command(bin, "status", "--data-dir", data).Output(); err != nil || !strings.Contains(string(out), want) {
 		t.Fatalf("cairn status after an invalid edit: %v, want %q:\n%s", err, want, out)
 	}

@@ -44,9 +44,9 @@ var typeNames = []string{Any: "any", Number: "number", String: "string", Bool: "
 
 func (t Type) String() string { return typeNames[t] }
 
-// ParseType reads a type by its name.
+// ParseType reads a type by its name, in any case.
 func ParseType(name string) (Type, error) {
-	if i := slices.Index(typeNames, name); i >= 0 {
+	if i := slices.IndexFunc(typeNames, func(n string) bool { return strings.EqualFold(n, name) }); i >= 0 {
 		return Type(i), nil
 	}
 	return Any, fmt.Errorf("type %q is none of %s", name, strings.Join(typeNames[1:], ", ")+" or any")

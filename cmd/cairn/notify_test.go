@@ -85,6 +85,25 @@ func (s *notifySocket) await(t *testing.T, key string, d time.Duration) (msg map
 	}
 }
 
+// awaitReady returns the first READY=1 message, failing t if none comes
+// within d or p ends first.
+func (s *notifySocket) awaitReady(t *testing.T, p *cairntest.Proc, d time.Duration) map[string]string {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case msg := <-s.msgs:
+			if msg["READY"] == "1" {
+				return msg
+			}
+		case <-p.Ended():
+			t.Fatalf("the agent ended (%v) before it sent READY=1:\n%s", p.Wait(), p.Log())
+		case <-deadline:
+			t.Fatalf("no READY=1 on %s within %v:\n%s", s.name, d, p.Log())
+		}
+	}
+}
+
 // drain returns the messages that came before now: it sends a mark of
 // its own and takes what comes before it.
 func (s *notifySocket) drain(t *testing.T) []map[string]string {
@@ -129,8 +148,8 @@ func TestNotify(t *testing.T) {
 	t.Setenv("WATCHDOG_PID", "")
 
 	p := startAgent(t, bin, file)
-	ready, _ := notify.await(t, "READY", 30*time.Second)
-	if ready["READY"] != "1" || !strings.HasPrefix(ready["STATUS"], "running "+file) {
+	ready := notify.awaitReady(t, p, 30*time.Second)
+	if !strings.HasPrefix(ready["STATUS"], "running "+file) {
 		t.Fatalf("the readiness message is %q, want READY=1 and a STATUS saying the pipeline runs", ready)
 	}
 	// Ready means running, listening: the control socket answers at once.
@@ -171,7 +190,7 @@ func TestNotify(t *testing.T) {
 	// A watchdog for another process: readiness, and no ping.
 	t.Setenv("WATCHDOG_PID", "1")
 	p = startAgent(t, bin, file)
-	notify.await(t, "READY", 30*time.Second)
+	notify.awaitReady(t, p, 30*time.Second)
 	p.Await(t, completeLine, 30*time.Second)
 	p.Await(t, completeLine, 30*time.Second) // checkpoints every 100 ms: a second or so
 	p.Signal(unix.SIGTERM)

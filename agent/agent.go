@@ -220,8 +220,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 			log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
 		}
 	}
+	notify := newNotifier(log)
 	for {
-		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, fatal, log)
+		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, fatal, notify, log)
 		if err != nil || next == nil {
 			return err
 		}
@@ -305,9 +306,11 @@ func missing(ids []string, cfg *config.Config) []string {
 
 // runIncarnation runs one graph until the agent stops (nil config) or a
 // valid new config replaces it; completed reports whether a checkpoint
-// completed meanwhile.
+// completed meanwhile. It tells the service manager (notify) when the
+// graph runs, reloads or stops, and pings its watchdog from its loop.
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
-	ctl *control, changes, reload <-chan struct{}, fatal <-chan error, log *slog.Logger) (next *config.Config, completed bool, err error) {
+	ctl *control, changes, reload <-chan struct{}, fatal <-chan error, notify *notifier, log *slog.Logger) (next *config.Config, completed bool, err error) {
+	notify.Status("restoring the pipeline's state")
 	d.sources, d.sinks, d.late, d.brokerStates = nil, nil, make(map[string]*atomic.Int64), nil
 	d.backlog = mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
 		if held {
@@ -398,6 +401,14 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		interval: interval, lateCheckpoints: lateCheckpoints,
 		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
+	running := fmt.Sprintf("running %s (%s)", ctl.pipeline, mode)
+	notify.Ready(running)
+	var ping <-chan time.Time // the watchdog's, when systemd wants pings
+	if every := notify.Watchdog(); every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		ping = t.C
+	}
 	stop := func() error {
 		holding.Store(true)
 		finalCheckpoint(job, done, log)
@@ -407,6 +418,9 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	}
 	for {
 		select {
+		case <-ping:
+			notify.Ping()
+			continue
 		case err := <-ran:
 			return nil, false, nothingRestored(err)
 		case err := <-fatal:
@@ -415,9 +429,11 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			return nil, false, err
 		case <-ctx.Done():
 			ctl.stopping.Store(true)
+			notify.Stopping("stopping: taking a final checkpoint")
 			return nil, false, stop()
 		case req := <-ctl.stops:
 			ctl.stopping.Store(true)
+			notify.Stopping("stopping as asked: taking a final checkpoint")
 			resp, err := ctl.stopWith(ctx, ctl.current.Load(), req, holding.Store)
 			if err != nil {
 				req.reply <- stopReply{err: err}
@@ -435,21 +451,25 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		if err != nil {
 			log.Error("pipeline file changed but is invalid; the running pipeline goes on", "errors", err.Error())
 			ctl.setConfigError(err)
+			notify.Status("%s; the changed file is not applied: see the log", running)
 			continue
 		}
 		if _, err := build(next, &deps{logs: d.logs, clientID: d.clientID, brokers: d.brokers, dataDir: d.dataDir, late: map[string]*atomic.Int64{}, log: log}); err != nil {
 			log.Error("pipeline file changed but its graph cannot be built; the running pipeline goes on", "err", err)
 			ctl.setConfigError(err)
+			notify.Status("%s; the changed file is not applied: see the log", running)
 			continue
 		}
 		if why := unappliable(cfg, next); why != "" {
 			err := fmt.Errorf("%s changed: restart cairn to apply", why)
 			log.Error("pipeline file changed in a way that cannot be applied live; the running pipeline goes on", "err", err)
 			ctl.setConfigError(err)
+			notify.Status("%s; the changed file is not applied: see the log", running)
 			continue
 		}
 		ctl.setConfigError(nil)
 		log.Info("pipeline file changed; stopping with a checkpoint to restart the new graph")
+		notify.Reloading("reloading: taking a final checkpoint, then starting the changed pipeline")
 		if err := stop(); err != nil {
 			return nil, false, err
 		}

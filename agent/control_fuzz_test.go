@@ -64,7 +64,7 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := runIncarnation(ctx, cfg, d, store, nil, ctl, nil, nil, nil, log)
+		_, _, err := runIncarnation(ctx, cfg, d, store, nil, ctl, nil, nil, nil, nil, log)
 		done <- err
 	}()
 	tb.Cleanup(func() {

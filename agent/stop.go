@@ -176,7 +176,7 @@ func (c *control) stopWith(ctx context.Context, inc *incarnation, req stopReques
 // savepointOnce returns from, the savepoint at path that a start was given,
 // unless it was restored on dataDir before and a checkpoint has completed
 // in store since (a --from-savepoint left in the unit, under
-// Restart=always): then nil, and the start restores the store's newest
+// a unit that restarts it): then nil, and the start restores the store's newest
 // checkpoint, as Flink does once a job restored from a savepoint. Else it
 // notes that from is restored now.
 func savepointOnce(path string, from *savepoint.Savepoint, dataDir string, store *localrecovery.Store, log *slog.Logger) (*savepoint.Savepoint, error) {

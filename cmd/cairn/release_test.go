@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -80,7 +82,17 @@ func TestRelease(t *testing.T) {
 	}
 
 	out := t.TempDir()
+	// Without a maintainer the release stops before it builds anything.
 	release := exec.Command("../../.ci/release", append([]string{"--out", out}, names...)...)
+	release.Env = withoutMaintainer(os.Environ())
+	if log, err := release.CombinedOutput(); release.ProcessState.ExitCode() != 2 || !strings.Contains(string(log), "who maintains the package?") {
+		t.Errorf(".ci/release without a maintainer: %v, want exit status 2 and a question\n%s", err, log)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) > 0 {
+		t.Errorf(".ci/release without a maintainer made %d files", len(ents))
+	}
+	release = exec.Command("../../.ci/release", append([]string{"--out", out, "--maintainer", testMaintainer}, names...)...)
+	release.Env = withoutMaintainer(os.Environ())
 	start := time.Now()
 	log, err := release.CombinedOutput()
 	if err != nil {
@@ -108,6 +120,19 @@ func TestRelease(t *testing.T) {
 	if !slices.Equal(files, want) {
 		t.Errorf("SHA256SUMS lists %v, want %v", files, want)
 	}
+}
+
+// testMaintainer is the Maintainer the test gives the release: a
+// reserved domain, as a package built by a test is nobody's.
+const testMaintainer = "cairn release test <release-test@cairn.invalid>"
+
+// withoutMaintainer returns env without the variables .ci/release takes
+// a maintainer from.
+func withoutMaintainer(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "CAIRN_MAINTAINER" || name == "DEBFULLNAME" || name == "DEBEMAIL"
+	})
 }
 
 // checkSums verifies dir's SHA256SUMS (sha256sum's format) and returns
@@ -231,7 +256,10 @@ func checkDeb(t *testing.T, deb string, a releaseArch, version, commit string) {
 			t.Errorf("control: %s is %q, want %q", k, fields[k], v)
 		}
 	}
-	for _, k := range []string{"Maintainer", "Installed-Size", "Description"} {
+	if fields["Maintainer"] != testMaintainer {
+		t.Errorf("control: Maintainer is %q, want %q as given", fields["Maintainer"], testMaintainer)
+	}
+	for _, k := range []string{"Installed-Size", "Description"} {
 		if fields[k] == "" {
 			t.Errorf("control: no %s", k)
 		}
@@ -284,6 +312,7 @@ func checkDeb(t *testing.T, deb string, a releaseArch, version, commit string) {
 		"./usr/share/doc/":                                 dir,
 		"./usr/share/doc/cairn/":                           dir,
 		"./usr/share/doc/cairn/changelog.gz":               file,
+		"./usr/share/doc/cairn/copyright":                  file,
 		"./usr/share/lintian/":                             dir,
 		"./usr/share/lintian/overrides/":                   dir,
 		"./usr/share/lintian/overrides/cairn":              file,
@@ -335,6 +364,10 @@ func checkDeb(t *testing.T, deb string, a releaseArch, version, commit string) {
 			t.Errorf("%s is not `cairn completion %s` (exit status %d)", c.path, c.shell, code)
 		}
 	}
+	if changelog := gunzip(t, filepath.Join(root, "usr/share/doc/cairn/changelog.gz")); !strings.Contains(changelog, "\n -- "+testMaintainer+"  ") {
+		t.Errorf("the changelog is not signed by %q:\n%s", testMaintainer, changelog)
+	}
+	checkCopyright(t, read("usr/share/doc/cairn/copyright"), filepath.Join(root, "usr/bin/cairn"))
 	checkMaintainerScripts(t, deb)
 	if a.goarch != runtime.GOARCH {
 		return
@@ -406,4 +439,152 @@ func dpkgDeb(t *testing.T, args ...string) string {
 		t.Fatalf("dpkg-deb %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out)
+}
+
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// parseDEP5 parses a copyright file in Debian's machine-readable format
+// (copyright-format 1.0): paragraphs of fields, separated by empty lines;
+// a field's further lines begin with a space, " ." standing for an empty
+// one. A value is its lines joined by newlines.
+func parseDEP5(text string) ([]map[string]string, error) {
+	var paras []map[string]string
+	var para map[string]string
+	var last string
+	for n, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		switch {
+		case strings.TrimSpace(line) == "":
+			para = nil
+		case line[0] == ' ' || line[0] == '\t':
+			if para == nil {
+				return nil, fmt.Errorf("line %d continues no field", n+1)
+			}
+			cont := strings.TrimSpace(line)
+			if cont == "." {
+				cont = ""
+			}
+			para[last] += "\n" + cont
+		default:
+			name, value, ok := strings.Cut(line, ":")
+			if !ok || name == "" || strings.ContainsAny(name, " \t") {
+				return nil, fmt.Errorf("line %d is no field: %q", n+1, line)
+			}
+			if para == nil {
+				para = make(map[string]string)
+				paras = append(paras, para)
+			}
+			if _, dup := para[name]; dup {
+				return nil, fmt.Errorf("line %d: a second %s field in one paragraph", n+1, name)
+			}
+			para[name], last = strings.TrimSpace(value), name
+		}
+	}
+	return paras, nil
+}
+
+// checkCopyright checks the .deb's copyright file: it parses as
+// copyright-format 1.0; each Files paragraph has its Copyright and
+// License; each licence it cites has its text, in the paragraph or in a
+// stand-alone License paragraph (or Debian's copy, in
+// /usr/share/common-licenses), and no stand-alone paragraph is unused or
+// doubled; cairn is Apache-2.0; and every module `go version -m` lists
+// for bin, and Go's standard library, has its paragraph.
+func checkCopyright(t *testing.T, text, bin string) {
+	paras, err := parseDEP5(text)
+	if err != nil {
+		t.Fatalf("the copyright file does not parse: %v", err)
+	}
+	if len(paras) == 0 || paras[0]["Format"] != "https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" {
+		t.Fatalf("the copyright file's header has no Format of copyright-format 1.0")
+	}
+	standalone := make(map[string]string) // short name → text
+	cited := make(map[string]bool)
+	var files []map[string]string
+	for _, p := range paras[1:] {
+		if _, ok := p["Files"]; !ok {
+			name, licence, _ := strings.Cut(p["License"], "\n")
+			if _, dup := standalone[name]; dup || name == "" {
+				t.Errorf("stand-alone License paragraph %q is doubled or unnamed", name)
+			}
+			standalone[name] = licence
+			continue
+		}
+		files = append(files, p)
+	}
+	// hasText reports whether licence is a text, or names Debian's copy.
+	hasText := func(licence string) bool {
+		if m := regexp.MustCompile(`/usr/share/common-licenses/([\w.+-]+)`).FindStringSubmatch(licence); m != nil {
+			_, errDir := os.Stat("/usr/share/common-licenses")
+			_, err := os.Stat("/usr/share/common-licenses/" + m[1])
+			return err == nil || errDir != nil // checked where there is a Debian to check against
+		}
+		return len(strings.Fields(licence)) >= 50
+	}
+	byComment := make(map[string]map[string]string) // first line of Comment → paragraph
+	for _, p := range files {
+		if p["Copyright"] == "" || p["License"] == "" {
+			t.Errorf("Files: %s has no Copyright or License", p["Files"])
+		}
+		expr, licence, _ := strings.Cut(p["License"], "\n")
+		for _, name := range regexp.MustCompile(`\s+(?:and|or)\s+|,\s*`).Split(expr, -1) {
+			cited[name] = true
+			if text, ok := standalone[name]; licence == "" && (!ok || !hasText(text)) {
+				t.Errorf("Files: %s cites %s, which has no text", p["Files"], name)
+			}
+		}
+		if licence != "" && !hasText(licence) {
+			t.Errorf("Files: %s gives the text of %s, but it is too short to be one: %q", p["Files"], expr, licence)
+		}
+		first, _, _ := strings.Cut(p["Comment"], "\n")
+		byComment[first] = p
+	}
+	for name := range standalone {
+		if !cited[name] {
+			t.Errorf("stand-alone License paragraph %s is cited by no Files paragraph", name)
+		}
+	}
+
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := files[0]; p["Files"] != "*" || p["License"] != "Apache-2.0" {
+		t.Errorf("the first Files paragraph is %q, %q; want cairn's, *, Apache-2.0", p["Files"], p["License"])
+	}
+	for _, d := range info.Deps {
+		p := byComment[d.Path+" "+d.Version]
+		switch {
+		case p == nil:
+			t.Errorf("the binary links %s %s, which the copyright file does not name", d.Path, d.Version)
+		case d.Replace != nil && strings.HasPrefix(d.Replace.Path, "./"):
+			if want := strings.TrimPrefix(d.Replace.Path, "./") + "/*"; p["Files"] != want || !strings.Contains(p["Comment"], "modified") {
+				t.Errorf("%s is replaced by cairn's copy, but its paragraph has Files: %s and does not say it is modified", d.Path, p["Files"])
+			}
+		case p["Files"] != "vendor/"+d.Path+"/*":
+			t.Errorf("%s: Files %q, want its path in a vendor directory", d.Path, p["Files"])
+		}
+	}
+	std := false
+	for _, p := range files {
+		std = std || strings.Contains(p["Comment"], "Go standard library") && strings.Contains(p["Comment"], info.GoVersion+",") && p["License"] == "BSD-3-clause"
+	}
+	if !std {
+		t.Errorf("the copyright file has no BSD-3-clause paragraph for the standard library of %s", info.GoVersion)
+	}
 }

@@ -29,7 +29,9 @@
 // checkpoint that changed nothing (checkpoint.Manifest.SameAs) is not
 // given to the store, and writes nothing. Retention keeps the newest
 // Retain completed checkpoints and the buckets their snapshots and chains
-// are in, and deletes the other buckets whole: bbolt frees their pages
+// are in (a bucket kept only for the snapshots newer checkpoints share
+// loses its completion record: the file lists only what is retained),
+// and deletes the other buckets whole: bbolt frees their pages
 // without rewriting them, and the next transactions write into them, so
 // the file stops growing. The price of one transaction is memory: a
 // checkpoint's snapshots are held until it completes, and bbolt holds the

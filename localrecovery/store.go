@@ -636,7 +636,9 @@ func readState(tx *bolt.Tx, h checkpoint.StateHandle) ([]byte, error) {
 // and the deletes of retention, and commits: m and everything it names
 // are durable together once it returns (I4), and nothing of it is there
 // if it fails. Retention keeps the newest Retain completed checkpoints and
-// the checkpoint buckets that their snapshots and chains are in.
+// the checkpoint buckets that their snapshots and chains are in; a bucket
+// kept only for the snapshots newer checkpoints share loses its completion
+// record, so that the file holds, and lists, just the retained checkpoints.
 func (s *Store) Complete(m *checkpoint.Manifest) error {
 	record, err := encodeRecord(m)
 	if err != nil {
@@ -666,10 +668,15 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 	slices.SortStableFunc(kept, func(a, b *checkpoint.Manifest) int { return cmp.Compare(b.ID, a.ID) })
 	kept = kept[:min(len(kept), s.opts.Retain)]
 	needed := neededBuckets(kept)
-	var dropped []uint64
+	var dropped, retired []uint64
 	for id := range s.buckets {
 		if !needed[id] {
 			dropped = append(dropped, id)
+		}
+	}
+	for _, old := range s.completed {
+		if needed[old.ID] && !slices.Contains(kept, old) {
+			retired = append(retired, old.ID) // its bucket holds snapshots kept ones share
 		}
 	}
 	s.mu.Unlock()
@@ -701,6 +708,13 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 		for _, id := range dropped {
 			if err := tx.DeleteBucket(checkpointBucket(id)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 				return err
+			}
+		}
+		for _, id := range retired {
+			if b := tx.Bucket(checkpointBucket(id)); b != nil {
+				if err := b.Delete(keyRecord); err != nil {
+					return err
+				}
 			}
 		}
 		s.failpoint("retention")

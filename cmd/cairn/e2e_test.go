@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,8 +98,9 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 	}
 
 	first := startAgent(t, bin, config)
-	for range 3 {
-		first.Await(t, completeLine, 30*time.Second)
+	var last int
+	for last < 5 { // more than the 3 retained
+		last, _ = strconv.Atoi(first.Await(t, completeLine, 30*time.Second)[1])
 	}
 	first.Kill()
 
@@ -111,6 +113,11 @@ func TestAgentCrashRestartInPlace(t *testing.T) {
 		t.Fatalf("cairn checkpoints printed:\n%s", out)
 	}
 	newest := strings.Fields(rows[1])[0]
+	// A stopped agent's store lists what it retains, newest first: the
+	// checkpoints.retained default, 3, not every one it ever completed.
+	if n, _ := strconv.Atoi(newest); len(rows) != 1+3 || n < last || strings.Fields(rows[3])[0] != strconv.Itoa(n-2) {
+		t.Fatalf("cairn checkpoints of a stopped agent, whose checkpoint %d completed:\n%s\nwant the 3 retained, newest first", last, out)
+	}
 
 	second := startAgent(t, bin, config)
 	if got := second.Await(t, restoreLine, 30*time.Second)[1]; got != newest {

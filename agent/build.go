@@ -53,7 +53,7 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		cc.ClientID = b.ClientID + "-" + suffix
 	}
 	if br := d.brokers[name]; b.Embedded && br != nil {
-		cc.Broker = br.URL()
+		cc.Broker, cc.Dial = br.URL(), br.DialAgent
 		cc.Username, cc.Password = br.Credentials()
 	}
 	pw, err := secret(cc.Password, b.PasswordFile, "password_file")

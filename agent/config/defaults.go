@@ -9,12 +9,16 @@ import (
 
 // applyDefaults fills in what the file left out: a field still zero takes
 // the value its `default` tag gives (setDefaults); but an embedded
-// broker's max_inflight is EmbeddedMaxInflight, and remote.retained is
+// broker's max_inflight is EmbeddedMaxInflight, an embedded broker has
+// limits even if the file says none, and remote.retained is
 // checkpoints.retained.
 func (c *Config) applyDefaults() {
 	for _, b := range c.Brokers {
 		if b.Embedded && b.MaxInflight == 0 {
 			b.MaxInflight = EmbeddedMaxInflight
+		}
+		if b.Embedded && b.Limits == nil {
+			b.Limits = &BrokerLimits{}
 		}
 	}
 	setDefaults(reflect.ValueOf(c).Elem())

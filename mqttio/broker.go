@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"strings"
+	"sync"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -29,6 +30,7 @@ type Broker struct {
 	guard   *brokerGuard
 	refer   *refusals
 	own     [2]string // the user and password of the agent's own clients
+	closing sync.Once
 }
 
 // EmbeddedMaxPacket is the largest MQTT packet the embedded broker takes:
@@ -126,11 +128,13 @@ func (b *Broker) DialAgent() (net.Conn, error) { return net.Dial("unix", b.agent
 // logged, and of no use on the clients' listener.
 func (b *Broker) Credentials() (user, password string) { return b.own[0], b.own[1] }
 
-// Close stops the broker, and logs the refusals not logged yet.
+// Close stops the broker, once, and logs the refusals not logged yet.
 func (b *Broker) Close() error {
-	err := b.srv.Close()
-	b.refer.close()
-	return err
+	b.closing.Do(func() {
+		b.srv.Close()
+		b.refer.close()
+	})
+	return nil
 }
 
 // brokerAuth decides who connects to an embedded broker (BrokerConfig),

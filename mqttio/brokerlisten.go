@@ -48,6 +48,7 @@ type clientListener struct {
 	ln    net.Listener
 	rates *addrRates
 	open  atomic.Int64 // connections accepted and not closed
+	conns connSet      // the same
 	large receiving    // the budget of large packets
 	times listenTimes
 	end   sync.Once
@@ -91,9 +92,15 @@ func (l *clientListener) Serve(establish listeners.EstablishFn) {
 		conn = &meteredConn{Conn: conn, budget: &l.large, times: l.times, stalled: func() {
 			l.refer.note(slog.LevelWarn, remote, "embedded broker closed a client's connection: it read nothing", 1, slog.Duration("for", l.times.writeStall))
 		}}
+		if !l.conns.add(conn) {
+			conn.Close()
+			l.open.Add(-1)
+			return // closed meanwhile
+		}
 		go func() {
 			err := establish(clientsListener, conn)
 			conn.Close()
+			l.conns.remove(conn)
 			l.open.Add(-1)
 			l.ended(remote, err)
 		}()
@@ -114,12 +121,17 @@ func (l *clientListener) ended(remote string, err error) {
 	}
 }
 
+// Close stops taking connections, then ends those taken: the clients'
+// (closeClients), and those that have not sent their CONNECT yet. (mochi
+// waits for all of them to end; one taken after closeClients, a client
+// reconnecting at once, would hold its Close for good.)
 func (l *clientListener) Close(closeClients listeners.CloseFn) {
 	l.end.Do(func() {
-		closeClients(clientsListener)
 		if l.ln != nil {
 			l.ln.Close()
 		}
+		closeClients(clientsListener)
+		l.conns.closeAll()
 	})
 }
 
@@ -132,10 +144,11 @@ var errRefused = errors.New("refused by the embedded broker's limits")
 // may connect to (ownPeer), so that no client of the network or of the
 // device shares the limits, the rate or the room of the agent's.
 type agentClientListener struct {
-	name string // the socket's
-	ln   net.Listener
-	log  *slog.Logger
-	end  sync.Once
+	name  string // the socket's
+	ln    net.Listener
+	log   *slog.Logger
+	conns connSet
+	end   sync.Once
 }
 
 func (l *agentClientListener) ID() string       { return agentListener }
@@ -158,9 +171,14 @@ func (l *agentClientListener) Serve(establish listeners.EstablishFn) {
 			l.log.Warn("embedded broker refused a connection to the agent's socket", "err", err)
 			continue
 		}
+		if !l.conns.add(conn) {
+			conn.Close()
+			return
+		}
 		go func() {
 			err := establish(agentListener, conn)
 			conn.Close()
+			l.conns.remove(conn)
 			if err != nil && !clientGone(err) {
 				l.log.Debug("the agent's connection to its embedded broker ended", "err", err)
 			}
@@ -168,13 +186,53 @@ func (l *agentClientListener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
+// Close stops taking connections, then ends those taken, as
+// clientListener.Close does.
 func (l *agentClientListener) Close(closeClients listeners.CloseFn) {
 	l.end.Do(func() {
-		closeClients(agentListener)
 		if l.ln != nil {
 			l.ln.Close()
 		}
+		closeClients(agentListener)
+		l.conns.closeAll()
 	})
+}
+
+// connSet is the connections a listener took and that have not ended.
+type connSet struct {
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+// add adds c, unless the set was closed.
+func (s *connSet) add(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]bool)
+	}
+	s.conns[c] = true
+	return true
+}
+
+func (s *connSet) remove(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+// closeAll closes the connections and takes no more.
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
 }
 
 // maxRateAddrs bounds the addresses addrRates keeps a bucket for: when

@@ -287,3 +287,28 @@ func TestEmbeddedBrokerWriteStall(t *testing.T) {
 		t.Fatalf("refused %v", b.refer.counted())
 	}
 }
+
+// TestEmbeddedBrokerCloses: Close ends every connection, those that have
+// not sent their CONNECT too (mochi waits for all of them: one left would
+// hold the agent's stop), and takes no more.
+func TestEmbeddedBrokerCloses(t *testing.T) {
+	b, addr := startTimedBroker(t, BrokerLimits{}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
+	for range 5 {
+		dialRaw(t, addr) // no CONNECT
+	}
+	c := dialRaw(t, addr)
+	if code, err := c.Connect(mqttraw.Session{ID: "connected"}); err != nil || code != 0 {
+		t.Fatalf("CONNACK %d, %v", code, err)
+	}
+	agent, err := b.DialAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	testwait.Recv(t, closed, 10*time.Second, "the broker to close")
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Fatal("a connection taken after Close")
+	}
+}

@@ -500,6 +500,11 @@ func unappliable(old, next *config.Config) string {
 		for k, b := range c.Brokers {
 			bb := *b
 			bb.Pos, bb.Users = config.Pos{}, nil
+			if b.Limits != nil {
+				l := *b.Limits
+				l.Pos = config.Pos{}
+				bb.Limits = &l
+			}
 			for _, u := range b.Users {
 				uu := *u
 				uu.Pos = config.Pos{}

@@ -53,7 +53,7 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		cc.ClientID = b.ClientID + "-" + suffix
 	}
 	if br := d.brokers[name]; b.Embedded && br != nil {
-		cc.Broker = br.URL()
+		cc.Broker, cc.Dial = br.URL(), br.DialAgent
 		cc.Username, cc.Password = br.Credentials()
 	}
 	pw, err := secret(cc.Password, b.PasswordFile, "password_file")
@@ -66,10 +66,11 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 
 // brokerConfig is what an embedded broker b is started with: its users
 // (passwords read from their files), whether it lets in anonymous clients,
-// and the agent's own client ids (of base clientID), which no one else may
-// take.
+// the agent's own client ids (of base clientID), which no one else may
+// take, and its limits.
 func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error) {
-	bc := mqttio.BrokerConfig{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-"}
+	bc := mqttio.BrokerConfig{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-",
+		Limits: b.Limits.MQTT()}
 	for _, u := range b.Users {
 		if bc.Users == nil {
 			bc.Users = make(map[string]string)

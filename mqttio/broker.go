@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"strings"
+	"sync"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -18,11 +20,17 @@ import (
 const DefaultBrokerAddr = "127.0.0.1:18830"
 
 // Broker is an embedded MQTT broker (mochi-mqtt), for demos and tests. It
-// keeps sessions in memory: they do not survive the process.
+// keeps sessions in memory: they do not survive the process. Its clients
+// connect to BrokerConfig.Addr, bound by BrokerConfig.Limits; the agent's
+// own, to a socket of their own (DialAgent).
 type Broker struct {
-	srv      *mqtt.Server
-	listener *listeners.TCP
-	own      [2]string // the user and password of the agent's own clients
+	srv     *mqtt.Server
+	clients *clientListener
+	agent   *agentClientListener
+	guard   *brokerGuard
+	refer   *refusals
+	own     [2]string // the user and password of the agent's own clients
+	closing sync.Once
 }
 
 // EmbeddedMaxPacket is the largest MQTT packet the embedded broker takes:
@@ -45,6 +53,11 @@ type BrokerConfig struct {
 	// such an id, so that no one else takes over their sessions (a client
 	// connecting under an id in use ends the other's connection).
 	OwnClientIDs string
+	// Limits bound what the clients at Addr may make the broker hold and
+	// do; the zero value bounds nothing.
+	Limits BrokerLimits
+
+	times listenTimes // the listener's, if not the defaults (tests)
 }
 
 // StartBroker starts a broker as cfg says.
@@ -53,56 +66,109 @@ func StartBroker(cfg BrokerConfig, log *slog.Logger) (*Broker, error) {
 		log = slog.Default()
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
-	caps.MaximumInflight = 1 << 15
-	caps.MaximumClientWritesPending = 1 << 16
+	caps.MaximumInflight = agentMaxQueued
+	caps.MaximumClientWritesPending = agentMaxUnsent
 	caps.MaximumPacketSize = EmbeddedMaxPacket
 	log = slog.New(brokerLog{log.Handler()}).With("component", "embedded-broker")
-	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log, InlineClient: false})
+	// $SYS topics once, at the start: mochi would rewrite them every
+	// second, after a stop-the-world runtime.ReadMemStats, and without
+	// the lock its subscribers' lookups take (brokerGuard.retaining).
+	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log, InlineClient: false, SysTopicResendInterval: math.MaxInt32})
 	secret := make([]byte, 24)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	b := &Broker{srv: srv, own: [2]string{"cairn-agent-" + hex.EncodeToString(secret[:4]), hex.EncodeToString(secret[4:])}}
-	if err := srv.AddHook(&brokerAuth{cfg: cfg, own: b.own}, nil); err != nil {
+	b := &Broker{srv: srv, own: [2]string{"cairn-agent-" + hex.EncodeToString(secret[:4]), hex.EncodeToString(secret[4:])},
+		refer: newRefusals(log, refusalInterval)}
+	if err := b.start(cfg, log); err != nil {
+		if b.clients != nil && b.clients.ln != nil {
+			b.clients.ln.Close()
+		}
+		b.refer.close()
 		return nil, err
-	}
-	b.listener = listeners.NewTCP(listeners.Config{ID: "tcp", Address: cfg.Addr})
-	if err := srv.AddListener(b.listener); err != nil {
-		return nil, fmt.Errorf("embedded broker on %s: %w", cfg.Addr, err)
 	}
 	go srv.Serve()
 	return b, nil
 }
 
+// start adds b's hooks and listeners to its server.
+func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
+	if err := b.srv.AddHook(&brokerAuth{cfg: cfg, own: b.own, refer: b.refer}, nil); err != nil {
+		return err
+	}
+	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.refer)
+	if err := b.srv.AddHook(b.guard, nil); err != nil {
+		return err
+	}
+	b.clients = &clientListener{addr: cfg.Addr, lim: cfg.Limits, refer: b.refer,
+		rates: newAddrRates(cfg.Limits.MaxConnectionRate), times: cfg.times}
+	if cfg.times == (listenTimes{}) {
+		b.clients.times = defaultListenTimes
+	}
+	if err := b.srv.AddListener(b.clients); err != nil {
+		return fmt.Errorf("embedded broker on %s: %w", cfg.Addr, err)
+	}
+	b.agent = &agentClientListener{name: agentSocketName(), log: log}
+	if err := b.srv.AddListener(b.agent); err != nil {
+		return fmt.Errorf("embedded broker: the agent's socket: %w", err)
+	}
+	return nil
+}
+
 // URL is the broker's address for clients.
-func (b *Broker) URL() string { return "tcp://" + b.listener.Address() }
+func (b *Broker) URL() string { return "tcp://" + b.clients.Address() }
+
+// DialAgent opens a connection for one of the agent's own clients, which
+// connect with Credentials: to a socket that only this process may
+// connect to, where the limits of other clients do not apply.
+func (b *Broker) DialAgent() (net.Conn, error) { return net.Dial("unix", b.agent.name) }
 
 // Credentials are the user name and password the agent's own clients
-// connect with: made for this process, never stored or logged.
+// connect with (DialAgent): made for this process, never stored or
+// logged, and of no use on the clients' listener.
 func (b *Broker) Credentials() (user, password string) { return b.own[0], b.own[1] }
 
-// Close stops the broker.
-func (b *Broker) Close() error { return b.srv.Close() }
+// Close stops the broker, once, and logs the refusals not logged yet.
+func (b *Broker) Close() error {
+	b.closing.Do(func() {
+		b.srv.Close()
+		b.refer.close()
+	})
+	return nil
+}
 
-// brokerAuth decides who connects to an embedded broker
-// (BrokerConfig); whoever connects may publish and subscribe to anything.
+// brokerAuth decides who connects to an embedded broker (BrokerConfig),
+// and logs the failed logins through refusals: at most a line a minute
+// for each address, with their number, the newest's user name and client
+// id, never a password. (What a client may do once connected is
+// brokerGuard's.)
 type brokerAuth struct {
 	mqtt.HookBase
-	cfg BrokerConfig
-	own [2]string
+	cfg   BrokerConfig
+	own   [2]string
+	refer *refusals
 }
 
 func (h *brokerAuth) ID() string { return "cairn-auth" }
 
-func (h *brokerAuth) Provides(b byte) bool {
-	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
-}
+func (h *brokerAuth) Provides(b byte) bool { return b == mqtt.OnConnectAuthenticate }
 
 func (h *brokerAuth) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	if h.allowed(cl, pk) {
+		return true
+	}
+	h.refer.note(slog.LevelWarn, cl.Net.Remote, "embedded broker refused a client: failed login", 1,
+		slog.String("user", clientText(string(pk.Connect.Username))), slog.String("client", clientText(cl.ID)))
+	return false
+}
+
+func (h *brokerAuth) allowed(cl *mqtt.Client, pk packets.Packet) bool {
 	user, password := string(pk.Connect.Username), pk.Connect.Password
 	switch {
+	case isAgent(cl):
+		return user == h.own[0] && subtle.ConstantTimeCompare(password, []byte(h.own[1])) == 1
 	case user == h.own[0]:
-		return subtle.ConstantTimeCompare(password, []byte(h.own[1])) == 1
+		return false // the agent's credentials, elsewhere than on its socket
 	case h.cfg.OwnClientIDs != "" && strings.HasPrefix(cl.ID, h.cfg.OwnClientIDs):
 		return false // the agent's own session, claimed by another
 	case user == "" && !pk.Connect.UsernameFlag:
@@ -111,5 +177,3 @@ func (h *brokerAuth) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) b
 	want, ok := h.cfg.Users[user]
 	return ok && subtle.ConstantTimeCompare(password, []byte(want)) == 1
 }
-
-func (h *brokerAuth) OnACLCheck(*mqtt.Client, string, bool) bool { return true }

@@ -5,9 +5,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
+	"unicode/utf8"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -15,12 +22,21 @@ import (
 // agent's. mochi logs whole packets with some errors, payloads and MQTT 5
 // authentication data included: brokerLog keeps only their type. And a
 // client that goes away while the broker writes to it — every sink as the
-// agent stops — is no warning: such records go down to debug, and the
-// listener's, which have no message, get one.
+// agent stops — is no warning, nor are quietMessages: such records go
+// down to debug, and those without a message get one.
 type brokerLog struct{ slog.Handler }
+
+// quietMessages are mochi's warnings that are no news, each once a
+// connection, which a client could have it write as fast as it connects:
+// a keepalive of 0 (no keepalive, as MQTT allows) or a few seconds, and
+// a packet that ends its connection (logged as clientListener does).
+var quietMessages = []string{mqtt.ErrMinimumKeepalive.Error(), "error processing packet"}
 
 func (h brokerLog) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	if slices.Contains(quietMessages, r.Message) && out.Level > slog.LevelDebug {
+		out.Level = slog.LevelDebug
+	}
 	r.Attrs(func(a slog.Attr) bool {
 		switch v := a.Value.Any().(type) {
 		case packets.Packet:
@@ -51,4 +67,170 @@ func (h brokerLog) WithGroup(name string) slog.Handler    { return brokerLog{h.H
 func clientGone(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// refusalInterval is the least time between two lines of refusals for
+// one address and kind of refusal.
+const refusalInterval = time.Minute
+
+// maxRefusalKeys bounds the addresses and kinds refusals keeps counts of
+// between two lines: those that come when it is full are counted under
+// otherAddresses.
+const maxRefusalKeys = 1024
+
+// otherAddresses stands for the addresses refusals has no room for.
+const otherAddresses = "other"
+
+// refusals logs what an embedded broker refuses its clients (a failed
+// login, a connection over the rate, a filter over a limit, a message
+// dropped for a full queue): the first refusal of a kind from an address
+// at once, and later ones at most once every refusalInterval, with the
+// number of them since the line before. A flood of refused clients so
+// costs a few lines a minute, each with the address that sent them. Safe
+// for concurrent use.
+type refusals struct {
+	log      *slog.Logger
+	interval time.Duration
+	stop     chan struct{}
+	done     chan struct{}
+
+	mu     sync.Mutex
+	counts map[refusalKey]*refusalCount
+	totals map[string]int64 // all refusals, by kind
+}
+
+type refusalKey struct {
+	addr string // the client's IP address
+	what string // the kind of refusal: a message of its own
+}
+
+type refusalCount struct {
+	level  slog.Level
+	n      int         // refusals since the last line
+	last   time.Time   // when the last line was written
+	detail []slog.Attr // of the newest refusal, for the next line
+}
+
+// newRefusals starts the goroutine that writes the counts each interval;
+// close stops it.
+func newRefusals(log *slog.Logger, interval time.Duration) *refusals {
+	r := &refusals{log: log, interval: interval, stop: make(chan struct{}), done: make(chan struct{}),
+		counts: make(map[refusalKey]*refusalCount), totals: make(map[string]int64)}
+	go r.run()
+	return r
+}
+
+// note counts n refusals of kind what (the message of its lines, at
+// level) for the client at remote (host:port or host), with detail for
+// the line (never a password; user names and client ids through
+// clientText).
+func (r *refusals) note(level slog.Level, remote, what string, n int, detail ...slog.Attr) {
+	k := refusalKey{addr: hostOf(remote), what: what}
+	now := time.Now()
+	r.mu.Lock()
+	c := r.counts[k]
+	if c == nil {
+		if len(r.counts) >= maxRefusalKeys {
+			k.addr = otherAddresses
+			c = r.counts[k]
+		}
+		if c == nil {
+			c = &refusalCount{level: level}
+			r.counts[k] = c
+		}
+	}
+	c.n += n
+	c.detail = detail
+	r.totals[what] += int64(n)
+	var line []slog.Attr
+	if c.last.IsZero() || now.Sub(c.last) >= r.interval {
+		line = c.takeLocked(k, now)
+	}
+	r.mu.Unlock()
+	if line != nil {
+		r.log.LogAttrs(context.Background(), level, what, line...)
+	}
+}
+
+// takeLocked returns the attributes of a line for c and starts counting
+// anew.
+func (c *refusalCount) takeLocked(k refusalKey, now time.Time) []slog.Attr {
+	line := append([]slog.Attr{slog.String("remote", k.addr), slog.Int("count", c.n)}, c.detail...)
+	c.n, c.last = 0, now
+	return line
+}
+
+// flush writes a line for each count not written for an interval, and
+// forgets addresses that were refused nothing since.
+func (r *refusals) flush(all bool) {
+	now := time.Now()
+	var lines []refusalKey
+	var levels []slog.Level
+	var attrs [][]slog.Attr
+	r.mu.Lock()
+	for k, c := range r.counts {
+		switch {
+		case c.n > 0 && (all || now.Sub(c.last) >= r.interval):
+			lines, levels, attrs = append(lines, k), append(levels, c.level), append(attrs, c.takeLocked(k, now))
+		case c.n == 0 && now.Sub(c.last) >= r.interval:
+			delete(r.counts, k)
+		}
+	}
+	r.mu.Unlock()
+	for i, k := range lines {
+		r.log.LogAttrs(context.Background(), levels[i], k.what, attrs[i]...)
+	}
+}
+
+func (r *refusals) run() {
+	defer close(r.done)
+	t := time.NewTicker(r.interval / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			r.flush(false)
+		case <-r.stop:
+			r.flush(true)
+			return
+		}
+	}
+}
+
+// counted returns the number of refusals of each kind so far.
+func (r *refusals) counted() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.totals)
+}
+
+// close writes what is counted and stops.
+func (r *refusals) close() {
+	close(r.stop)
+	<-r.done
+}
+
+// hostOf is the host of a host:port address, or addr.
+func hostOf(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// maxClientText is the most of a user name or client id a log line shows.
+const maxClientText = 64
+
+// clientText is s, a user name or client id a client sent, for a log
+// line: cut to maxClientText bytes (at a character) and marked so; the
+// handler quotes what needs quoting.
+func clientText(s string) string {
+	if len(s) <= maxClientText {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	cut := maxClientText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "\uFFFD") + "…"
 }

@@ -45,6 +45,9 @@ type ClientConfig struct {
 	// payload to MaxPayload+1 bytes as it arrives, before paho holds it
 	// whole (publishLimiter): a source sets its decoder's limit.
 	MaxPayload int
+	// Dial, if set, opens the connections to the broker, whose URL is
+	// then only shown: an embedded broker's Broker.DialAgent.
+	Dial func() (net.Conn, error)
 }
 
 // options builds paho options for a client with id suffix suffix.
@@ -74,7 +77,16 @@ func (c ClientConfig) options(suffix string) (*paho.ClientOptions, error) {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(5 * time.Second).
 		SetOrderMatters(true).
-		SetCustomOpenConnectionFn(func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) { return dial(uri, o, c.MaxPayload) }).
+		SetCustomOpenConnectionFn(func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+			if c.Dial == nil {
+				return dial(uri, o, c.MaxPayload)
+			}
+			conn, err := c.Dial()
+			if err != nil {
+				return nil, err
+			}
+			return newBufferedConn(conn, c.MaxPayload), nil
+		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			log.Warn("MQTT connection lost; reconnecting", "broker", redactedURL(c.Broker), "client", id, "err", err)
 		})

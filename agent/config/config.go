@@ -238,6 +238,12 @@ type Broker struct {
 	// on any other, where anyone on the network could read every reading
 	// and inject their own.
 	AllowAnonymous *bool `yaml:"allow_anonymous"`
+	// What an embedded broker's clients may make it hold and do, so that
+	// no client, whatever it sends, exhausts the agent (docs/security.md).
+	// They bind the clients at `listen`, not the agent's own, which
+	// connect to a socket only the agent's process may use; an embedded
+	// broker always has them, by default these.
+	Limits *BrokerLimits `yaml:"limits"`
 }
 
 // BrokerUser is a client an embedded broker lets in.
@@ -954,8 +960,11 @@ func (v *validator) address(name string, b *Broker) {
 	if b.Embedded {
 		v.listen(&b.Listen, b.Pos, fmt.Sprintf("broker %q: listen", name), "18830")
 		v.users(name, b)
+		v.limits(name, b.Limits)
 	} else if len(b.Users) > 0 || b.AllowAnonymous != nil {
 		v.errorf(b.Pos, "broker %q: users and allow_anonymous are an embedded broker's: who may connect to it", name)
+	} else if b.Limits != nil {
+		v.errorf(v.c.at(&b.Limits, b.Pos), "broker %q: limits are an embedded broker's: what its clients may make it hold", name)
 	}
 	usesTLS := false
 	if b.URL != "" {

@@ -9,10 +9,16 @@ import (
 
 // applyDefaults fills in what the file left out: a field it does not
 // give (or gives as null) takes the value its `default` tag gives
-// (setDefaults); but remote.retained is checkpoints.retained. A value the
+// (setDefaults); but an embedded broker has limits even if the file
+// gives none, and remote.retained is checkpoints.retained. A value the
 // file writes is the value that runs, a zero too: the validator refuses
 // one that cannot, saying what to write instead.
 func (c *Config) applyDefaults() {
+	for _, b := range c.Brokers {
+		if b.Embedded && b.Limits == nil {
+			b.Limits = &BrokerLimits{}
+		}
+	}
 	written := func(field any) bool {
 		_, ok := c.pos[field]
 		_, failed := c.pos[undecoded{field}] // it has its error, and takes the default

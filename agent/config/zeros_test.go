@@ -30,6 +30,8 @@ func zeroFile(path, zero string) string {
 		sections["checkpoints"] = "checkpoints:\n  interval: " + zero + "\n"
 	case path == "brokers.<name>.listen":
 		sections["brokers"] = "brokers:\n  b:\n    embedded: true\n    listen: " + zero + "\n"
+	case strings.HasPrefix(path, "brokers.<name>.limits."):
+		sections["brokers"] = "brokers:\n  b:\n    embedded: true\n    limits:\n      " + field + ": " + zero + "\n"
 	case strings.HasPrefix(path, "brokers."):
 		sections["brokers"] += "    " + field + ": " + zero + "\n"
 	case strings.HasPrefix(path, "sinks[].output."):
@@ -70,6 +72,12 @@ func TestWrittenZerosAreNotReplaced(t *testing.T) {
 		"checkpoints.interval": "0s", "checkpoints.mode": `""`, "checkpoints.timeout": "0s", "checkpoints.max_concurrent": "0",
 		"checkpoints.retained": "0", "checkpoints.max_chain": "0", "sources[].parallelism": "0", "sources[].format": `""`,
 		"operators[].parallelism": "0", "operators[].on_error": `""`, "operators[].window.time": `""`,
+		"brokers.<name>.limits.max_clients": "0", "brokers.<name>.limits.max_connection_rate": "0",
+		"brokers.<name>.limits.max_topic_levels": "0", "brokers.<name>.limits.max_topic_length": "0",
+		"brokers.<name>.limits.max_filters_per_subscribe": "0", "brokers.<name>.limits.max_subscriptions": "0",
+		"brokers.<name>.limits.max_subscriptions_total": "0", "brokers.<name>.limits.max_queued_messages": "0",
+		"brokers.<name>.limits.max_queued_bytes": `""`, "brokers.<name>.limits.max_queued_bytes_total": `""`,
+		"brokers.<name>.limits.max_retained_bytes": `""`, "brokers.<name>.limits.agent_queued_bytes": `""`,
 		"sinks[].parallelism": "0", "sinks[].output.version": "0", "sinks[].output.time": `""`, "remote.timeout": "0s", "remote.tls": "false",
 	}
 	for _, path := range nonZeroDefaults(reflect.TypeOf(Config{}), "") {

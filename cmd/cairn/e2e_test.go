@@ -26,7 +26,7 @@ import (
 	"github.com/cairn-edge/cairn/internal/procfs"
 )
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 }
 
 // peakResident is the peak resident memory of process pid (VmHWM).
-func peakResident(t *testing.T, pid int) int64 {
+func peakResident(t testing.TB, pid int) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)

@@ -213,7 +213,13 @@ sinks:
 // embedded broker's address, or the external broker's URL and a client
 // id of the run's own.
 const (
-	embeddedBroker = "embedded: true\n    listen: %s"
+	// The averages subscriber is sent all 100,000 averages of the first
+	// window at the checkpoint that commits them: the embedded broker
+	// holds them for it as a broker configured for such a consumer would
+	// (its defaults drop what is over 1000 messages or 4 MiB, as
+	// mosquitto's do).
+	embeddedBroker = "embedded: true\n    listen: %s\n" +
+		"    limits: {max_queued_messages: 200000, max_queued_bytes: 512MiB, max_queued_bytes_total: 512MiB}"
 	externalBroker = "url: %s\n    client_id: %s"
 )
 
@@ -564,11 +570,12 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig) (*loadFigures
 			mu.Lock()
 			heard := len(keys)
 			mu.Unlock()
-			// Readings the broker acknowledged but never delivered were
-			// dropped by it: mosquitto drops QoS 1 messages queued for a
+			// Readings or averages the broker acknowledged but never
+			// delivered were dropped by it: mosquitto, and the embedded
+			// broker by default, drop QoS 1 messages queued for a
 			// subscriber beyond max_queued_messages (1000 by default).
 			err = fmt.Errorf("%w: the agent read %d of the %d readings the broker acknowledged, and %d of %d averages came back; "+
-				"a broker that drops queued messages (mosquitto: raise max_queued_messages, see the README) never delivers the rest",
+				"a broker that drops queued messages (mosquitto: raise max_queued_messages; embedded: limits.max_queued_messages and max_queued_bytes) never delivers the rest",
 				err, sourceRecords(st)-base, cfg.Messages, heard, wantAverages)
 		}
 		return finish(err)

@@ -10,12 +10,13 @@ import (
 	"testing"
 )
 
-// buildGateway builds cmd/cairn as a gateway runs it, static and stripped
-// (CGO_ENABLED=0, -ldflags='-s -w'), for linux/goarch (GOARM=goarm).
+// buildGateway builds cmd/cairn as .ci/release builds what a gateway runs,
+// static and stripped (CGO_ENABLED=0, -trimpath, -ldflags='-s -w'), for
+// linux/goarch (GOARM=goarm).
 func buildGateway(b *testing.B, goarch, goarm string) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "cairn-"+goarch)
-	cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, "../cmd/cairn")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, "../cmd/cairn")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOARM="+goarm)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {

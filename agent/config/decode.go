@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Pos is a position in a config file. A struct with a Pos field gets the

@@ -17,7 +17,7 @@ import (
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
-// The README's Metrics section lists every metric written here, with its
+// docs/operations.md's Metrics section lists every metric written here, with its
 // type, meaning and buckets: a change here changes that list.
 
 // listenMetrics opens the listener of Prometheus text-format metrics on

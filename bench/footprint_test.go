@@ -31,7 +31,7 @@ func buildGateway(b *testing.B, goarch, goarm string) string {
 // over 100,000 keys, through its embedded broker). The figures are sizes
 // and high-water marks of a fixed amount of work; each is reported as a
 // metric and with its target, and a missed target is logged as such (the
-// targets are measured, not asserted: see README, Benchmarks).
+// targets are measured, not asserted: see docs/performance.md, Footprint).
 func BenchmarkFootprint(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("the footprint is read from Linux's /proc")

@@ -95,7 +95,7 @@ type SourceMetrics struct {
 }
 
 // DefaultSyncInterval is the default of SourceConfig.SyncInterval, chosen
-// by measuring the bytes a gateway's load writes (README, Durability).
+// by measuring the bytes a gateway's load writes (docs/durability.md).
 const DefaultSyncInterval = time.Second
 
 // maxPendingBytes is the payload that makes a commit due, however few the

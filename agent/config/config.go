@@ -422,7 +422,7 @@ type Sink struct {
 	// the parallelism of its input, when each takes the records of one
 	// input subtask in their order. Then, where everything upstream has
 	// one input too, outputs published again after a fallback to an
-	// older checkpoint keep their ids (README, "Output ids").
+	// older checkpoint keep their ids (docs/checkpoints.md, "Output ids").
 	Parallelism int `yaml:"parallelism" default:"1"`
 	// The shape of the messages. Absent: version 2, times in
 	// milliseconds, no field renamed or added.

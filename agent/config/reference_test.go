@@ -330,8 +330,8 @@ const referenceIntro = `<!-- Made by ` + "`" + regenerate + "`" + ` from the def
 A pipeline file is YAML. ` + "`cairn validate -c FILE`" + ` checks one and prints every problem as ` + "`FILE:LINE:COL: message`" + `;
 ` + "`cairn run`" + ` refuses to start on one with problems, and a reload keeps the running pipeline. Unknown fields and wrong types
 are problems, and so is what would fail once the agent runs, as far as the file tells: an expression over fields its records
-lack, an address that is no host:port, a named file that cannot be read, a topic no broker takes. The README's Pipeline files
-section shows whole files; ` + "`configs/`" + ` has examples.
+lack, an address that is no host:port, a named file that cannot be read, a topic no broker takes. [pipelines.md](pipelines.md) shows
+how the parts of a file fit; ` + "`configs/`" + ` has whole files.
 
 - ` + "`${VAR}`" + ` in a value is the environment variable VAR; an unset one is a problem. An error never shows such a value,
   only the text the file writes, for it is often a secret.

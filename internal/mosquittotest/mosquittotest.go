@@ -1,5 +1,5 @@
 // Package mosquittotest starts a real mosquitto, on a free loopback port:
-// for tests (Start), configured as the README asks of a broker for cairn —
+// for tests (Start), configured as docs/mqtt.md asks of a broker for cairn —
 // queue limits raised (a default mosquitto drops QoS 1 messages for a
 // subscriber more than 1000 behind) and sessions kept across restarts —
 // and for the benchmarks (Run), with the settings they measure under; and

@@ -62,7 +62,7 @@ type FootprintConfig struct {
 
 // FootprintMemoryLimit is the memory limit `cairn-bench footprint` runs the
 // load with by default: about 1.7 times the live heap this load peaks at,
-// as the README advises for agent.memory_limit.
+// as docs/pipelines.md advises for agent.memory_limit.
 const FootprintMemoryLimit = "44MiB"
 
 // FootprintResult is the size of the binary and the resident memory (from
@@ -575,7 +575,7 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig) (*loadFigures
 			// broker by default, drop QoS 1 messages queued for a
 			// subscriber beyond max_queued_messages (1000 by default).
 			err = fmt.Errorf("%w: the agent read %d of the %d readings the broker acknowledged, and %d of %d averages came back; "+
-				"a broker that drops queued messages (mosquitto: raise max_queued_messages; embedded: limits.max_queued_messages and max_queued_bytes) never delivers the rest",
+				"a broker that drops queued messages (docs/mqtt.md, Broker settings cairn needs: mosquitto's max_queued_messages; embedded: limits.max_queued_messages and max_queued_bytes) never delivers the rest",
 				err, sourceRecords(st)-base, cfg.Messages, heard, wantAverages)
 		}
 		return finish(err)

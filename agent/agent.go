@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
@@ -72,22 +73,7 @@ type BuildInfo struct {
 }
 
 // LogsPath is the ingest logs' directory under a data directory.
-func LogsPath(dataDir string) string { return filepath.Join(dataDir, "ingest") }
-
-// openLogs opens the ingest logs in dataDir, first moving those of an
-// earlier cairn's single bbolt file (ingest.db) into them.
-func openLogs(dataDir string, log *slog.Logger) (*mqttio.Logs, error) {
-	opts := mqttio.LogOptions{Logger: log}
-	old := filepath.Join(dataDir, "ingest.db")
-	migrated, err := mqttio.MigrateBoltLogs(old, LogsPath(dataDir), opts)
-	if err != nil {
-		return nil, err
-	}
-	if migrated {
-		log.Info("ingest log moved to segment files; every message keeps its offset", "from", old, "to", LogsPath(dataDir))
-	}
-	return mqttio.OpenLogs(LogsPath(dataDir), opts)
-}
+func LogsPath(dataDir string) string { return ingest.Dir(dataDir) }
 
 // StorePath is the checkpoint store's file under a data directory.
 func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints.db") }
@@ -169,7 +155,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if rem != nil {
 		defer rem.close()
 	}
-	if d.logs, err = openLogs(dataDir, log); err != nil {
+	if d.logs, err = ingest.Open(dataDir, ingest.LogOptions{Logger: log}); err != nil {
 		return err
 	}
 	defer d.logs.Close()

@@ -8,12 +8,13 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // deps are what building a graph needs beyond the config.
 type deps struct {
-	logs     *mqttio.Logs
+	logs     *ingest.Logs
 	dataDir  string
 	clientID string                    // base of every MQTT client id
 	brokers  map[string]*mqttio.Broker // the embedded brokers started, by name

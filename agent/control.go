@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
 	"golang.org/x/net/netutil"
@@ -166,7 +167,7 @@ type control struct {
 	// stops receives the stops asked for through the API (POST /stop).
 	stops chan stopRequest
 	// logs holds the ingest logs and the dead letters, in dataDir.
-	logs    *mqttio.Logs
+	logs    *ingest.Logs
 	dataDir string
 	// build says which cairn this is, and checkpointMetrics (required:
 	// every incarnation reports to it) what their checkpoints did, for the
@@ -551,7 +552,7 @@ func (c *control) status() api.Status {
 		out.Ingest = ingestStatus(c.logs.Health(), c.dataDir)
 		kept, _ := c.logs.DeadLetterCounts()
 		out.DeadLetterCauses = make(map[string]int64)
-		for _, cause := range mqttio.Causes {
+		for _, cause := range ingest.Causes {
 			out.DeadLetterCauses[cause] = kept[cause]
 			out.DeadLetters += kept[cause]
 		}
@@ -652,7 +653,7 @@ func (c *control) status() api.Status {
 // ingestStatus is the ingest logs' health h as the control API says it,
 // with the paths of the data directory's files relative to it: data_dir
 // may take something from the environment, which the agent shows nowhere.
-func ingestStatus(h mqttio.Health, dataDir string) api.Ingest {
+func ingestStatus(h ingest.Health, dataDir string) api.Ingest {
 	relative := func(s string) string {
 		if dataDir == "" {
 			return s

@@ -14,12 +14,12 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/s3test"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/s3test"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
-// Every test here runs against a real versitygw (internal/s3test).
+// Every test here runs against a real versitygw (internal/testing/s3test).
 
 const bucket = "cairn"
 

@@ -306,13 +306,8 @@ func TestEventTimeWindowsIgnoreWallClock(t *testing.T) {
 		}
 	}
 	in.end()
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the job did not end")
+	if err := testwait.Recv(t, ran, 30*time.Second, "the job to end"); err != nil {
+		t.Fatal(err)
 	}
 	var wantList []string
 	for w, n := range want {

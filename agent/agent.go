@@ -149,7 +149,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if controlGID >= 0 {
 		warnIfUnreachable(dataDir, opts.ControlGroup, controlGID, log)
 	}
-	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log, acceptStateLoss: opts.AcceptStateLoss}
+	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), log: log, acceptStateLoss: opts.AcceptStateLoss}
 	if host, err := os.Hostname(); err == nil {
 		d.clientID = "cairn-" + host
 	}
@@ -311,8 +311,7 @@ func missing(ids []string, cfg *config.Config) []string {
 func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
 	ctl *control, changes, reload <-chan struct{}, fatal <-chan error, notify *notifier, log *slog.Logger) (next *config.Config, completed bool, err error) {
 	notify.Status("restoring the pipeline's state")
-	d.sources, d.sinks, d.late, d.brokerStates = nil, nil, make(map[string]*atomic.Int64), nil
-	d.backlog = mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
+	backlog := mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
 		if held {
 			log.Warn("output backlog over agent.max_output_backlog: sources hold until the brokers take it",
 				"bytes", bytes, "limit", cfg.Agent.MaxOutputBacklog)
@@ -320,7 +319,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			log.Info("output backlog drained: sources read again", "bytes", bytes)
 		}
 	})
-	topo, err := build(cfg, d)
+	g, err := d.build(cfg, backlog)
 	if err != nil {
 		return nil, false, err
 	}
@@ -345,7 +344,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	interval := cfg.Checkpoints.Interval
 	lateCheckpoints := new(atomic.Int64)
 	var jobStart time.Time // set before the job runs, read as its subtasks report
-	job, err := runtime.New(topo, runtime.Options{
+	job, err := runtime.New(g.topo, runtime.Options{
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
@@ -354,7 +353,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			if holding.Load() {
 				return holdForever
 			}
-			return d.backlog.Hold()
+			return backlog.Hold()
 		},
 		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
 		OnAligned:  func(a runtime.Aligned) { ctl.stalls.aligned(jobStart, a) },
@@ -396,8 +395,8 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 		done.stopped(err)
 		ran <- err
 	}()
-	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
-		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: restore.Source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
+	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: g.sources, late: g.late, backlog: backlog,
+		brokers: g.brokerStates, sinks: g.sinks, completions: done, restoredSource: restore.Source, store: store, savepoints: filepath.Join(ctl.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
 		interval: interval, lateCheckpoints: lateCheckpoints,
 		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
 	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
@@ -412,7 +411,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 	stop := func() error {
 		holding.Store(true)
 		finalCheckpoint(job, done, log)
-		drainOutput(d.backlog, log)
+		drainOutput(backlog, log)
 		cancel()
 		return <-ran
 	}
@@ -454,7 +453,7 @@ func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *loc
 			notify.Status("%s; the changed file is not applied: see the log", running)
 			continue
 		}
-		if _, err := build(next, &deps{logs: d.logs, clientID: d.clientID, brokers: d.brokers, dataDir: d.dataDir, late: map[string]*atomic.Int64{}, log: log}); err != nil {
+		if _, err := d.build(next, nil); err != nil {
 			log.Error("pipeline file changed but its graph cannot be built; the running pipeline goes on", "err", err)
 			ctl.setConfigError(err)
 			notify.Status("%s; the changed file is not applied: see the log", running)

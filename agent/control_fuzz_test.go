@@ -59,8 +59,8 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := &deps{clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}, dataDir: dir}
-	ctl := &control{pipeline: "fuzz.yaml", host: "fuzz", log: log, checkpointMetrics: newCheckpointMetrics()}
+	d := &deps{clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}}
+	ctl := &control{pipeline: "fuzz.yaml", host: "fuzz", log: log, dataDir: dir, checkpointMetrics: newCheckpointMetrics()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

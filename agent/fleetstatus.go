@@ -61,7 +61,6 @@ func startFleetStatus(cfg *config.Config, d *deps, ctl *control) (*fleetStatus, 
 			f.close()
 			return nil, err
 		}
-		cc.State = nil // not one of the pipeline's clients
 		pub, err := cc.StartStatus("")
 		if err != nil {
 			f.close()

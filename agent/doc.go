@@ -17,5 +17,6 @@
 // serve what the agent knows of itself, across incarnations: state holds
 // it and says it as the status (status.go), controlAPI answers the control
 // API from it (control.go), exporter writes the metrics (metrics.go); the
-// listeners that serve them are listen.go's.
+// listeners that serve them are listen.go's. No function of the package
+// takes more than 5 parameters (TestFunctionsTakeFewParameters).
 package agent

@@ -2,26 +2,21 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
-	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
-	"github.com/cairn-edge/cairn/runtime"
 )
 
 // StopTimeout bounds the final checkpoint of a stop or a reload; then the
@@ -89,14 +84,81 @@ func HighWaterPath(dataDir string) string { return filepath.Join(dataDir, "check
 // and a restart of the new graph from it, operators keeping their state by
 // id; an invalid one is reported and the running pipeline goes on.
 func Run(ctx context.Context, path string, opts Options) error {
+	a, err := newAgent(path, opts)
+	if err != nil {
+		return err
+	}
+	defer a.shutdown()
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+// Agent is one run of the daemon. What it starts are its fields, started
+// in one place (start) in the order they are listed, and stopped in one
+// place (shutdown) in the reverse order. The job runs in an incarnation
+// (runIncarnation), which owns it: it starts the job, and stops it before
+// it returns; state.current is the running one, for what reads it.
+type Agent struct {
+	// What it is given.
+	path string // the pipeline file
+	opts Options
+	cfg  *config.Config // as it was when the agent started
+	log  *slog.Logger
+
+	// What start resolves: the data directory, the control socket's group
+	// (-1: none), the base of every MQTT client id.
+	dataDir    string
+	controlGID int
+	clientID   string
+
+	// What start starts, in this order.
+	stopProcs func()                    // the governor of GOMAXPROCS
+	unlock    func() error              // the data directory's lock
+	brokers   map[string]*mqttio.Broker // the embedded brokers, by name
+	store     *localrecovery.Store
+	remote    *remoteSide // nil: remote storage is off
+	logs      *ingest.Logs
+	changes   <-chan struct{} // the pipeline file's changes
+	stopWatch func()
+	state     *state // what the status says, across incarnations
+	metrics   *exporter
+	api       *controlAPI
+	// stopServing stops the wear sampler, the data directory's watcher
+	// and the listeners' servers.
+	stopServing context.CancelFunc
+	fleet       *fleetStatus // nil: no broker has a status topic
+	// fatal receives what ends the agent: a server's failure, the data
+	// directory's loss.
+	fatal     chan error
+	listeners []listener // the control socket, and the metrics and TCP control API
+
+	notify *notifier // run's, for the incarnations
+}
+
+// newAgent reads the pipeline file at path; it starts nothing.
+func newAgent(path string, opts Options) (*Agent, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &Agent{path: path, opts: opts, cfg: cfg, log: log, controlGID: -1}, nil
+}
+
+// start starts what the agent runs the pipeline with, in order: the
+// processor governor, the data directory's lock, the embedded brokers,
+// the checkpoint store, the remote uploads, the ingest logs, the watcher
+// of the pipeline file, the fleet status, the wear sampler, the watcher
+// of the data directory and the listeners. What it started before a
+// failure is the shutdown's to stop.
+func (a *Agent) start(ctx context.Context) error {
+	cfg, opts, log := a.cfg, a.opts, a.log
+	var err error
 	if opts.LogLevel != nil {
 		opts.LogLevel.Set(cfg.Agent.Level)
 	}
@@ -111,104 +173,125 @@ func Run(ctx context.Context, path string, opts Options) error {
 			defer close(procsDone)
 			governProcs(procsCtx, os.Getenv("GOMAXPROCS") != "", log)
 		}()
-		defer func() { stopProcs(); <-procsDone }()
+		a.stopProcs = func() { stopProcs(); <-procsDone }
 	}
-	dataDir := cfg.Agent.DataDir
+	a.dataDir = cfg.Agent.DataDir
 	if opts.DataDir != "" {
-		dataDir = opts.DataDir
+		a.dataDir = opts.DataDir
 	}
-	controlGID := -1 // the socket's group: none
+	dataDir := a.dataDir
 	if opts.ControlGroup != "" {
-		if controlGID, err = lookupGroup(opts.ControlGroup); err != nil {
+		if a.controlGID, err = lookupGroup(opts.ControlGroup); err != nil {
 			return err
 		}
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	unlock, err := lockDataDir(dataDir)
-	if err != nil {
+	if a.unlock, err = lockDataDir(dataDir); err != nil {
 		return err
 	}
-	defer unlock()
 	warnIfShared(dataDir, log)
-	if controlGID >= 0 {
-		warnIfUnreachable(dataDir, opts.ControlGroup, controlGID, log)
+	if a.controlGID >= 0 {
+		warnIfUnreachable(dataDir, opts.ControlGroup, a.controlGID, log)
 	}
-	d := &deps{clientID: "cairn", brokers: make(map[string]*mqttio.Broker), dataDir: dataDir, log: log, acceptStateLoss: opts.AcceptStateLoss}
+	a.clientID = "cairn"
 	if host, err := os.Hostname(); err == nil {
-		d.clientID = "cairn-" + host
+		a.clientID = "cairn-" + host
 	}
-	defer d.closeBrokers()
-	if err := d.startBrokers(cfg); err != nil {
+	if err := a.startBrokers(); err != nil {
 		return err
 	}
-	store, err := localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, HighWater: HighWaterPath(dataDir), Logger: log})
-	if err != nil {
+	if a.store, err = localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, HighWater: HighWaterPath(dataDir), Logger: log}); err != nil {
 		return err
 	}
-	defer store.Close()
-	rem, err := openRemote(cfg.Remote, store, log)
-	if err != nil {
+	if a.remote, err = openRemote(cfg.Remote, a.store, log); err != nil {
 		return err
 	}
-	if rem != nil {
-		defer rem.close()
-	}
-	if d.logs, err = ingest.Open(dataDir, ingest.LogOptions{Logger: log}); err != nil {
+	if a.logs, err = ingest.Open(dataDir, ingest.LogOptions{Logger: log}); err != nil {
 		return err
 	}
-	defer d.logs.Close()
-
-	changes, stopWatch, err := watch(path, log)
-	if err != nil {
+	if a.changes, a.stopWatch, err = watch(a.path, log); err != nil {
 		return err
 	}
-	defer stopWatch()
-	ctl := &control{pipeline: path, host: d.clientID, log: log, remote: rem, logs: d.logs, dataDir: dataDir, stops: make(chan stopRequest),
-		wear:  newWear(wearFile{"ingest", d.logs.Wear}, wearFile{"checkpoints", store.Wear}),
-		build: opts.Build, checkpointMetrics: newCheckpointMetrics(), stalls: newStalls()}
-	ctlCtx, stopControl := context.WithCancel(context.Background())
-	defer stopControl()
-	fleet, err := startFleetStatus(cfg, d, ctl)
-	if err != nil {
+	a.state = &state{pipeline: a.path, host: a.clientID, remote: a.remote, logs: a.logs, dataDir: dataDir,
+		wear:   newWear(wearFile{"ingest", a.logs.Wear}, wearFile{"checkpoints", a.store.Wear}),
+		stalls: newStalls()}
+	a.metrics = &exporter{state: a.state, build: opts.Build, checkpoints: newCheckpointMetrics()}
+	a.api = &controlAPI{state: a.state, log: log, stops: make(chan stopRequest)}
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	a.stopServing = stopServing
+	if a.fleet, err = startFleetStatus(cfg, a.deps(), a.state, opts.Build.Version); err != nil {
 		return err
 	}
-	if fleet != nil {
-		defer fleet.close() // once the pipeline stopped: its last status says "stopped"
-	}
-	go ctl.wear.run(ctlCtx)
-	// fatal receives what ends the agent: a server's failure, the data
-	// directory's loss.
-	fatal := make(chan error, 4)
+	go a.state.wear.run(serveCtx)
+	a.fatal = make(chan error, 4)
 	ids, err := identify(dataDir)
 	if err != nil {
 		return err
 	}
-	go ids.watch(ctlCtx, cfg.Checkpoints.Interval, fatal)
-	listeners, err := ctl.listen(SocketPath(dataDir), controlGID, cfg.Agent)
-	if err != nil {
+	go ids.watch(serveCtx, cfg.Checkpoints.Interval, a.fatal)
+	if a.listeners, err = a.listen(); err != nil {
 		return err
 	}
-	for _, l := range listeners {
-		go func() { fatal <- l.serve(ctlCtx) }()
+	for _, l := range a.listeners {
+		go func() { a.fatal <- l.serve(serveCtx) }()
 	}
+	return nil
+}
 
+// shutdown stops what start started, in the reverse order: the fleet
+// status last says the pipeline stopped, the listeners close, and the
+// stores close once nothing writes to them; the lock goes last.
+func (a *Agent) shutdown() {
+	if a.fleet != nil {
+		a.fleet.close() // once the pipeline stopped: its last status says "stopped"
+	}
+	if a.stopServing != nil {
+		a.stopServing()
+	}
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	if a.logs != nil {
+		a.logs.Close()
+	}
+	if a.remote != nil {
+		a.remote.close()
+	}
+	if a.store != nil {
+		a.store.Close()
+	}
+	for _, br := range a.brokers {
+		br.Close()
+	}
+	if a.unlock != nil {
+		a.unlock()
+	}
+	if a.stopProcs != nil {
+		a.stopProcs()
+	}
+}
+
+// run runs the pipeline, from the savepoint the options name if any, an
+// incarnation after another, until one stops the agent.
+func (a *Agent) run(ctx context.Context) error {
+	cfg, opts, log := a.cfg, a.opts, a.log
 	from, err := startingSavepoint(opts, cfg, log)
 	if err != nil {
 		return err
 	}
 	if from != nil {
-		if from, err = savepointOnce(opts.FromSavepoint, from, dataDir, store, log); err != nil {
+		if from, err = savepointOnce(opts.FromSavepoint, from, a.dataDir, a.store, log); err != nil {
 			return err
 		}
 		if from != nil {
 			log.Info("starting from a savepoint", "path", opts.FromSavepoint, "checkpoint", from.Manifest.ID)
 		}
 	}
-	notify := newNotifier(log)
+	a.notify = newNotifier(log)
 	for {
-		next, completed, err := runIncarnation(ctx, cfg, d, store, from, ctl, changes, opts.Reload, fatal, notify, log)
+		next, completed, err := a.runIncarnation(ctx, cfg, from)
 		if err != nil || next == nil {
 			return err
 		}
@@ -222,34 +305,34 @@ func Run(ctx context.Context, path string, opts Options) error {
 	}
 }
 
-// startBrokers starts the embedded brokers of cfg; closeBrokers closes
-// those started, also after a failure.
-func (d *deps) startBrokers(cfg *config.Config) error {
-	for name, b := range cfg.Brokers {
+// deps are what the agent builds graphs with.
+func (a *Agent) deps() *deps {
+	return &deps{logs: a.logs, clientID: a.clientID, brokers: a.brokers, log: a.log, acceptStateLoss: a.opts.AcceptStateLoss}
+}
+
+// startBrokers starts the embedded brokers of the config, into a.brokers
+// (those started before a failure too).
+func (a *Agent) startBrokers() error {
+	a.brokers = make(map[string]*mqttio.Broker)
+	for name, b := range a.cfg.Brokers {
 		if !b.Embedded {
 			continue
 		}
-		bc, err := brokerConfig(b, d.clientID)
+		bc, err := brokerConfig(b, a.clientID)
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}
-		br, err := mqttio.StartBroker(bc, d.log)
+		br, err := mqttio.StartBroker(bc, a.log)
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}
-		d.brokers[name] = br
-		d.log.Info("embedded MQTT broker listening", "broker", name, "url", br.URL(), "users", len(bc.Users), "anonymous", bc.AllowAnonymous)
+		a.brokers[name] = br
+		a.log.Info("embedded MQTT broker listening", "broker", name, "url", br.URL(), "users", len(bc.Users), "anonymous", bc.AllowAnonymous)
 		if bc.AllowAnonymous && !b.ListensLocally() {
-			d.log.Warn("the embedded broker lets in anonymous clients from the network (allow_anonymous: true)", "broker", name, "listen", b.Listen)
+			a.log.Warn("the embedded broker lets in anonymous clients from the network (allow_anonymous: true)", "broker", name, "listen", b.Listen)
 		}
 	}
 	return nil
-}
-
-func (d *deps) closeBrokers() {
-	for _, br := range d.brokers {
-		br.Close()
-	}
 }
 
 // startingSavepoint reads the savepoint opts names, if any, refusing one
@@ -288,284 +371,6 @@ func missing(ids []string, cfg *config.Config) []string {
 		}
 	}
 	return out
-}
-
-// runIncarnation runs one graph until the agent stops (nil config) or a
-// valid new config replaces it; completed reports whether a checkpoint
-// completed meanwhile. It tells the service manager (notify) when the
-// graph runs, reloads or stops, and pings its watchdog from its loop.
-func runIncarnation(ctx context.Context, cfg *config.Config, d *deps, store *localrecovery.Store, from *savepoint.Savepoint,
-	ctl *control, changes, reload <-chan struct{}, fatal <-chan error, notify *notifier, log *slog.Logger) (next *config.Config, completed bool, err error) {
-	notify.Status("restoring the pipeline's state")
-	d.sources, d.sinks, d.late, d.brokerStates = nil, nil, make(map[string]*atomic.Int64), nil
-	d.backlog = mqttio.NewBacklog(cfg.Agent.MaxOutputBacklogBytes, func(held bool, bytes int64) {
-		if held {
-			log.Warn("output backlog over agent.max_output_backlog: sources hold until the brokers take it",
-				"bytes", bytes, "limit", cfg.Agent.MaxOutputBacklog)
-		} else {
-			log.Info("output backlog drained: sources read again", "bytes", bytes)
-		}
-	})
-	topo, err := build(cfg, d)
-	if err != nil {
-		return nil, false, err
-	}
-	sources := localrecovery.Sources{Local: store, AcceptStateLoss: d.acceptStateLoss, Logger: log}
-	if from != nil {
-		sources.Savepoint = &localrecovery.Candidate{Manifest: from.Manifest, Store: from}
-	} else if rem := ctl.remote; rem != nil {
-		sources.Own, sources.From = rem.own, rem.restore
-	}
-	ctl.restoring.Store(true) // until ctl.set
-	restore, err := localrecovery.Choose(sources)
-	if err != nil {
-		return nil, false, nothingRestored(err)
-	}
-	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
-	done := new(completions)
-	// holding, once set, holds the sources: a stop or a reload takes its
-	// final checkpoint of what they read so far, which the sinks then
-	// publish whole before the job ends.
-	var holding atomic.Bool
-	said := &checkpointLog{log: log, lateLog: lateLog{every: cfg.Agent.LogSummaryInterval}}
-	interval := cfg.Checkpoints.Interval
-	lateCheckpoints := new(atomic.Int64)
-	var jobStart time.Time // set before the job runs, read as its subtasks report
-	job, err := runtime.New(topo, runtime.Options{
-		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
-			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
-			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},
-		Store: store, Restore: restore.Candidates, Incremental: cfg.Checkpoints.Incremental, MaxChain: cfg.Checkpoints.MaxChain, Logger: log,
-		Hold: func() <-chan struct{} {
-			if holding.Load() {
-				return holdForever
-			}
-			return d.backlog.Hold()
-		},
-		OnRejected: newRejections(cfg, d.logs.StoreRejected, log).handle,
-		OnAligned:  func(a runtime.Aligned) { ctl.stalls.aligned(jobStart, a) },
-		OnComplete: func(m *checkpoint.Manifest) {
-			said.onComplete(m, interval, time.Now())
-			ctl.checkpointMetrics.completed(m, interval)
-			if isLate(interval, m.Duration) {
-				lateCheckpoints.Add(1)
-			}
-			if ctl.remote != nil && m.SameAs == 0 { // one that changed nothing was uploaded as SameAs
-				ctl.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
-			}
-			done.completed(m.ID)
-		},
-		OnAbort: func(a checkpoint.Abort) {
-			said.onAbort(a)
-			ctl.checkpointMetrics.aborted(a)
-			done.abort(a.ID, a.Reason.String()+": "+a.Cause)
-		},
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	jobStart = job.Status().Started
-	if len(restore.Candidates) > 0 {
-		reportDropped(restore.Candidates[0].Manifest, cfg, log)
-	}
-	jobCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	summarized := make(chan struct{})
-	go func() {
-		defer close(summarized)
-		said.summarize(jobCtx, cfg.Agent.LogSummaryInterval)
-	}()
-	defer func() { cancel(); <-summarized }() // the last summary before the agent goes on or stops
-	go func() {
-		err := job.Run(jobCtx)
-		done.stopped(err)
-		ran <- err
-	}()
-	ctl.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: d.sources, late: d.late, backlog: d.backlog,
-		brokers: d.brokerStates, sinks: d.sinks, completions: done, restoredSource: restore.Source, store: store, savepoints: filepath.Join(d.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
-		interval: interval, lateCheckpoints: lateCheckpoints,
-		carried: ctl.counts()}) // the incarnation before, if any, has stopped: its counts are final
-	log.Info("pipeline running", "config", ctl.pipeline, "mode", mode.String())
-	running := fmt.Sprintf("running %s (%s)", ctl.pipeline, mode)
-	notify.Ready(running)
-	var ping <-chan time.Time // the watchdog's, when systemd wants pings
-	if every := notify.Watchdog(); every > 0 {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		ping = t.C
-	}
-	stop := func() error {
-		holding.Store(true)
-		finalCheckpoint(job, done, log)
-		drainOutput(d.backlog, log)
-		cancel()
-		return <-ran
-	}
-	for {
-		select {
-		case <-ping:
-			notify.Ping()
-			continue
-		case err := <-ran:
-			return nil, false, nothingRestored(err)
-		case err := <-fatal:
-			cancel()
-			<-ran
-			return nil, false, err
-		case <-ctx.Done():
-			ctl.stopping.Store(true)
-			notify.Stopping("stopping: taking a final checkpoint")
-			return nil, false, stop()
-		case req := <-ctl.stops:
-			ctl.stopping.Store(true)
-			notify.Stopping("stopping as asked: taking a final checkpoint")
-			resp, err := ctl.stopWith(ctx, ctl.current.Load(), req, holding.Store)
-			if err != nil {
-				req.reply <- stopReply{err: err}
-				continue
-			}
-			cancel()
-			err = <-ran
-			log.Info("stopped as asked", "savepoint", resp.Path)
-			req.reply <- stopReply{resp: resp, err: err}
-			return nil, false, err
-		case <-changes:
-		case <-reload:
-		}
-		next, err = config.Load(ctl.pipeline)
-		if err != nil {
-			log.Error("pipeline file changed but is invalid; the running pipeline goes on", "errors", err.Error())
-			ctl.setConfigError(err)
-			notify.Status("%s; the changed file is not applied: see the log", running)
-			continue
-		}
-		if _, err := build(next, &deps{logs: d.logs, clientID: d.clientID, brokers: d.brokers, dataDir: d.dataDir, late: map[string]*atomic.Int64{}, log: log}); err != nil {
-			log.Error("pipeline file changed but its graph cannot be built; the running pipeline goes on", "err", err)
-			ctl.setConfigError(err)
-			notify.Status("%s; the changed file is not applied: see the log", running)
-			continue
-		}
-		if why := unappliable(cfg, next); why != "" {
-			err := fmt.Errorf("%s changed: restart cairn to apply", why)
-			log.Error("pipeline file changed in a way that cannot be applied live; the running pipeline goes on", "err", err)
-			ctl.setConfigError(err)
-			notify.Status("%s; the changed file is not applied: see the log", running)
-			continue
-		}
-		ctl.setConfigError(nil)
-		log.Info("pipeline file changed; stopping with a checkpoint to restart the new graph")
-		notify.Reloading("reloading: taking a final checkpoint, then starting the changed pipeline")
-		if err := stop(); err != nil {
-			return nil, false, err
-		}
-		return next, done.completedAny(), nil
-	}
-}
-
-// nothingRestored names --accept-state-loss in err when no checkpoint
-// could be restored (localrecovery.ErrNothingRestored).
-func nothingRestored(err error) error {
-	if errors.Is(err, localrecovery.ErrNothingRestored) {
-		return fmt.Errorf("%w (cairn run --accept-state-loss starts with empty state anyway)", err)
-	}
-	return err
-}
-
-// unappliable names what changed that a reload cannot apply: the agent
-// section (but for its log level and output backlog) and the brokers belong
-// to the process.
-func unappliable(old, next *config.Config) string {
-	strip := func(c *config.Config) (config.Agent, map[string]config.Broker) {
-		a := c.Agent
-		a.Pos = config.Pos{}
-		a.LogLevel, a.Level = "", 0 // applied by a reload
-		a.MaxOutputBacklog, a.MaxOutputBacklogBytes = "", 0
-		a.LogSummaryInterval, a.RetainedSavepoints = 0, 0
-		bs := make(map[string]config.Broker)
-		for k, b := range c.Brokers {
-			bb := *b
-			bb.Pos, bb.Users = config.Pos{}, nil
-			if b.Limits != nil {
-				l := *b.Limits
-				l.Pos = config.Pos{}
-				bb.Limits = &l
-			}
-			for _, u := range b.Users {
-				uu := *u
-				uu.Pos = config.Pos{}
-				bb.Users = append(bb.Users, &uu)
-			}
-			bs[k] = bb
-		}
-		return a, bs
-	}
-	oa, ob := strip(old)
-	na, nb := strip(next)
-	switch {
-	case oa != na:
-		return "agent"
-	case !reflect.DeepEqual(ob, nb):
-		return "brokers"
-	case old.Checkpoints.Retained != next.Checkpoints.Retained:
-		return "checkpoints.retained"
-	case !sameRemote(old.Remote, next.Remote):
-		return "remote"
-	}
-	// A source's offsets cannot be redistributed over another parallelism.
-	for _, s := range next.Sources {
-		for _, o := range old.Sources {
-			if o.ID == s.ID && o.Parallelism != s.Parallelism {
-				return "the parallelism of source " + s.ID
-			}
-		}
-	}
-	return ""
-}
-
-// reportDropped logs operators whose state the restored checkpoint holds
-// but the new graph no longer has.
-func reportDropped(m *checkpoint.Manifest, cfg *config.Config, log *slog.Logger) {
-	for _, op := range missing(m.Operators(), cfg) {
-		log.Warn("the restored checkpoint has state of an operator the pipeline no longer has; it is dropped", "operator", op, "checkpoint", m.ID)
-	}
-}
-
-// finalCheckpoint takes a checkpoint before a stop and waits for it, at
-// most StopTimeout.
-func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-	defer cancel()
-	id, err := job.TriggerSavepoint(ctx) // aligned: a reload may change parallelism
-	if err != nil {
-		log.Warn("no final checkpoint", "err", err)
-		return
-	}
-	if err := done.wait(ctx, id); err != nil {
-		log.Warn("no final checkpoint; the last completed one stands", "id", id, "err", err)
-		return
-	}
-	log.Info("final checkpoint complete", "id", id)
-}
-
-// holdForever holds the sources of a job that stops.
-var holdForever = make(chan struct{})
-
-// DrainTimeout bounds how long a stop waits, after its final checkpoint,
-// for the brokers to acknowledge the output the sinks hold; what they do
-// not is published at the next start.
-const DrainTimeout = 5 * time.Second
-
-// drainOutput waits, at most DrainTimeout, until the brokers acknowledged
-// all the output the sinks hold: with the sources held and the final
-// checkpoint complete, all of it is committed.
-func drainOutput(backlog *mqttio.Backlog, log *slog.Logger) {
-	select {
-	case <-backlog.Empty():
-	case <-time.After(DrainTimeout):
-		bytes, _ := backlog.Bytes()
-		log.Warn("stopping with output the brokers have not acknowledged; the next start publishes it", "bytes", bytes, "waited", DrainTimeout)
-	}
 }
 
 // Checkpoints lists the completed checkpoints in the store of a stopped

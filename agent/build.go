@@ -12,35 +12,41 @@ import (
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
-// deps are what building a graph needs beyond the config.
+// deps are what building a graph needs beyond the config: the agent's
+// inputs, the same for every incarnation (and for a reload's trial build).
 type deps struct {
 	logs     *ingest.Logs
-	dataDir  string
 	clientID string                    // base of every MQTT client id
 	brokers  map[string]*mqttio.Broker // the embedded brokers started, by name
-	sources  []*mqttio.SourceMetrics
-	late     map[string]*atomic.Int64       // window operator → records dropped as late
-	backlog  *mqttio.Backlog                // shared by the sinks of the graph
-	log      *slog.Logger                   // the agent's, for the MQTT clients too
-	sinks    map[string]*mqttio.SinkMetrics // by sink id
-	// brokerStates gather the connection states of each broker's clients.
-	brokerStates map[string]*mqttio.BrokerState
+	log      *slog.Logger              // the agent's, for the MQTT clients too
 	// acceptStateLoss is Options.AcceptStateLoss.
 	acceptStateLoss bool
 }
 
-// brokerState returns broker name's state, shared by its clients.
-func (d *deps) brokerState(name string) *mqttio.BrokerState {
-	if d.brokerStates == nil {
-		d.brokerStates = make(map[string]*mqttio.BrokerState)
-	}
-	if d.brokerStates[name] == nil {
-		d.brokerStates[name] = new(mqttio.BrokerState)
-	}
-	return d.brokerStates[name]
+// built is what build made of a config: the topology, and the metrics of
+// its parts, where the status and the metrics read them.
+type built struct {
+	topo    *graph.Topology
+	sources []*mqttio.SourceMetrics
+	sinks   map[string]*mqttio.SinkMetrics // by sink id
+	late    map[string]*atomic.Int64       // window operator → records dropped as late
+	// brokerStates gather the connection states of each broker's clients.
+	brokerStates map[string]*mqttio.BrokerState
 }
 
-// clientConfig resolves a broker of the config into MQTT client settings.
+// brokerState returns broker name's state, shared by its clients.
+func (g *built) brokerState(name string) *mqttio.BrokerState {
+	if g.brokerStates == nil {
+		g.brokerStates = make(map[string]*mqttio.BrokerState)
+	}
+	if g.brokerStates[name] == nil {
+		g.brokerStates[name] = new(mqttio.BrokerState)
+	}
+	return g.brokerStates[name]
+}
+
+// clientConfig resolves a broker of the config into MQTT client settings,
+// without a State: the caller's clients share one, or have none.
 func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.ClientConfig, error) {
 	b := c.Brokers[name]
 	cc := mqttio.ClientConfig{
@@ -48,7 +54,7 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 		Username: b.Username, Password: b.Password,
 		CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile,
 		KeepAlive: b.KeepAlive, StatusTopic: b.StatusTopic, Logger: d.log,
-		Name: name, State: d.brokerState(name),
+		Name: name,
 	}
 	if b.ClientID != "" {
 		cc.ClientID = b.ClientID + "-" + suffix
@@ -85,8 +91,10 @@ func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error
 	return bc, nil
 }
 
-// build turns a validated config into a topology.
-func build(c *config.Config, d *deps) (*graph.Topology, error) {
+// build turns a validated config into a topology whose sinks share
+// backlog (nil: a trial build, whose graph never runs).
+func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) {
+	g := &built{late: make(map[string]*atomic.Int64)}
 	var b graph.Builder
 	streams := make(map[string]graph.Stream)
 	parallelism := make(map[string]int)
@@ -104,6 +112,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		if err != nil {
 			return nil, err
 		}
+		cc.State = g.brokerState(s.Broker)
 		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TopicFields: map[int]string{}}
 		for _, f := range []*string{&s.Key, &s.Value, &s.Time} {
 			if w := c.AsWritten(f); w != *f {
@@ -128,7 +137,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 			}
 		}
 		metrics := new(mqttio.SourceMetrics)
-		d.sources = append(d.sources, metrics)
+		g.sources = append(g.sources, metrics)
 		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
 			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
 			Logs: d.logs, AcceptStateLoss: d.acceptStateLoss, SyncInterval: c.Agent.SyncInterval, MaxInflight: c.Brokers[s.Broker].MaxInflight,
@@ -142,7 +151,7 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		for _, in := range o.Inputs {
 			inputs = append(inputs, graph.In(streams[in], partitioner(o, parallelism[in])))
 		}
-		newOp, err := o.Build(config.Hooks{Late: d.lateCounter(o.ID)})
+		newOp, err := o.Build(config.Hooks{Late: g.lateCounter(o.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
@@ -154,20 +163,26 @@ func build(c *config.Config, d *deps) (*graph.Topology, error) {
 		if err != nil {
 			return nil, err
 		}
+		cc.State = g.brokerState(s.Broker)
 		metrics := new(mqttio.SinkMetrics)
-		if d.sinks == nil {
-			d.sinks = make(map[string]*mqttio.SinkMetrics)
+		if g.sinks == nil {
+			g.sinks = make(map[string]*mqttio.SinkMetrics)
 		}
-		d.sinks[s.ID] = metrics
+		g.sinks[s.ID] = metrics
 		in := graph.Rebalance()
 		if s.Parallelism == parallelism[s.Input] {
 			in = graph.Forward() // each subtask takes one input subtask's records, in order
 		}
-		b.Operator(s.ID, s.Parallelism, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: d.backlog, Metrics: metrics,
+		b.Operator(s.ID, s.Parallelism, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: backlog, Metrics: metrics,
 			Format: s.Output.Format(s.Input, c.AggregateOf(s.Input))}),
 			[]graph.Input{graph.In(streams[s.Input], in)})
 	}
-	return b.Build()
+	topo, err := b.Build()
+	if err != nil {
+		return nil, err
+	}
+	g.topo = topo
+	return g, nil
 }
 
 // MissingKey is the key of records that lack the key_by field: they are
@@ -196,12 +211,12 @@ func partitioner(o *config.Operator, upstream int) graph.Partitioner {
 }
 
 // lateCounter returns config.Hooks.Late for operator id: a counter of the
-// records it drops as late, in d.late, where the status and the metrics
+// records it drops as late, in g.late, where the status and the metrics
 // read it.
-func (d *deps) lateCounter(id string) func() func(*graph.Record) {
+func (g *built) lateCounter(id string) func() func(*graph.Record) {
 	return func() func(*graph.Record) {
 		late := new(atomic.Int64)
-		d.late[id] = late
+		g.late[id] = late
 		return func(*graph.Record) { late.Add(1) }
 	}
 }

@@ -47,8 +47,8 @@ operators:
 `
 
 // startControl runs fuzzPipeline through the agent's own incarnation loop
-// and returns its control API handler.
-func startControl(tb testing.TB) (*control, http.Handler) {
+// and returns its state and its control API handler.
+func startControl(tb testing.TB) (*state, http.Handler) {
 	dir := tb.TempDir()
 	cfg, errs := config.Parse("fuzz.yaml", []byte(fuzzPipeline), func(string) (string, bool) { return "", false })
 	if len(errs) > 0 {
@@ -59,12 +59,13 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d := &deps{clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}, dataDir: dir}
-	ctl := &control{pipeline: "fuzz.yaml", host: "fuzz", log: log, checkpointMetrics: newCheckpointMetrics()}
+	ctl := &state{pipeline: "fuzz.yaml", host: "fuzz"}
+	a := &Agent{path: "fuzz.yaml", cfg: cfg, log: log, dataDir: dir, clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}, store: store,
+		state: ctl, metrics: &exporter{state: ctl, checkpoints: newCheckpointMetrics()}, api: &controlAPI{state: ctl, log: log}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := runIncarnation(ctx, cfg, d, store, nil, ctl, nil, nil, nil, nil, log)
+		_, _, err := a.runIncarnation(ctx, cfg, nil)
 		done <- err
 	}()
 	tb.Cleanup(func() {
@@ -75,7 +76,7 @@ func startControl(tb testing.TB) (*control, http.Handler) {
 		store.Close()
 	})
 	testwait.For(tb, 10*time.Second, "the pipeline to start", func() bool { return ctl.current.Load() != nil })
-	return ctl, ctl.handler()
+	return ctl, a.api.handler()
 }
 
 // flushRecorder records a response; a flush ends the request, so that the

@@ -17,13 +17,13 @@ const maxDeadLettersPage = 1000
 
 // deadLetters answers GET /deadletters?from=SEQ&limit=N from the running
 // agent's store.
-func (c *control) deadLetters(w http.ResponseWriter, r *http.Request) {
+func (c *controlAPI) deadLetters(w http.ResponseWriter, r *http.Request) {
 	from, limit, err := page(r)
 	if err != nil {
 		reply(w, http.StatusBadRequest, api.Error{Error: err.Error()})
 		return
 	}
-	dls, err := c.logs.DeadLetters(from, limit)
+	dls, err := c.state.logs.DeadLetters(from, limit)
 	if err != nil {
 		reply(w, http.StatusInternalServerError, api.Error{Error: err.Error()})
 		return

@@ -33,7 +33,7 @@ const statusCloseTimeout = 2 * time.Second
 // fleetStatus publishes the agent's status to the brokers that have a
 // status topic, each at its own status_interval.
 type fleetStatus struct {
-	ctl     *control
+	state   *state
 	version string
 	log     *slog.Logger
 	brokers []statusBroker
@@ -47,10 +47,10 @@ type statusBroker struct {
 	pub      *mqttio.StatusPublisher
 }
 
-// startFleetStatus starts publishing to every broker of cfg with a
-// status topic; nil when none has one.
-func startFleetStatus(cfg *config.Config, d *deps, ctl *control) (*fleetStatus, error) {
-	f := &fleetStatus{ctl: ctl, version: ctl.build.Version, log: d.log, done: make(chan struct{})}
+// startFleetStatus starts publishing st, as cairn version says, to every
+// broker of cfg with a status topic; nil when none has one.
+func startFleetStatus(cfg *config.Config, d *deps, st *state, version string) (*fleetStatus, error) {
+	f := &fleetStatus{state: st, version: version, log: d.log, done: make(chan struct{})}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Brokers)) {
 		b := cfg.Brokers[name]
 		if b.StatusTopic == "" {
@@ -61,7 +61,6 @@ func startFleetStatus(cfg *config.Config, d *deps, ctl *control) (*fleetStatus, 
 			f.close()
 			return nil, err
 		}
-		cc.State = nil // not one of the pipeline's clients
 		pub, err := cc.StartStatus("")
 		if err != nil {
 			f.close()
@@ -90,7 +89,7 @@ func (f *fleetStatus) run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		now := time.Now()
-		st := f.ctl.status()
+		st := f.state.status()
 		for i, b := range f.brokers {
 			msg := gatewayStatus(st, f.version, b.interval, last[i].at, now)
 			// Due a tick early rather than late: the ticks come a poll
@@ -117,7 +116,7 @@ func (f *fleetStatus) close() {
 		<-f.done
 	}
 	now := time.Now()
-	st := f.ctl.status()
+	st := f.state.status()
 	for _, b := range f.brokers {
 		msg := gatewayStatus(st, f.version, b.interval, now, now)
 		msg.State = "stopped"

@@ -94,6 +94,34 @@ func warnIfShared(dataDir string, log *slog.Logger) {
 	}
 }
 
+// warnIfUnreachable warns when members of the control group (gid) cannot
+// reach the socket: when the data directory, or a directory above it,
+// lets neither the group nor others search it.
+func warnIfUnreachable(dataDir, group string, gid int, log *slog.Logger) {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return
+	}
+	for {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		perm := st.Mode().Perm()
+		if ok && perm&0o001 == 0 && (int(sys.Gid) != gid || perm&0o010 == 0) {
+			log.Warn("members of the control group cannot reach the control socket: chgrp the directory to the group and chmod g+x it",
+				"group", group, "dir", dir, "mode", perm.String(), "dir_gid", sys.Gid)
+			return
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return
+		}
+		dir = parent
+	}
+}
+
 // dataDirIdentity is what the agent keeps in its data directory, as it
 // opened it: each path's device and inode, the directory first.
 type dataDirIdentity []identified

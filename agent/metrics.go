@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -20,30 +19,34 @@ import (
 // docs/operations.md's Metrics section lists every metric written here, with its
 // type, meaning and buckets: a change here changes that list.
 
-// listenMetrics opens the listener of Prometheus text-format metrics on
-// addr (a loopback address unless the file says otherwise).
-func (c *control) listenMetrics(addr string) (listener, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return listener{}, fmt.Errorf("metrics listener: %w", err)
-	}
+// exporter writes the agent's metrics from its state and from what it
+// observes of the checkpoints and alignments of every incarnation.
+type exporter struct {
+	state *state
+	// build says which cairn this is, and checkpoints (required: every
+	// incarnation reports to it) what their checkpoints did.
+	build       BuildInfo
+	checkpoints *checkpointMetrics
+}
+
+// handler serves GET /metrics.
+func (c *exporter) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		c.writeMetrics(w)
+		c.write(w)
 	})
-	c.log.Info("metrics listening", "addr", l.Addr().String())
-	return listener{l: l, handler: mux}, nil
+	return mux
 }
 
-// writeMetrics writes the agent's metrics in the Prometheus text format
+// write writes the agent's metrics in the Prometheus text format
 // (version 0.0.4): every family's HELP and TYPE once, then its series.
 // Counters count since the agent started, across reloads.
-func (c *control) writeMetrics(w io.Writer) {
+func (c *exporter) write(w io.Writer) {
 	e := exposition{w}
-	st := c.status()
+	st := c.state.status()
 	counted := c.counts()
-	ckpt := c.checkpointMetrics.snapshot()
+	ckpt := c.checkpoints.snapshot()
 	counter := func(name, help string) {
 		e.family(name, "counter", help)
 		series := counted[name]
@@ -84,8 +87,8 @@ func (c *control) writeMetrics(w io.Writer) {
 	counter("cairn_backpressure_seconds_total", "Time a subtask waited for room downstream.")
 	counter("cairn_late_records_total", "Records a window dropped for arriving after its allowed lateness.")
 	var kept, added map[string]int64
-	if c.logs != nil {
-		kept, added = c.logs.DeadLetterCounts()
+	if c.state.logs != nil {
+		kept, added = c.state.logs.DeadLetterCounts()
 	}
 	e.family("cairn_dead_letters_total", "counter", "Dead letters stored since the agent started, by cause: undecodable, damaged, rejected, unpublishable.")
 	for _, cause := range ingest.Causes {
@@ -207,11 +210,11 @@ func (c counts) add(family, ls string, v float64) {
 // A series of an operator or a sink that a reload removed keeps its last
 // value. Only counts of a stopped incarnation are final: a new incarnation
 // takes them as it starts.
-func (c *control) counts() counts {
+func (c *exporter) counts() counts {
 	out := make(counts)
 	out.add("cairn_dead_letters_total", "", 0)
 	out.add("cairn_ingest_append_failures_total", "", 0)
-	inc := c.current.Load()
+	inc := c.state.current.Load()
 	if inc == nil {
 		return out
 	}

@@ -8,15 +8,15 @@ import (
 	"github.com/cairn-edge/cairn/runtime"
 )
 
-// observe adds to out, the status control.status built from the job's
+// observe adds to out, the status state.status built from the job's
 // st, what tells an operator how the checkpoints keep up: which subtasks
 // acknowledged the checkpoints in flight, which completed ones were late,
 // each operator's event time and how far it trails now, and the recent
 // alignment stalls.
-func (c *control) observe(out *api.Status, inc *incarnation, st runtime.Status, now time.Time) {
+func (s *state) observe(out *api.Status, inc *incarnation, st runtime.Status, now time.Time) {
 	out.TimeUnixMS = now.UnixMilli()
-	if c.stalls != nil {
-		out.Stalls = c.stalls.list()
+	if s.stalls != nil {
+		out.Stalls = s.stalls.list()
 	}
 	if inc == nil {
 		return

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,9 +270,9 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 		t.Fatal(err)
 	}
 	defer store.Close()
-	d := &deps{logs: logs, dataDir: h.dir, clientID: h.id, brokers: map[string]*mqttio.Broker{"local": h.broker},
-		late: make(map[string]*atomic.Int64), log: log, backlog: mqttio.NewBacklog(32<<20, nil)}
-	topo, err := build(h.cfg, d)
+	d := &deps{logs: logs, clientID: h.id, brokers: map[string]*mqttio.Broker{"local": h.broker}, log: log}
+	backlog := mqttio.NewBacklog(32<<20, nil)
+	g, err := d.build(h.cfg, backlog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +285,11 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 	handle := newRejections(h.cfg, logs.StoreRejected, log).handle
 	mode, _ := checkpoint.ParseMode(h.cfg.Checkpoints.Mode)
 	completed := make(chan uint64, 16)
-	job, err := runtime.New(topo, runtime.Options{
+	job, err := runtime.New(g.topo, runtime.Options{
 		OnComplete:  func(m *checkpoint.Manifest) { completed <- m.ID },
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: time.Hour, Timeout: time.Minute, MaxConcurrent: 1},
 		Store:       store, Restore: restore.Candidates, Incremental: true, MaxChain: 3, Logger: log,
-		Hold: d.backlog.Hold,
+		Hold: backlog.Hold,
 		OnRejected: func(id checkpoint.TaskID, r *graph.Record, err error) error {
 			rj := rejection{operator: id.Operator, reason: err.Error()}
 			rj.log, rj.offset, _, _ = logs.Origin(r.Origin)
@@ -316,7 +315,7 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 	}
 	read := func() int64 {
 		n := restored
-		for _, s := range d.sources {
+		for _, s := range g.sources {
 			n += s.DeadLetters.Load()
 		}
 		for id, m := range job.Metrics() {

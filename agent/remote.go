@@ -135,12 +135,13 @@ func damage(store checkpoint.Store, m *checkpoint.Manifest) string {
 	return ""
 }
 
-// uploadState fills in info's upload state, when remote upload is on.
-func (c *control) uploadState(info *api.CheckpointInfo) {
-	if c.remote == nil || info.Status != "completed" {
+// uploadState fills in info's upload state, when remote upload is on
+// (r is not nil).
+func (r *remoteSide) uploadState(info *api.CheckpointInfo) {
+	if r == nil || info.Status != "completed" {
 		return
 	}
-	s := c.remote.uploads.State(info.ID)
+	s := r.uploads.State(info.ID)
 	info.Upload, info.UploadError = s.Status, s.Err
 }
 

@@ -98,7 +98,7 @@ func (s *stalls) histograms() map[string]histogram {
 // writeStallMetrics writes the event-time lag of every operator whose
 // records carry event time, and the histograms of each subtask's
 // alignments.
-func (c *control) writeStallMetrics(e exposition, st api.Status) {
+func (c *exporter) writeStallMetrics(e exposition, st api.Status) {
 	e.family("cairn_watermark_lag_seconds", "gauge", "How far an operator's event time (the least watermark of its subtasks) trails the agent's wall clock; only operators whose records carry event time.")
 	for _, o := range st.Operators {
 		if o.WatermarkUnixMS != 0 {
@@ -106,10 +106,10 @@ func (c *control) writeStallMetrics(e exposition, st api.Status) {
 		}
 	}
 	e.family("cairn_alignment_stall_seconds", "histogram", "Barrier alignments of a subtask with several inputs, by how long they held the inputs whose barrier had come.")
-	if c.stalls == nil {
+	if c.state.stalls == nil {
 		return
 	}
-	hs := c.stalls.histograms()
+	hs := c.state.stalls.histograms()
 	for _, l := range slices.Sorted(maps.Keys(hs)) {
 		hs[l].write(e, "cairn_alignment_stall_seconds", l)
 	}

@@ -6,7 +6,7 @@ import "testing"
 // an incarnation restores, before there is a job, the status says
 // "restoring", not "starting".
 func TestStatusSaysRestoringWhileStateIsRead(t *testing.T) {
-	c := &control{}
+	c := &state{}
 	if s := c.status().State; s != "starting" {
 		t.Fatalf("state %q, want starting", s)
 	}

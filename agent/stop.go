@@ -34,7 +34,7 @@ type stopReply struct {
 
 // stop is POST /stop: it hands the request to the incarnation's loop and
 // answers once the pipeline stopped, or the savepoint failed.
-func (c *control) stop(w http.ResponseWriter, r *http.Request) {
+func (c *controlAPI) stop(w http.ResponseWriter, r *http.Request) {
 	req := stopRequest{savepoint: r.URL.Query().Get("savepoint") != "", path: r.URL.Query().Get("path"), reply: make(chan stopReply, 1)}
 	if req.path != "" && !filepath.IsAbs(req.path) {
 		reply(w, http.StatusBadRequest, api.Error{Error: fmt.Sprintf("savepoint path %q: want an absolute path", req.path)})
@@ -155,21 +155,21 @@ func syncDir(dir string) error {
 // stopWith stops the job of inc as req asks, once its sources hold: a
 // savepoint written where req says, or a final checkpoint; then the
 // output drained. A savepoint that fails is an error, and the job goes on.
-func (c *control) stopWith(ctx context.Context, inc *incarnation, req stopRequest, hold func(bool)) (api.CheckpointResponse, error) {
+func (a *Agent) stopWith(ctx context.Context, inc *incarnation, req stopRequest, hold func(bool)) (api.CheckpointResponse, error) {
 	hold(true)
 	if !req.savepoint {
-		finalCheckpoint(inc.job, inc.completions, c.log)
-		drainOutput(inc.backlog, c.log)
+		finalCheckpoint(inc.job, inc.completions, a.log)
+		drainOutput(inc.backlog, a.log)
 		return api.CheckpointResponse{}, nil
 	}
-	resp, err := c.takeSavepoint(ctx, inc, req.path)
+	resp, err := takeSavepoint(ctx, inc, req.path, a.log)
 	if err != nil {
 		hold(false)
-		c.stopping.Store(false)
-		c.log.Error("stop with a savepoint refused: the savepoint failed; the pipeline goes on", "err", err)
+		a.state.stopping.Store(false)
+		a.log.Error("stop with a savepoint refused: the savepoint failed; the pipeline goes on", "err", err)
 		return resp, err
 	}
-	drainOutput(inc.backlog, c.log)
+	drainOutput(inc.backlog, a.log)
 	return resp, nil
 }
 

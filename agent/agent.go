@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
 )
@@ -67,22 +68,7 @@ type BuildInfo struct {
 }
 
 // LogsPath is the ingest logs' directory under a data directory.
-func LogsPath(dataDir string) string { return filepath.Join(dataDir, "ingest") }
-
-// openLogs opens the ingest logs in dataDir, first moving those of an
-// earlier cairn's single bbolt file (ingest.db) into them.
-func openLogs(dataDir string, log *slog.Logger) (*mqttio.Logs, error) {
-	opts := mqttio.LogOptions{Logger: log}
-	old := filepath.Join(dataDir, "ingest.db")
-	migrated, err := mqttio.MigrateBoltLogs(old, LogsPath(dataDir), opts)
-	if err != nil {
-		return nil, err
-	}
-	if migrated {
-		log.Info("ingest log moved to segment files; every message keeps its offset", "from", old, "to", LogsPath(dataDir))
-	}
-	return mqttio.OpenLogs(LogsPath(dataDir), opts)
-}
+func LogsPath(dataDir string) string { return ingest.Dir(dataDir) }
 
 // StorePath is the checkpoint store's file under a data directory.
 func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints.db") }
@@ -133,7 +119,7 @@ type Agent struct {
 	brokers   map[string]*mqttio.Broker // the embedded brokers, by name
 	store     *localrecovery.Store
 	remote    *remoteSide // nil: remote storage is off
-	logs      *mqttio.Logs
+	logs      *ingest.Logs
 	changes   <-chan struct{} // the pipeline file's changes
 	stopWatch func()
 	state     *state // what the status says, across incarnations
@@ -222,7 +208,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if a.remote, err = openRemote(cfg.Remote, a.store, log); err != nil {
 		return err
 	}
-	if a.logs, err = openLogs(dataDir, log); err != nil {
+	if a.logs, err = ingest.Open(dataDir, ingest.LogOptions{Logger: log}); err != nil {
 		return err
 	}
 	if a.changes, a.stopWatch, err = watch(a.path, log); err != nil {

@@ -8,13 +8,14 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // deps are what building a graph needs beyond the config: the agent's
 // inputs, the same for every incarnation (and for a reload's trial build).
 type deps struct {
-	logs     *mqttio.Logs
+	logs     *ingest.Logs
 	clientID string                    // base of every MQTT client id
 	brokers  map[string]*mqttio.Broker // the embedded brokers started, by name
 	log      *slog.Logger              // the agent's, for the MQTT clients too

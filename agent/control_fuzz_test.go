@@ -19,7 +19,7 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
 )

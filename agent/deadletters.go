@@ -8,7 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/seglog"
 )
 
@@ -63,7 +63,7 @@ func DeadLetters(dataDir string, from uint64, limit int) (api.DeadLetters, error
 	if limit <= 0 || limit > maxDeadLettersPage {
 		limit = maxDeadLettersPage
 	}
-	dls, err := mqttio.ReadDeadLetters(LogsPath(dataDir), from, limit)
+	dls, err := ingest.ReadDeadLetters(LogsPath(dataDir), from, limit)
 	if err != nil {
 		return api.DeadLetters{}, err
 	}
@@ -74,7 +74,7 @@ func DeadLetters(dataDir string, from uint64, limit int) (api.DeadLetters, error
 // directory when an agent runs on it.
 var ErrAgentRunning = errors.New("an agent is running on the data directory")
 
-func deadLetterPage(dls []mqttio.StoredDeadLetter, from uint64) api.DeadLetters {
+func deadLetterPage(dls []ingest.StoredDeadLetter, from uint64) api.DeadLetters {
 	out := api.DeadLetters{DeadLetters: make([]api.DeadLetter, 0, len(dls)), Next: from}
 	for _, dl := range dls {
 		shown := dl.Shown()

@@ -15,9 +15,9 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // skewedGateway is the status of a gateway running configs/skew.yaml

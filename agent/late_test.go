@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
 )
 
 // TestLateCheckpointsWarn: a checkpoint that takes more than half its

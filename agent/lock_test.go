@@ -15,8 +15,8 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/datadir"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // TestDataDirEntriesAreNotFollowed: each entry the agent keeps in its

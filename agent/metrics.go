@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // docs/operations.md's Metrics section lists every metric written here, with its
@@ -91,11 +91,11 @@ func (c *exporter) write(w io.Writer) {
 		kept, added = c.state.logs.DeadLetterCounts()
 	}
 	e.family("cairn_dead_letters_total", "counter", "Dead letters stored since the agent started, by cause: undecodable, damaged, rejected, unpublishable.")
-	for _, cause := range mqttio.Causes {
+	for _, cause := range ingest.Causes {
 		e.sample("cairn_dead_letters_total", labels("cause", cause), float64(added[cause]))
 	}
 	e.family("cairn_dead_letters", "gauge", "Dead letters the data directory keeps, which cairn deadletters lists, by cause.")
-	for _, cause := range mqttio.Causes {
+	for _, cause := range ingest.Causes {
 		e.sample("cairn_dead_letters", labels("cause", cause), float64(kept[cause]))
 	}
 	counter("cairn_sink_records_staged_total", "Records a sink staged for a checkpoint.")

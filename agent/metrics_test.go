@@ -22,8 +22,8 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // exposed is one scrape of the metrics, parsed strictly.

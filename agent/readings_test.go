@@ -19,7 +19,8 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
@@ -181,13 +182,13 @@ func (g readingsGen) payload(now int64) []byte {
 }
 
 // messages draws n messages for each source's ingest log.
-func (g readingsGen) messages(n int) (telemetry, events []mqttio.Message) {
+func (g readingsGen) messages(n int) (telemetry, events []ingest.Message) {
 	now := int64(1_700_000_000_000)
 	for range n {
 		now += int64(g.rng.IntN(300))
 		at := time.UnixMilli(now)
-		telemetry = append(telemetry, mqttio.Message{Topic: "sensors/" + g.level() + "/telemetry", Payload: g.payload(now), Received: at})
-		events = append(events, mqttio.Message{Topic: "events/" + g.level(), Payload: g.payload(now), Received: at})
+		telemetry = append(telemetry, ingest.Message{Topic: "sensors/" + g.level() + "/telemetry", Payload: g.payload(now), Received: at})
+		events = append(events, ingest.Message{Topic: "events/" + g.level(), Payload: g.payload(now), Received: at})
 	}
 	return telemetry, events
 }
@@ -233,13 +234,13 @@ func newReadingsHarness(t testing.TB, mode string, id string) *readingsHarness {
 
 // feed appends msgs to the ingest logs of the sources, as their
 // subscriptions would have.
-func (h *readingsHarness) feed(telemetry, events []mqttio.Message) {
-	logs, err := mqttio.OpenLogs(LogsPath(h.dir), mqttio.LogOptions{})
+func (h *readingsHarness) feed(telemetry, events []ingest.Message) {
+	logs, err := ingest.OpenLogs(LogsPath(h.dir), ingest.LogOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer logs.Close()
-	for name, msgs := range map[string][]mqttio.Message{"telemetry/0": telemetry, "events/0": events} {
+	for name, msgs := range map[string][]ingest.Message{"telemetry/0": telemetry, "events/0": events} {
 		l, err := logs.Log(name)
 		if err != nil {
 			h.t.Fatal(err)
@@ -259,7 +260,7 @@ func (h *readingsHarness) feed(telemetry, events []mqttio.Message) {
 func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult {
 	t := h.t
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	logs, err := mqttio.OpenLogs(LogsPath(h.dir), mqttio.LogOptions{Logger: log})
+	logs, err := ingest.OpenLogs(LogsPath(h.dir), ingest.LogOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 // sourceDeadLetters lists the sources' stored dead letters, without when
 // they were stored.
 func (h *readingsHarness) sourceDeadLetters() []string {
-	logs, err := mqttio.OpenLogs(LogsPath(h.dir), mqttio.LogOptions{})
+	logs, err := ingest.OpenLogs(LogsPath(h.dir), ingest.LogOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -408,7 +409,7 @@ func (h *readingsHarness) sourceDeadLetters() []string {
 // share of them, each restoring the last checkpoint and replaying what
 // followed. Neither may fail; every reading is a record or a dead letter;
 // both reject the same records and store the same dead letters.
-func checkReadings(t testing.TB, mode string, telemetry, events []mqttio.Message, rng *rand.Rand) {
+func checkReadings(t testing.TB, mode string, telemetry, events []ingest.Message, rng *rand.Rand) {
 	all := int64(len(telemetry) + len(events))
 	whole := newReadingsHarness(t, mode, fmt.Sprintf("readings-%d-a", rng.Uint64()))
 	whole.feed(telemetry, events)
@@ -517,10 +518,10 @@ func FuzzReadings(f *testing.F) {
 		telemetry, events := readingsGen{rng}.messages(3)
 		at := telemetry[len(telemetry)-1].Received
 		if !strings.ContainsAny(level, "/+#\x00") && isUTF8(level) {
-			telemetry = append(telemetry, mqttio.Message{Topic: "sensors/" + level + "/telemetry", Payload: payload, Received: at})
-			events = append(events, mqttio.Message{Topic: "events/" + level, Payload: payload, Received: at})
+			telemetry = append(telemetry, ingest.Message{Topic: "sensors/" + level + "/telemetry", Payload: payload, Received: at})
+			events = append(events, ingest.Message{Topic: "events/" + level, Payload: payload, Received: at})
 		} else {
-			telemetry = append(telemetry, mqttio.Message{Topic: "sensors/dev/telemetry", Payload: payload, Received: at})
+			telemetry = append(telemetry, ingest.Message{Topic: "sensors/dev/telemetry", Payload: payload, Received: at})
 		}
 		checkReadings(t, "exactly-once", telemetry, events, rng)
 	})
@@ -554,11 +555,11 @@ operators:
 	}
 	h := &readingsHarness{t: t, cfg: cfg, dir: t.TempDir(), broker: br, id: "env"}
 	at := time.UnixMilli(1_700_000_000_000)
-	h.feed([]mqttio.Message{
+	h.feed([]ingest.Message{
 		{Topic: "t/d", Payload: []byte(`{"temp_SECRET": 1}`), Received: at},                  // no key
 		{Topic: "t/d", Payload: []byte(`{"k_SECRET": "d"}`), Received: at},                   // no value
 		{Topic: "t/d", Payload: []byte(`{"k_SECRET": "d", "temp_SECRET": 1}`), Received: at}, // no humidity
-	}, []mqttio.Message{{Topic: "e", Payload: []byte(`{"v": 1}`), Received: at}}) // no factor
+	}, []ingest.Message{{Topic: "e", Payload: []byte(`{"v": 1}`), Received: at}}) // no factor
 	res := h.life(0, 4, false)
 	var reasons []string
 	for r := range res.rejections {

@@ -11,7 +11,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // rejectPeriod is how often the agent speaks of an operator's rejected
@@ -31,7 +31,7 @@ const (
 type rejections struct {
 	policy map[string]string // operator id → config.OnError*
 	sinks  map[string]bool   // the ids of the sinks, whose dead letters are unpublishable output
-	store  func(dl mqttio.DeadLetter, origin uint64) error
+	store  func(dl ingest.DeadLetter, origin uint64) error
 	log    *slog.Logger
 
 	mu  sync.Mutex
@@ -46,7 +46,7 @@ type rejectCount struct {
 	storeErr error
 }
 
-func newRejections(cfg *config.Config, store func(dl mqttio.DeadLetter, origin uint64) error, log *slog.Logger) *rejections {
+func newRejections(cfg *config.Config, store func(dl ingest.DeadLetter, origin uint64) error, log *slog.Logger) *rejections {
 	r := &rejections{policy: make(map[string]string), sinks: make(map[string]bool), store: store, log: log, ops: make(map[string]*rejectCount)}
 	for _, o := range cfg.Operators {
 		r.policy[o.ID] = o.OnError
@@ -119,8 +119,8 @@ func (r *rejections) report(op, policy string, c *rejectCount) {
 }
 
 // deadLetterOf is the dead letter of rec, which id rejected for err: the
-// record as JSON, cut as every dead letter is (mqttio.DeadLetterPayload).
-func (r *rejections) deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) mqttio.DeadLetter {
+// record as JSON, cut as every dead letter is (ingest.DeadLetterPayload).
+func (r *rejections) deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err error) ingest.DeadLetter {
 	payload, jerr := json.Marshal(struct {
 		Key     string  `json:"key"`
 		Time    int64   `json:"time"`
@@ -130,10 +130,10 @@ func (r *rejections) deadLetterOf(id checkpoint.TaskID, rec *graph.Record, err e
 	if jerr != nil {
 		payload = []byte(fmt.Sprintf("%q", fmt.Sprint(rec.Key, " ", rec.Time, " ", rec.Payload)))
 	}
-	dl := mqttio.DeadLetter{Cause: mqttio.CauseRejected, Operator: id.Operator + "/" + strconv.Itoa(id.Subtask), Reason: err.Error()}
+	dl := ingest.DeadLetter{Cause: ingest.CauseRejected, Operator: id.Operator + "/" + strconv.Itoa(id.Subtask), Reason: err.Error()}
 	if r.sinks[id.Operator] {
-		dl.Cause = mqttio.CauseUnpublishable
+		dl.Cause = ingest.CauseUnpublishable
 	}
-	dl.Payload, dl.Size = mqttio.DeadLetterPayload(payload)
+	dl.Payload, dl.Size = ingest.DeadLetterPayload(payload)
 	return dl
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // TestRejectionsSpeakOnceAPeriod checks what becomes of rejected records
@@ -27,9 +27,9 @@ func TestRejectionsSpeakOnceAPeriod(t *testing.T) {
 			{ID: "quiet", OnError: config.OnErrorDrop},
 			{ID: "strict", OnError: config.OnErrorFail},
 		}}
-		var stored []mqttio.DeadLetter
+		var stored []ingest.DeadLetter
 		var log bytes.Buffer
-		r := newRejections(cfg, func(dl mqttio.DeadLetter, _ uint64) error { stored = append(stored, dl); return nil },
+		r := newRejections(cfg, func(dl ingest.DeadLetter, _ uint64) error { stored = append(stored, dl); return nil },
 			slog.New(slog.NewTextHandler(&log, nil)))
 		start := time.Now()
 		reject := func(op string, n int) {
@@ -77,9 +77,9 @@ func TestRejectionsSpeakOnceAPeriod(t *testing.T) {
 // rejects (a record whose topic no broker takes) is stored.
 func TestSinkRejectionsAreDeadLetters(t *testing.T) {
 	cfg := &config.Config{Sinks: []*config.Sink{{ID: "out"}}}
-	var stored []mqttio.DeadLetter
+	var stored []ingest.DeadLetter
 	var log bytes.Buffer
-	r := newRejections(cfg, func(dl mqttio.DeadLetter, _ uint64) error { stored = append(stored, dl); return nil },
+	r := newRejections(cfg, func(dl ingest.DeadLetter, _ uint64) error { stored = append(stored, dl); return nil },
 		slog.New(slog.NewTextHandler(&log, nil)))
 	reason := errors.New(`sink out: topic "out/a#b/count" is not a valid MQTT topic: contains the wildcard #`)
 	if err := r.handle(checkpoint.TaskID{Operator: "out"}, &graph.Record{Key: "a#b", Value: 3}, reason); err != nil {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/loopback"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/loopback"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 

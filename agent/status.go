@@ -10,7 +10,7 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -32,7 +32,7 @@ type state struct {
 	// wear counts what the agent writes to its data directory.
 	wear *wear
 	// logs holds the ingest logs and the dead letters, in dataDir.
-	logs    *mqttio.Logs
+	logs    *ingest.Logs
 	dataDir string
 	// stalls are the alignments that ended, of every incarnation.
 	stalls *stalls
@@ -69,7 +69,7 @@ func (s *state) status() api.Status {
 		out.Ingest = ingestStatus(s.logs.Health(), s.dataDir)
 		kept, _ := s.logs.DeadLetterCounts()
 		out.DeadLetterCauses = make(map[string]int64)
-		for _, cause := range mqttio.Causes {
+		for _, cause := range ingest.Causes {
 			out.DeadLetterCauses[cause] = kept[cause]
 			out.DeadLetters += kept[cause]
 		}
@@ -170,7 +170,7 @@ func (s *state) status() api.Status {
 // ingestStatus is the ingest logs' health h as the control API says it,
 // with the paths of the data directory's files relative to it: data_dir
 // may take something from the environment, which the agent shows nowhere.
-func ingestStatus(h mqttio.Health, dataDir string) api.Ingest {
+func ingestStatus(h ingest.Health, dataDir string) api.Ingest {
 	relative := func(s string) string {
 		if dataDir == "" {
 			return s

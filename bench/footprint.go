@@ -21,7 +21,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/loopback"
+	"github.com/cairn-edge/cairn/internal/testing/loopback"
 )
 
 // The footprint targets of a gateway build (issue 8), in decimal

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // IngestConfig sizes the ingest scenario.
@@ -56,7 +56,7 @@ func Ingest(cfg IngestConfig) (*IngestResult, error) {
 	if cfg.SingleMessages <= 0 {
 		cfg.SingleMessages = 200
 	}
-	logs, err := mqttio.OpenLogs(filepath.Join(cfg.Dir, "ingest"), mqttio.LogOptions{})
+	logs, err := ingest.OpenLogs(filepath.Join(cfg.Dir, "ingest"), ingest.LogOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -86,19 +86,19 @@ func Ingest(cfg IngestConfig) (*IngestResult, error) {
 
 // TelemetryGroup returns n messages of about 100 bytes, readings of a
 // sensor fleet of 100 devices.
-func TelemetryGroup(n int) []mqttio.Message {
-	group := make([]mqttio.Message, n)
+func TelemetryGroup(n int) []ingest.Message {
+	group := make([]ingest.Message, n)
 	for i := range group {
 		topic := fmt.Sprintf("sensors/d%03d/telemetry", i%100)
 		p := []byte(fmt.Sprintf(`{"device":"d%03d","temp":21.5,"humidity":40,"seq":%08d}`, i%100, i))
-		group[i] = mqttio.Message{Topic: topic, Payload: p, Received: time.Now(), PacketID: uint16(i)}
+		group[i] = ingest.Message{Topic: topic, Payload: p, Received: time.Now(), PacketID: uint16(i)}
 	}
 	return group
 }
 
 // AppendGroups appends group to l times times, one fsynced append
 // each, and returns the time it took.
-func AppendGroups(l *mqttio.Log, group []mqttio.Message, times int) (time.Duration, error) {
+func AppendGroups(l *ingest.Log, group []ingest.Message, times int) (time.Duration, error) {
 	start := time.Now()
 	for range times {
 		if _, err := l.Append(group); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
 )
@@ -108,7 +109,7 @@ type MQTTRig struct {
 	prefix string
 	pub    paho.Client
 	bare   paho.Client
-	logs   *mqttio.Logs
+	logs   *ingest.Logs
 
 	bareN, bareTarget   atomic.Int64
 	bareDone            chan struct{}
@@ -157,7 +158,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		return nil, fmt.Errorf("bare subscriber: subscribe: %v", tok.Error())
 	}
 
-	if r.logs, err = mqttio.OpenLogs(filepath.Join(dir, "ingest"), mqttio.LogOptions{Logger: quiet}); err != nil {
+	if r.logs, err = ingest.OpenLogs(filepath.Join(dir, "ingest"), ingest.LogOptions{Logger: quiet}); err != nil {
 		return nil, err
 	}
 	filter, fields, err := mqttio.ParseTopicPattern(r.prefix + "/cairn/{device}/telemetry")

@@ -22,7 +22,7 @@ type Record struct {
 	Payload any
 	// Origin says where the record came from, for a dead letter should an
 	// operator reject it: the source's ingest log and offset, as the source
-	// packed them (mqttio.Logs.Origin unpacks them); 0 when not known (a
+	// packed them (ingest.Logs.Origin unpacks them); 0 when not known (a
 	// source without a log, a record an operator made, a record restored
 	// from a snapshot).
 	Origin uint64

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/sample"
+	"github.com/cairn-edge/cairn/internal/testing/sample"
 )
 
 // sampleState fills a subtask's state with every kind of value the

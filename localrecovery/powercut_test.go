@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/fusecut"
-	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testing/fusecut"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
 	"github.com/cairn-edge/cairn/localrecovery"
 )
 
@@ -30,8 +30,8 @@ var (
 )
 
 // TestPowerCut runs a writer of checkpoints on the store through a file
-// system that loses what was not synced (internal/fusecut, with
-// internal/powercut's semantics: what was synced, then a prefix of the
+// system that loses what was not synced (internal/testing/fusecut, with
+// internal/testing/powercut's semantics: what was synced, then a prefix of the
 // writes after, perhaps torn), kills it with SIGKILL at a random write
 // and cuts the power, again and again on the same store. After each cut
 // the file passes bbolt's check, and holds every checkpoint whose

@@ -16,7 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/sample"
+	"github.com/cairn-edge/cairn/internal/testing/sample"
 )
 
 // sampleSegment is the name of the one segment of the sample of the

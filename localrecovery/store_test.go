@@ -19,7 +19,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/internal/procfs"
-	"github.com/cairn-edge/cairn/internal/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
 )
 
 // logBuffer collects log lines for assertions.

@@ -3,7 +3,6 @@ package mqttio_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,29 +10,6 @@ import (
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/mqttio"
 )
-
-// BenchmarkIngestLogAppend measures durable appends: groups of 1000
-// telemetry messages of about 100 bytes, one fdatasync per group, as
-// `cairn-bench ingest` does.
-func BenchmarkIngestLogAppend(b *testing.B) {
-	db, err := mqttio.OpenLogs(filepath.Join(b.TempDir(), "ingest"), mqttio.LogOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	l, err := db.Log("bench/0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	group := bench.TelemetryGroup(1000)
-	b.ResetTimer()
-	d, err := bench.AppendGroups(l, group, b.N)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N*len(group))/d.Seconds(), "msgs/s")
-	b.ReportMetric(0, "ns/op")
-}
 
 // BenchmarkMQTTThroughput measures, in one run, messages per second from a
 // publisher through mosquitto into (a) a bare paho subscriber that only

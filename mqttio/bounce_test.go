@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/localrecovery"
 	"github.com/cairn-edge/cairn/runtime"
 )
@@ -44,7 +45,7 @@ func runMQTTHelper(dir, url string) error {
 	if err != nil {
 		return err
 	}
-	logs, err := OpenLogs(filepath.Join(dir, "ingest"), LogOptions{})
+	logs, err := ingest.OpenLogs(filepath.Join(dir, "ingest"), ingest.LogOptions{})
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/cairn-edge/cairn/internal/mqttraw"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 var brokerSeeds = flag.Int("broker.seeds", 5, "TestBrokerBoundsHold: how many generated runs")

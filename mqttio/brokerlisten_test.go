@@ -14,8 +14,8 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/cairn-edge/cairn/internal/mqttraw"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // startTimedBroker starts a broker with lim and the listener's times.

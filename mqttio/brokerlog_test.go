@@ -16,7 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // TestBrokerLogKeepsPacketsOut: the embedded broker's records never dump a

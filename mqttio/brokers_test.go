@@ -3,7 +3,7 @@ package mqttio
 import (
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
 )
 
 // Tests run against the embedded broker always, and against a real
@@ -30,7 +30,7 @@ func embeddedBroker(t testing.TB) testBroker {
 	return testBroker{url: b.URL()}
 }
 
-// mosquittoBroker starts mosquitto (internal/mosquittotest), or skips the
+// mosquittoBroker starts mosquitto (internal/testing/mosquittotest), or skips the
 // test when it is not installed and not required.
 func mosquittoBroker(t testing.TB) testBroker {
 	b := mosquittotest.Start(t, t.TempDir(), nil)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // TestBrokerStateOfAClient connects a client first to a port where no

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // BenchmarkDecodeJSON measures a telemetry message's decoding into a
@@ -16,7 +17,7 @@ import (
 // record's fields, topic levels and checks.
 func BenchmarkDecodeJSON(b *testing.B) {
 	d := Decoding{TopicFields: map[int]string{1: "device"}, KeyField: "device", ValueField: "temp"}
-	m := Message{Topic: "sensors/d042/telemetry", Payload: []byte(`{"temp":21.5,"humidity":40,"seq":12345,"site":"north-3"}`), Received: time.Now()}
+	m := ingest.Message{Topic: "sensors/d042/telemetry", Payload: []byte(`{"temp":21.5,"humidity":40,"seq":12345,"site":"north-3"}`), Received: time.Now()}
 	b.Run("decoder=cairn", func(b *testing.B) {
 		var r graph.Record
 		b.ReportAllocs()
@@ -54,7 +55,7 @@ func manyFields(n int, value string) string {
 func TestDecodeFields(t *testing.T) {
 	d := Decoding{TopicFields: map[int]string{1: "device"}, KeyField: "device", ValueField: "temp", TimeField: "ts"}
 	var r graph.Record
-	err := d.decode(Message{Topic: "sensors/d7/telemetry", Payload: []byte(`{"temp":21.5,"ts":"2026-01-02T03:04:05Z"}`)}, &r)
+	err := d.decode(ingest.Message{Topic: "sensors/d7/telemetry", Payload: []byte(`{"temp":21.5,"ts":"2026-01-02T03:04:05Z"}`)}, &r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestDecodeFields(t *testing.T) {
 	if p := r.Payload.(map[string]any); p["device"] != "d7" {
 		t.Fatalf("topic level not in the payload: %v", p)
 	}
-	if err := d.decode(Message{Topic: "sensors/d7/telemetry", Payload: []byte(manyFields(999, ""))}, &r); err != nil {
+	if err := d.decode(ingest.Message{Topic: "sensors/d7/telemetry", Payload: []byte(manyFields(999, ""))}, &r); err != nil {
 		t.Fatalf("a payload of 999 fields (1,000 with the topic's): %v", err)
 	}
 	for payload, want := range map[string]string{
@@ -78,7 +79,7 @@ func TestDecodeFields(t *testing.T) {
 		manyFields(1001, ""):      `JSON payload has more than 1000 fields`,
 		manyFields(600, "[1,2]"):  `JSON payload has more than 1000 fields`, // 600 fields and 1,200 items
 	} {
-		err := d.decode(Message{Topic: "sensors/d7/telemetry", Payload: []byte(payload)}, &r)
+		err := d.decode(ingest.Message{Topic: "sensors/d7/telemetry", Payload: []byte(payload)}, &r)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", payload, err, want)
 		}
@@ -103,7 +104,7 @@ func TestNumberKeys(t *testing.T) {
 		`{"device":12345678901234567890}`: "12345678901234567000", // as a float64 holds it
 	} {
 		var r graph.Record
-		if err := d.decode(Message{Topic: "t", Payload: []byte(payload)}, &r); err != nil || r.Key != want {
+		if err := d.decode(ingest.Message{Topic: "t", Payload: []byte(payload)}, &r); err != nil || r.Key != want {
 			t.Errorf("%s: key %q, %v; want %q", payload, r.Key, err, want)
 		}
 		if err := CheckTopic("out/" + r.Key); err != nil && payload != `{"device":"1.234567e+06"}` {

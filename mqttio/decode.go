@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // Format is how a payload is decoded.
@@ -152,7 +153,7 @@ func (d *Decoding) maxPayload() int {
 }
 
 // decode turns m into r.
-func (d *Decoding) decode(m Message, r *graph.Record) error {
+func (d *Decoding) decode(m ingest.Message, r *graph.Record) error {
 	if max := d.maxPayload(); len(m.Payload) > max {
 		return decodeErr("payload over the limit of %d bytes", max)
 	}

@@ -1,20 +1,18 @@
 // Package mqttio connects cairn to MQTT (docs/DESIGN.md section 1).
 //
 // Source subscribes with QoS 1 on a persistent session and appends every
-// message to a durable ingest Log before it acknowledges the message to the
-// broker (invariant I8): PUBACKs go out, in receipt order, only after the
-// group commit holding the message is fsynced. A group commit is one
-// fdatasync of the log's segment (package seglog), at most one per sync
+// message to its durable ingest log (package ingest) before it
+// acknowledges the message to the broker (invariant I8): PUBACKs go out,
+// in receipt order, only after the group commit holding the message is
+// fsynced. A group commit is one ingest.Log.Append, at most one per sync
 // interval unless the broker's in-flight window fills (learned from what
 // arrives: window.go), a megabyte of payload waits or the broker stops
 // sending: the broker keeps every message not acknowledged, so waiting
-// costs latency, never data. The log gives each
-// message an offset, so MQTT input becomes replayable: checkpoints record
-// offsets, recovery rewinds to them, and the log is truncated, in whole
-// segments, only below the oldest retained completed checkpoint. Logs keeps
-// the logs of an agent's sources and their dead letters in a directory,
-// and MigrateBoltLogs moves an earlier cairn's bbolt file into one. A QoS 0
-// mode skips the log and is at-most-once.
+// costs latency, never data. Checkpoints record the log's offsets, and
+// recovery rewinds to them: MQTT input becomes replayable. Messages that
+// do not decode, and those the log lost to damage, become dead letters,
+// stored in the ingest logs and published. A QoS 0 mode skips the log and
+// is at-most-once.
 //
 // Sink publishes with two-phase commit: records are staged in the sink's
 // checkpointed state when the barrier passes and published at QoS 1 only

@@ -18,8 +18,9 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -161,7 +162,7 @@ func TestIngestLogFullDisk(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, br testBroker) {
 		proxy := newAckCounter(t, br.url)
 		var full atomic.Bool
-		logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{WriteFault: func() error {
+		logs, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{WriteFault: func() error {
 			if full.Load() {
 				return syscall.ENOSPC
 			}
@@ -246,7 +247,7 @@ func TestIngestLogFullDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next, err := l.Read(1, 1000, func(off uint64, m Message) error {
+		next, err := l.Read(1, 1000, func(off uint64, m ingest.Message) error {
 			if want := fmt.Sprintf(`{"seq":%d}`, off-1); string(m.Payload) != want {
 				return fmt.Errorf("offset %d holds %s, want %s", off, m.Payload, want)
 			}
@@ -283,7 +284,7 @@ func BenchmarkIngestSlowDisk(b *testing.B) {
 		presubscribe(b, br.url, id+"-0", topic)
 		publishSeqs(b, pub, topic, 0, n) // queued in the broker's session
 		var commits atomic.Int64
-		logs, err := OpenLogs(filepath.Join(b.TempDir(), "ingest"), LogOptions{WriteFault: func() error {
+		logs, err := ingest.OpenLogs(filepath.Join(b.TempDir(), "ingest"), ingest.LogOptions{WriteFault: func() error {
 			commits.Add(1)
 			time.Sleep(delay)
 			return nil

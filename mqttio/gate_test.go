@@ -10,7 +10,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // TestResumeGate: a client's gate shuts at every attempt to connect and
@@ -69,7 +70,7 @@ func TestDeadLettersWaitForTheGate(t *testing.T) {
 	consumer := client(t, b.url, "dead-consumer", true)
 	defer consumer.Disconnect(0)
 	if tok := consumer.Subscribe("dead/gate", 1, func(_ paho.Client, m paho.Message) {
-		var dl DeadLetter
+		var dl ingest.DeadLetter
 		json.Unmarshal(m.Payload(), &dl)
 		heard <- dl.Reason
 	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -87,12 +88,12 @@ func TestDeadLettersWaitForTheGate(t *testing.T) {
 		return s.client.IsConnectionOpen() && s.gate.open()
 	})
 	s.gate.notify(nil, paho.ConnectionNotificationConnecting{}) // as paho does before it resumes
-	s.publishDeadLetters([]StoredDeadLetter{{DeadLetter: DeadLetter{Reason: "while shut"}}})
+	s.publishDeadLetters([]ingest.StoredDeadLetter{{DeadLetter: ingest.DeadLetter{Reason: "while shut"}}})
 	if !strings.Contains(logged.String(), "dead letters not published") {
 		t.Fatalf("nothing logged for a dead letter held back: %q", logged.String())
 	}
 	s.gate.All() // paho lists what it resends
-	s.publishDeadLetters([]StoredDeadLetter{{DeadLetter: DeadLetter{Reason: "while open"}}})
+	s.publishDeadLetters([]ingest.StoredDeadLetter{{DeadLetter: ingest.DeadLetter{Reason: "while open"}}})
 	if r := testwait.Recv(t, heard, 10*time.Second, "the letter sent while the gate was open"); r != "while open" {
 		t.Fatalf("the consumer heard %q first: a letter went out while the gate was shut", r)
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // intake holds the messages a durable source received and has not logged
@@ -45,7 +47,7 @@ type intake struct {
 // owes the broker: after a crash the log recognises a redelivery among
 // its newest RedeliveryWindow messages (Log.Logged), and the broker
 // redelivers what it was owed, acknowledgements in flight included.
-const maxGroup = RedeliveryWindow / 2
+const maxGroup = ingest.RedeliveryWindow / 2
 
 // maxHeldBytes is the payload that may wait before paho's goroutine waits
 // too: a group is due at maxPendingBytes, so only commits that fail or
@@ -84,7 +86,7 @@ func newIntake(interval time.Duration, limit, keep int, logged map[uint16]uint64
 func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redelivered bool) {
 	payload := m.Payload()
 	payload = payload[:min(len(payload), in.keep)]
-	sum := PayloadSum(m.Topic(), payload)
+	sum := ingest.PayloadSum(m.Topic(), payload)
 	if other {
 		payload = nil // not written: it counts for no commit's bytes
 	}

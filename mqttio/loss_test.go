@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -22,7 +23,7 @@ func (w lineWriter) Write(p []byte) (int, error) { w <- string(p); return len(p)
 // state of the messages below its first offset; the source refuses,
 // naming the flag, and with AcceptStateLoss starts at the first offset.
 func TestSourceRefusesALogWhoseFrontIsGone(t *testing.T) {
-	logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{SegmentBytes: 1 << 10})
+	logs, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{SegmentBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,10 +32,10 @@ func TestSourceRefusesALogWhoseFrontIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range RedeliveryWindow/100 + 20 {
-		group := make([]Message, 100)
+	for range ingest.RedeliveryWindow/100 + 20 {
+		group := make([]ingest.Message, 100)
 		for i := range group {
-			group[i] = Message{Topic: "sensors/a", Payload: []byte(strings.Repeat("x", 20))}
+			group[i] = ingest.Message{Topic: "sensors/a", Payload: []byte(strings.Repeat("x", 20))}
 		}
 		if _, err := l.Append(group); err != nil {
 			t.Fatal(err)
@@ -86,7 +87,7 @@ func TestSourceRefusesALogWhoseFrontIsGone(t *testing.T) {
 // TestCheckOffset: where a start at a checkpoint's offset would lose
 // state or acknowledged messages, the source refuses; elsewhere it starts.
 func TestCheckOffset(t *testing.T) {
-	logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{SegmentBytes: 1 << 10})
+	logs, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{SegmentBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +100,11 @@ func TestCheckOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := full.Append([]Message{{Topic: "a", Payload: []byte("1")}, {Topic: "a", Payload: []byte("2")}}); err != nil {
+	if _, err := full.Append([]ingest.Message{{Topic: "a", Payload: []byte("1")}, {Topic: "a", Payload: []byte("2")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		log       *Log
+		log       *ingest.Log
 		offset    uint64
 		elsewhere bool
 		refused   string
@@ -115,10 +116,10 @@ func TestCheckOffset(t *testing.T) {
 		{full, 3, false, ""},
 		{full, 2, false, ""},
 	} {
-		s := &source{cfg: SourceConfig{Name: strings.TrimSuffix(c.log.name, "/0")}, log: c.log}
+		s := &source{cfg: SourceConfig{Name: strings.TrimSuffix(c.log.Name(), "/0")}, log: c.log}
 		err := s.checkOffset(c.offset, c.elsewhere)
 		if c.refused == "" && err != nil || c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), "--accept-state-loss")) {
-			t.Errorf("%s at offset %d (elsewhere %v): %v, want refused %q", c.log.name, c.offset, c.elsewhere, err, c.refused)
+			t.Errorf("%s at offset %d (elsewhere %v): %v, want refused %q", c.log.Name(), c.offset, c.elsewhere, err, c.refused)
 		}
 	}
 }

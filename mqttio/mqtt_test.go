@@ -1,7 +1,6 @@
 package mqttio
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -20,105 +19,10 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
-
-// TestLogAppendReadTruncateReopen: messages appended in groups read back
-// from any offset, also from inside a group and across a reopen;
-// truncation deletes whole segments and keeps the redelivery window; the
-// newest messages' packet ids and sums are found again after a reopen.
-func TestLogAppendReadTruncateReopen(t *testing.T) {
-	dir := t.TempDir()
-	opts := LogOptions{SegmentBytes: 4 << 10}
-	db, err := OpenLogs(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := db.Log("src/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []Message
-	for i := range 10 {
-		msgs = append(msgs, Message{Topic: fmt.Sprintf("sensors/d%d/t", i%3), Payload: []byte(fmt.Sprint(i)), PacketID: uint16(i + 1),
-			Received: time.UnixMilli(int64(1000 + i/6))})
-	}
-	first, err := l.Append(msgs[:6])
-	if err != nil || first != 1 {
-		t.Fatalf("Append = %d, %v; want offset 1", first, err)
-	}
-	if first, _ := l.Append(msgs[6:]); first != 7 {
-		t.Fatalf("second Append at %d, want 7", first)
-	}
-	read := func(from uint64, max int) string {
-		var got []string
-		next, err := l.Read(from, max, func(off uint64, m Message) error {
-			got = append(got, fmt.Sprintf("%d:%s@%s/%d", off, m.Payload, m.Topic, m.Received.UnixMilli()))
-			return nil
-		})
-		if err != nil {
-			return err.Error()
-		}
-		return fmt.Sprintf("%s next=%d", strings.Join(got, " "), next)
-	}
-	if got := read(8, 100); got != "8:7@sensors/d1/t/1001 9:8@sensors/d2/t/1001 10:9@sensors/d0/t/1001 next=11" {
-		t.Fatalf("read from 8: %s", got)
-	}
-	// A read that stops inside a group, and the one that goes on.
-	if got := read(2, 2); got != "2:1@sensors/d1/t/1000 3:2@sensors/d2/t/1000 next=4" {
-		t.Fatalf("read 2 from 2: %s", got)
-	}
-	if got := read(4, 4); got != "4:3@sensors/d0/t/1000 5:4@sensors/d1/t/1000 6:5@sensors/d2/t/1000 7:6@sensors/d0/t/1001 next=8" {
-		t.Fatalf("read 4 from 4: %s", got)
-	}
-	// Truncation keeps the redelivery window: here, everything.
-	if err := l.Truncate(5); err != nil || l.First() != 1 {
-		t.Fatalf("Truncate(5) = %v; first %d, want 1", err, l.First())
-	}
-	// Groups of 100 messages whose payloads do not deflate: segments of 4
-	// KiB hold a few hundred messages.
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 2 * RedeliveryWindow / 100 {
-		group := make([]Message, 100)
-		for i := range group {
-			group[i].Payload = binary.LittleEndian.AppendUint64(nil, rng.Uint64())
-		}
-		if _, err := l.Append(group); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.Truncate(5000); err != nil || l.First() > 5000 || l.First() < 4500 {
-		t.Fatalf("Truncate(5000) = %v; first %d, want the start of the segment holding 5000", err, l.First())
-	}
-	if got := read(1, 10); !strings.Contains(got, "below the log's first retained offset") {
-		t.Fatalf("read below the truncation: %s", got)
-	}
-	if err := l.Truncate(1 << 40); err != nil { // as far as allowed: the log must still know where it is
-		t.Fatal(err)
-	}
-	end := l.Next()
-	if l.First() > end-RedeliveryWindow {
-		t.Fatalf("after truncating all it may, the log holds [%d, %d): less than the redelivery window", l.First(), end)
-	}
-	kept := l.First()
-	db.Close()
-	if db, err = OpenLogs(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	l, _ = db.Log("src/0")
-	if l.First() != kept || l.Next() != end {
-		t.Fatalf("after truncating and reopening the log holds [%d, %d), want [%d, %d)", l.First(), l.Next(), kept, end)
-	}
-	if first, err := l.Append(msgs[:3]); err != nil || first != end {
-		t.Fatalf("Append after reopen at %d (%v), want %d", first, err, end)
-	}
-	logged, err := l.Logged(2)
-	if err != nil || len(logged) != 2 || logged[2] != PayloadSum(msgs[1].Topic, msgs[1].Payload) || logged[3] != PayloadSum(msgs[2].Topic, msgs[2].Payload) {
-		t.Fatalf("Logged(2) = %v, %v; want packet ids 2 and 3", logged, err)
-	}
-}
 
 func TestParseTopicPattern(t *testing.T) {
 	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
@@ -258,12 +162,12 @@ func runInBackground(t testing.TB, topo *graph.Topology, opts runtime.Options) f
 
 // countPipeline is an MQTT source on sensors/{device}/telemetry, a keyed
 // count, and an MQTT sink to out/{key}.
-func countPipeline(t testing.TB, url, id string, logs *Logs, srcMetrics *SourceMetrics) *graph.Topology {
+func countPipeline(t testing.TB, url, id string, logs *ingest.Logs, srcMetrics *SourceMetrics) *graph.Topology {
 	return countPipelineN(t, url, id, 1, logs, srcMetrics)
 }
 
 // countPipelineN is countPipeline with a source of parallelism par.
-func countPipelineN(t testing.TB, url, id string, par int, logs *Logs, srcMetrics *SourceMetrics) *graph.Topology {
+func countPipelineN(t testing.TB, url, id string, par int, logs *ingest.Logs, srcMetrics *SourceMetrics) *graph.Topology {
 	t.Helper()
 	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
 	if err != nil {
@@ -323,7 +227,7 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, b testBroker) {
 		id := "cairn-test"
 		presubscribe(t, b.url, id+"-0", "sensors/+/telemetry")
-		logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{})
+		logs, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,11 +243,11 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		delivered(t, bad)
 		bad.Disconnect(100)
 		out := collect(t, b.url, "consumer", want)
-		deadSeen := make(chan ShownDeadLetter, 10)
+		deadSeen := make(chan ingest.ShownDeadLetter, 10)
 		dlc := client(t, b.url, "dead-letter-consumer", true)
 		defer dlc.Disconnect(100)
 		if tok := dlc.Subscribe("dead/"+id, 1, func(_ paho.Client, m paho.Message) {
-			var dl ShownDeadLetter
+			var dl ingest.ShownDeadLetter
 			if json.Unmarshal(m.Payload(), &dl) == nil {
 				deadSeen <- dl
 			}
@@ -361,7 +265,7 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		testwait.For(t, 30*time.Second, "the dead letters counted", func() bool { return metrics.DeadLetters.Load() >= 4 })
 		// They are published as they are read, without waiting for the
 		// broker: wait for them before the source stops.
-		var published []ShownDeadLetter
+		var published []ingest.ShownDeadLetter
 		for range 4 {
 			published = append(published, testwait.Recv(t, deadSeen, 10*time.Second, "a dead letter on the dead-letter topic"))
 		}
@@ -384,9 +288,9 @@ func TestSourceToSinkThroughBroker(t *testing.T) {
 		// hold), and its dead letter keeps what every dead letter keeps, and
 		// that length.
 		for _, dl := range dls {
-			if strings.Contains(dl.Reason, "over the limit") && (len(dl.Payload) != MaxDeadLetterPayload || dl.Size != 256<<10+1) {
+			if strings.Contains(dl.Reason, "over the limit") && (len(dl.Payload) != ingest.MaxDeadLetterPayload || dl.Size != 256<<10+1) {
 				t.Errorf("the dead letter of a payload of %d bytes keeps %d of them and says it had %d, want %d of %d",
-					300<<10+10, len(dl.Payload), dl.Size, MaxDeadLetterPayload, 256<<10+1)
+					300<<10+10, len(dl.Payload), dl.Size, ingest.MaxDeadLetterPayload, 256<<10+1)
 			}
 		}
 		reasons := fmt.Sprint(dls[0].Reason, "|", dls[1].Reason, "|", dls[2].Reason, "|", dls[3].Reason)
@@ -408,7 +312,7 @@ func TestParallelSourcePartitionsTopics(t *testing.T) {
 		for i := range 2 {
 			presubscribe(t, b.url, fmt.Sprintf("%s-%d", id, i), "sensors/+/telemetry")
 		}
-		logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{})
+		logs, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +337,7 @@ func TestParallelSourcePartitionsTopics(t *testing.T) {
 // checkPartitioned checks that every subtask's log of source name, of
 // parallelism n, holds only messages of its topics, and that each holds
 // some.
-func checkPartitioned(t *testing.T, logs *Logs, name string, n int) {
+func checkPartitioned(t *testing.T, logs *ingest.Logs, name string, n int) {
 	t.Helper()
 	for i := range n {
 		l, err := logs.Log(fmt.Sprintf("%s/%d", name, i))
@@ -441,7 +345,7 @@ func checkPartitioned(t *testing.T, logs *Logs, name string, n int) {
 			t.Fatal(err)
 		}
 		topics := map[string]bool{}
-		if _, err := l.Read(l.First(), int(l.Next()-l.First()), func(_ uint64, m Message) error {
+		if _, err := l.Read(l.First(), int(l.Next()-l.First()), func(_ uint64, m ingest.Message) error {
 			topics[m.Topic] = true
 			return nil
 		}); err != nil {
@@ -463,7 +367,7 @@ func checkPartitioned(t *testing.T, logs *Logs, name string, n int) {
 // log's end is refused, and truncation keeps the input of the retained
 // checkpoints.
 func TestSourceOffsets(t *testing.T) {
-	db, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{SegmentBytes: 1 << 10})
+	db, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{SegmentBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +376,7 @@ func TestSourceOffsets(t *testing.T) {
 	if err := l.SkipTo(5000); err != nil || l.First() != 5000 || l.Next() != 5000 {
 		t.Fatalf("SkipTo on an empty log: %v, [%d, %d)", err, l.First(), l.Next())
 	}
-	if first, _ := l.Append([]Message{{Topic: "t"}}); first != 5000 {
+	if first, _ := l.Append([]ingest.Message{{Topic: "t"}}); first != 5000 {
 		t.Fatalf("first message after SkipTo at %d, want 5000", first)
 	}
 	if err := l.SkipTo(9000); err == nil || !strings.Contains(err.Error(), "the log lost its end") {
@@ -481,8 +385,8 @@ func TestSourceOffsets(t *testing.T) {
 
 	src := &source{cfg: SourceConfig{RetainCheckpoints: 2}}
 	src.log, _ = db.Log("retain/0")
-	for range 3 * RedeliveryWindow / 10 {
-		if _, err := src.log.Append(make([]Message, 10)); err != nil {
+	for range 3 * ingest.RedeliveryWindow / 10 {
+		if _, err := src.log.Append(make([]ingest.Message, 10)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -515,69 +419,12 @@ func TestSinkRejectsWhatItCannotEncode(t *testing.T) {
 	}
 }
 
-// TestLargeMessagesReadBack: messages larger than a group's usual size,
-// alone or several in one Append, and alike enough to deflate, read back
-// whole, also after reopening.
-func TestLargeMessagesReadBack(t *testing.T) {
-	dir := t.TempDir()
-	logs, err := OpenLogs(dir, LogOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := logs.Log("src/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	big := func(n, seed int) []byte { return bytes.Repeat([]byte(fmt.Sprintf(`{"reading":%d}`, seed)), n/14) }
-	sent := []Message{{Topic: "big/0", Payload: big(3<<20, 0), PacketID: 1}}
-	if _, err := l.Append(sent); err != nil {
-		t.Fatal(err)
-	}
-	var group []Message
-	for i := range 5 {
-		group = append(group, Message{Topic: fmt.Sprintf("big/%d", i+1), Payload: big(300<<10, i+1), PacketID: uint16(i + 2)})
-	}
-	if _, err := l.Append(group); err != nil {
-		t.Fatal(err)
-	}
-	sent = append(sent, group...)
-	check := func(l *Log) {
-		t.Helper()
-		var got []Message
-		if _, err := l.Read(1, 100, func(_ uint64, m Message) error {
-			got = append(got, Message{Topic: m.Topic, Payload: bytes.Clone(m.Payload), PacketID: m.PacketID})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(sent) {
-			t.Fatalf("read %d messages, want %d", len(got), len(sent))
-		}
-		for i, m := range got {
-			if m.Topic != sent[i].Topic || m.PacketID != sent[i].PacketID || !bytes.Equal(m.Payload, sent[i].Payload) {
-				t.Fatalf("message %d reads back as %s (%d bytes), want %s (%d bytes)", i, m.Topic, len(m.Payload), sent[i].Topic, len(sent[i].Payload))
-			}
-		}
-		if logged, err := l.Logged(RedeliveryWindow); err != nil || len(logged) != len(sent) {
-			t.Fatalf("Logged = %d packet ids, %v; want %d", len(logged), err, len(sent))
-		}
-	}
-	check(l)
-	logs.Close()
-	if logs, err = OpenLogs(dir, LogOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	l, _ = logs.Log("src/0")
-	check(l)
-}
-
 // TestCommitOffsetRetainsAsTheStoreDoes: checkpoints completed at the
 // offset of the one before (as those that changed nothing are, which the
 // store keeps no record of) do not push the truncation past the older
 // checkpoints the store retains.
 func TestCommitOffsetRetainsAsTheStoreDoes(t *testing.T) {
-	logs, err := OpenLogs(t.TempDir(), LogOptions{SegmentBytes: 16 << 10})
+	logs, err := ingest.OpenLogs(t.TempDir(), ingest.LogOptions{SegmentBytes: 16 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,9 +435,9 @@ func TestCommitOffsetRetainsAsTheStoreDoes(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 400 { // groups that do not deflate: a segment holds about 1300 messages
-		group := make([]Message, 100)
+		group := make([]ingest.Message, 100)
 		for i := range group {
-			group[i] = Message{Topic: "a/t", Payload: binary.LittleEndian.AppendUint64(nil, rng.Uint64())}
+			group[i] = ingest.Message{Topic: "a/t", Payload: binary.LittleEndian.AppendUint64(nil, rng.Uint64())}
 		}
 		if _, err := l.Append(group); err != nil {
 			t.Fatal(err)

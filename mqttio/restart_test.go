@@ -13,9 +13,10 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -71,7 +72,7 @@ func (r *recorder) check(t *testing.T, want map[string]int) {
 // recordPipeline is an MQTT source of parallelism 2 on
 // sensors/{device}/telemetry, keyed by device, each record's value the
 // reading's seq, and rec's operator.
-func recordPipeline(t *testing.T, url, id string, logs *Logs, rec *recorder) (*graph.Topology, *SourceMetrics) {
+func recordPipeline(t *testing.T, url, id string, logs *ingest.Logs, rec *recorder) (*graph.Topology, *SourceMetrics) {
 	t.Helper()
 	filter, fields, err := ParseTopicPattern("sensors/{device}/telemetry")
 	if err != nil {
@@ -127,7 +128,7 @@ func TestParallelSourceKeepsItsInputAcrossBrokerRestarts(t *testing.T) {
 	for i := range 2 {
 		presubscribe(t, broker.URL, fmt.Sprintf("%s-%d", id, i), "sensors/+/telemetry")
 	}
-	logs, err := OpenLogs(filepath.Join(dir, "ingest"), LogOptions{})
+	logs, err := ingest.OpenLogs(filepath.Join(dir, "ingest"), ingest.LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestParallelSourceDropsAnEarlierSharedSubscription(t *testing.T) {
 		presubscribe(t, broker.URL, fmt.Sprintf("%s-%d", id, i), "sensors/+/telemetry")
 		presubscribe(t, broker.URL, fmt.Sprintf("%s-%d", id, i), "$share/"+id+"/sensors/+/telemetry")
 	}
-	logs, err := OpenLogs(filepath.Join(dir, "ingest"), LogOptions{})
+	logs, err := ingest.OpenLogs(filepath.Join(dir, "ingest"), ingest.LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // TestSinkPublishesOnlyCompletedCheckpoints: a checkpoint's output goes out

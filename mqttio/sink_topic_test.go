@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // rejects is a subtask's Output that keeps what its operator rejects

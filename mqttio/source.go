@@ -14,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/graph"
+	"github.com/cairn-edge/cairn/ingest"
 )
 
 // SourceConfig configures an MQTT source.
@@ -41,7 +42,7 @@ type SourceConfig struct {
 	// loses what was received but not yet reflected in a checkpoint.
 	AtMostOnce bool
 	// Logs holds the durable ingest logs; required unless AtMostOnce.
-	Logs *Logs
+	Logs *ingest.Logs
 	// AcceptStateLoss lets a source start afresh on a log whose front a
 	// checkpoint that is gone once covered (its first offset is above 1),
 	// and restore a checkpoint whose offset is below the log's first: the
@@ -133,7 +134,7 @@ type source struct {
 	cfg      SourceConfig
 	subtask  int
 	parallel int
-	log      *Log
+	log      *ingest.Log
 	client   paho.Client
 	gate     *resumeGate // dead letters are published only while open
 	offset   uint64      // next offset to read
@@ -146,8 +147,8 @@ type source struct {
 	lastLag  atomic.Int64  // this subtask's part of Metrics.Lag
 	commits  []uint64      // offsets of the newest completed checkpoints, oldest first
 
-	fast chan Message  // AtMostOnce: messages straight to Read
-	wake chan struct{} // AtMostOnce: a message arrived
+	fast chan ingest.Message // AtMostOnce: messages straight to Read
+	wake chan struct{}       // AtMostOnce: a message arrived
 }
 
 func (s *source) name() string { return s.cfg.Name + "/" + strconv.Itoa(s.subtask) }
@@ -161,7 +162,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	}
 	s.stop = make(chan struct{})
 	if s.cfg.AtMostOnce {
-		s.fast = make(chan Message, fastQueue)
+		s.fast = make(chan ingest.Message, fastQueue)
 		s.wake = make(chan struct{}, 1)
 		return s.connect(0)
 	}
@@ -183,7 +184,7 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	}
 	s.offset = offset
 	s.readAt.Store(offset)
-	logged, err := s.log.Logged(RedeliveryWindow)
+	logged, err := s.log.Logged(ingest.RedeliveryWindow)
 	if err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 		payload := m.Payload()
 		payload = payload[:min(len(payload), s.cfg.Decoding.maxPayload()+1)]
 		select {
-		case s.fast <- Message{Topic: m.Topic(), Payload: payload, Received: time.Now()}:
+		case s.fast <- ingest.Message{Topic: m.Topic(), Payload: payload, Received: time.Now()}:
 		case <-s.stop:
 		}
 		select {
@@ -323,7 +324,7 @@ const fastQueue = 256
 // timer wakes it, for the interval or a pause, whichever comes first.
 func (s *source) ingest() {
 	defer s.wg.Done()
-	var msgs []Message
+	var msgs []ingest.Message
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var armed time.Time // when the timer fires; zero: it is stopped
@@ -343,7 +344,7 @@ func (s *source) ingest() {
 		msgs = msgs[:0]
 		for _, in := range group {
 			if !in.logged {
-				msgs = append(msgs, Message{Topic: in.m.Topic(), Payload: in.payload, Received: now, PacketID: in.m.MessageID()})
+				msgs = append(msgs, ingest.Message{Topic: in.m.Topic(), Payload: in.payload, Received: now, PacketID: in.m.MessageID()})
 			}
 		}
 		if len(msgs) > 0 {
@@ -423,25 +424,25 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		return s.readFast(buf)
 	}
 	n := 0
-	var dead []DeadLetter
-	next, err := s.log.Read(s.offset, len(buf), func(off uint64, m Message) error {
+	var dead []ingest.DeadLetter
+	next, err := s.log.Read(s.offset, len(buf), func(off uint64, m ingest.Message) error {
 		if m.Lost != nil {
 			if m.Lost.Count == 0 {
 				return nil // bytes that held no message
 			}
-			dl := DeadLetter{Cause: CauseDamaged, Source: s.name(), Offset: off, Reason: fmt.Sprintf("ingest log damaged: %d messages lost, offsets %d to %d: %s",
+			dl := ingest.DeadLetter{Cause: ingest.CauseDamaged, Source: s.name(), Offset: off, Reason: fmt.Sprintf("ingest log damaged: %d messages lost, offsets %d to %d: %s",
 				m.Lost.Count, off, off+uint64(m.Lost.Count)-1, m.Lost.Reason)}
-			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
+			dl.Payload, dl.Size = ingest.DeadLetterPayload(m.Payload)
 			dead = append(dead, dl)
 			return nil
 		}
 		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
-			dl := DeadLetter{Cause: CauseUndecodable, Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
-			dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
+			dl := ingest.DeadLetter{Cause: ingest.CauseUndecodable, Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
+			dl.Payload, dl.Size = ingest.DeadLetterPayload(m.Payload)
 			dead = append(dead, dl)
 			return nil
 		}
-		buf[n].Origin = s.log.origin(off)
+		buf[n].Origin = s.log.Origin(off)
 		n++
 		return nil
 	})
@@ -449,8 +450,8 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		// Stored together, one sync for the batch's dead letters,
 		// before the source reads on.
 		s.cfg.Metrics.DeadLetters.Add(int64(len(dead)))
-		var stored []StoredDeadLetter
-		stored, err = s.cfg.Logs.deadLetters(dead)
+		var stored []ingest.StoredDeadLetter
+		stored, err = s.cfg.Logs.StoreDeadLetters(dead)
 		s.publishDeadLetters(stored)
 	}
 	s.offset = next
@@ -468,7 +469,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 // source, which keeps no log. While the client is not connected, or paho
 // has not yet listed what it resends on this connection, it sends none
 // (paho would race with itself over them, see resumeGate) and says so.
-func (s *source) publishDeadLetters(dead []StoredDeadLetter) {
+func (s *source) publishDeadLetters(dead []ingest.StoredDeadLetter) {
 	if s.cfg.DeadLetterTopic == "" {
 		return
 	}
@@ -496,9 +497,9 @@ func (s *source) readFast(buf []graph.Record) (int, error) {
 			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 				s.cfg.Metrics.DeadLetters.Add(1)
 				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
-				dl := StoredDeadLetter{DeadLetter: DeadLetter{Cause: CauseUndecodable, Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
-				dl.Payload, dl.Size = DeadLetterPayload(m.Payload)
-				s.publishDeadLetters([]StoredDeadLetter{dl})
+				dl := ingest.StoredDeadLetter{DeadLetter: ingest.DeadLetter{Cause: ingest.CauseUndecodable, Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
+				dl.Payload, dl.Size = ingest.DeadLetterPayload(m.Payload)
+				s.publishDeadLetters([]ingest.StoredDeadLetter{dl})
 				continue
 			}
 			n++

@@ -9,8 +9,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // statusWatcher subscribes to a status topic and its JSON sibling and

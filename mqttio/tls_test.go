@@ -26,8 +26,8 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 

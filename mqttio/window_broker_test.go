@@ -11,9 +11,10 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -43,7 +44,7 @@ func TestSourceLearnsBrokerWindow(t *testing.T) {
 	defer pub.Disconnect(100)
 
 	var commits atomic.Int64
-	logs, err := OpenLogs(filepath.Join(t.TempDir(), "ingest"), LogOptions{WriteFault: func() error {
+	logs, err := ingest.OpenLogs(filepath.Join(t.TempDir(), "ingest"), ingest.LogOptions{WriteFault: func() error {
 		commits.Add(1)
 		return nil
 	}})

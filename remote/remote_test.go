@@ -14,12 +14,12 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/s3test"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/s3test"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
-// Every test here runs against a real versitygw (internal/s3test).
+// Every test here runs against a real versitygw (internal/testing/s3test).
 
 const bucket = "cairn"
 
@@ -484,19 +484,23 @@ func TestSlowLinkOutlivesLocalRetention(t *testing.T) {
 	u := f.uploader(t, UploadOptions{})
 	var uploaded *checkpoint.Manifest
 	ms := make(map[uint64]*checkpoint.Manifest)
-	deadline := time.Now().Add(30 * time.Second)
-	for id := uint64(1); uploaded == nil; id++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing uploaded in 30s:\n%s", f.log)
-		}
-		ms[id] = f.complete(t, id, nil)
-		u.Upload(ms[id])
-		time.Sleep(50 * time.Millisecond) // checkpoints come every 50ms
+	// Checkpoints come every 50ms until one of them is uploaded.
+	id := uint64(0)
+	if !testwait.PollEvery(30*time.Second, 50*time.Millisecond, func() bool {
 		for done := range id {
 			if u.State(done+1).Status == Uploaded {
 				uploaded = ms[done+1]
 			}
 		}
+		if uploaded != nil {
+			return true
+		}
+		id++
+		ms[id] = f.complete(t, id, nil)
+		u.Upload(ms[id])
+		return false
+	}) {
+		t.Fatalf("nothing uploaded in 30s:\n%s", f.log)
 	}
 	h := uploaded.Subtasks[2].State
 	if _, err := f.local.ReadState(h); err == nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
 )
 
@@ -306,13 +306,8 @@ func TestEventTimeWindowsIgnoreWallClock(t *testing.T) {
 		}
 	}
 	in.end()
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the job did not end")
+	if err := testwait.Recv(t, ran, 30*time.Second, "the job to end"); err != nil {
+		t.Fatal(err)
 	}
 	var wantList []string
 	for w, n := range want {

@@ -16,7 +16,9 @@
 // subtask's logic), inbox.go (its input), output.go (its output),
 // snapshot.go (the asynchronous phase of its snapshots, incremental
 // chains, snapshots stored once), inflight.go (channel state of unaligned
-// checkpoints), link.go (links between goroutines and control messages),
+// checkpoints), inflightgob.go (its version 1, which encoding/gob wrote,
+// read without gob), link.go (links between goroutines and control
+// messages),
 // executor.go (the goroutine of each subtask), coordinate.go (the
 // coordinator's goroutine), restore.go (reading a checkpoint back),
 // status.go (views and counters for displays).

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/sample"
+	"github.com/cairn-edge/cairn/internal/testing/sample"
 )
 
 // The payload types cairn registered with encoding/gob when channel state

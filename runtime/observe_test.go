@@ -9,7 +9,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // turnstile is an operator that lets each record of input 1 through only

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/sample"
+	"github.com/cairn-edge/cairn/internal/testing/sample"
 )
 
 // sampleChannels are records in flight of every payload type that flows

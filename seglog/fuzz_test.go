@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/powercut"
+	"github.com/cairn-edge/cairn/internal/testing/powercut"
 	"github.com/cairn-edge/cairn/seglog"
 )
 

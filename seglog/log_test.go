@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/powercut"
 	"github.com/cairn-edge/cairn/internal/procfs"
+	"github.com/cairn-edge/cairn/internal/testing/powercut"
 	"github.com/cairn-edge/cairn/seglog"
 )
 

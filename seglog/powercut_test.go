@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/powercut"
+	"github.com/cairn-edge/cairn/internal/testing/powercut"
 	"github.com/cairn-edge/cairn/seglog"
 )
 

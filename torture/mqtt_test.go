@@ -11,7 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
 )
 
 // connect connects a paho client; clean false keeps a persistent session.

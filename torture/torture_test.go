@@ -52,10 +52,10 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/boltcheck"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/boltcheck"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 var (

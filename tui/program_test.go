@@ -20,7 +20,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // fakeAgent is a stand-in for the agent (the real one is driven by the

@@ -455,9 +455,9 @@ type DeadLetter struct {
 	Offset uint64 `json:"offset,omitempty"`
 	Reason string `json:"reason"`
 	// Payload is the message or record as stored: its first 4 KiB
-	// (mqttio.MaxDeadLetterPayload), as text, or in base64 where
+	// (ingest.MaxDeadLetterPayload), as text, or in base64 where
 	// PayloadEncoding says "base64" (it is no UTF-8 text); PayloadBytes is
-	// its whole length. The shape is mqttio.ShownDeadLetter's, which a
+	// its whole length. The shape is ingest.ShownDeadLetter's, which a
 	// source's dead_letter_topic carries too.
 	Payload         string `json:"payload"`
 	PayloadEncoding string `json:"payload_encoding,omitempty"`

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/internal/sample"
+	"github.com/cairn-edge/cairn/internal/testing/sample"
 )
 
 // sampleCheckpoint is a completed checkpoint in a store: an incremental

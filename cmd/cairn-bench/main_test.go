@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/cairn-edge/cairn/bench"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
 )
 
 func TestMain(m *testing.M) { os.Exit(cairntest.Main(m)) }

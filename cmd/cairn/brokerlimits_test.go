@@ -16,10 +16,10 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/mqttraw"
 	"github.com/cairn-edge/cairn/internal/procfs"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // The attacks of issue 31 on an agent's embedded broker, each as a client

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestDataDirLinksAreRefused: replaced with a symbolic link to a file the

@@ -21,9 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/loopback"
 	"github.com/cairn-edge/cairn/internal/procfs"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/loopback"
 )
 
 func freePort(t testing.TB) int {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/mosquittotest"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // fleetConfig is a gateway's pipeline, one file for the fleet: the

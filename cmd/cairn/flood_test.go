@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestConnectionFlood opens 300 connections to each of the agent's TCP

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestHelpAndCompletion runs the built binary: asked for help, cairn and

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
 	"github.com/cairn-edge/cairn/internal/procfs"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 const idleConfig = `agent:

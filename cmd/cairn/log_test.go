@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestLogSummaryInJSON runs the agent at the default log level with

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestMain builds the binaries the tests run once (cairntest.Build), and

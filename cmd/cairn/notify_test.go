@@ -16,7 +16,7 @@ import (
 
 	"github.com/cairn-edge/cairn/agent"
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // notifySocket is a service manager's end of sd_notify(3): a unixgram

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestHugeMessageCostsNoMemory publishes to an agent with a 48 MiB memory

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
 )
 
 // A release architecture: Go's name, the binary's suffix, Debian's name,

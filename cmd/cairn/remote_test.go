@@ -19,14 +19,14 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/s3test"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/s3test"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/remote"
 )
 
 // These tests run the real binary against a real S3-compatible server
-// (versitygw, internal/s3test) on loopback.
+// (versitygw, internal/testing/s3test) on loopback.
 
 const remoteConfig = `agent:
   data_dir: %s

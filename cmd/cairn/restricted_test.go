@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-edge/cairn/agent"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
 )
 
 // unitHardening says, for each hardening setting of configs/cairn.service,

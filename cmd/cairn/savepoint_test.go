@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 )
 
 // TestSavepointMovesStateToAnotherAgent writes a savepoint from a running

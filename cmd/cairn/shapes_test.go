@@ -12,8 +12,8 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 const shapesConfig = `agent:

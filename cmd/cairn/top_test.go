@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/needs"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // terminal is a tmux server of the test's own, running one program in an

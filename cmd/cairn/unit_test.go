@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-edge/cairn/internal/cairntest"
-	"github.com/cairn-edge/cairn/internal/needs"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
 )
 
 // maxExposure is the highest `systemd-analyze security` rating the unit

@@ -37,10 +37,10 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/cairn-edge/cairn/internal/loopback"
-	"github.com/cairn-edge/cairn/internal/needs"
-	"github.com/cairn-edge/cairn/internal/testlog"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/loopback"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // Credentials of every test server. The secret is long and odd enough that
@@ -129,7 +129,7 @@ func start(t testing.TB, tlsDir string, background bool) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
-		needs.Missing(t, "versitygw", "set CAIRN_VERSITYGW or install it (see internal/s3test)", "CAIRN_REQUIRE_S3")
+		needs.Missing(t, "versitygw", "set CAIRN_VERSITYGW or install it (see internal/testing/s3test)", "CAIRN_REQUIRE_S3")
 	}
 	dir := t.TempDir()
 	port := freePort(t)

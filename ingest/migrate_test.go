@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"fmt"
@@ -74,7 +74,7 @@ func TestMigrateBoltLogs(t *testing.T) {
 	if err != nil || len(dls) != 2 || dls[0].Offset != 4 || string(dls[1].Payload) != "{}" || dls[1].Reason != "no value" {
 		t.Fatalf("dead letters after the move: %+v, %v", dls, err)
 	}
-	if _, err := logs.deadLetters([]DeadLetter{dls[0].DeadLetter, dls[1].DeadLetter}); err != nil {
+	if _, err := logs.StoreDeadLetters([]DeadLetter{dls[0].DeadLetter, dls[1].DeadLetter}); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := logs.DeadLetters(0, 10); len(again) != 2 {

@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ func migrateBolt(tx *bolt.Tx, logs *Logs) error {
 			if err != nil {
 				return err
 			}
-			_, err = logs.deadLetters(dls)
+			_, err = logs.StoreDeadLetters(dls)
 			return err
 		}
 		l, err := logs.Log(string(name))

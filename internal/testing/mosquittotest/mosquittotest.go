@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/loopback"
-	"github.com/cairn-edge/cairn/internal/needs"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/loopback"
+	"github.com/cairn-edge/cairn/internal/testing/needs"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // TestSettings are the tests' settings: queues raised, sessions kept.

@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"bytes"

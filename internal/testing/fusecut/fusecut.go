@@ -3,7 +3,7 @@
 // Package fusecut is a file system that loses, when the power is cut, what
 // was written to its files after their last sync, for tests of programs
 // that write through os.File and mmap, as bbolt does, below which
-// internal/powercut's seam (seglog.FS) does not reach. It serves a
+// internal/testing/powercut's seam (seglog.FS) does not reach. It serves a
 // directory (the backing one) through FUSE at a mount point, and passes
 // every operation through, noting for each write and truncation not yet
 // synced what it replaced. Cut then plays a power cut with powercut's

@@ -3,9 +3,12 @@ package cairntest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,8 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/agent/api"
-	"github.com/cairn-edge/cairn/internal/testwait"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // Run runs bin with args to its end and returns its exit status and what
@@ -211,22 +213,68 @@ func (p *Proc) isEnded() bool {
 	}
 }
 
-// AwaitStatus asks the agent on the control socket for its status until
-// ok holds, failing t after d; it returns the status that satisfied ok.
-func AwaitStatus(t testing.TB, socket, what string, d time.Duration, ok func(api.Status) bool) api.Status {
+// AwaitStatus asks the agent on the control socket for its status (GET
+// /status) until ok holds, failing t after d; it returns the status that
+// satisfied ok. S is the type the caller decodes the status's JSON into,
+// api.Status mostly: this package imports nothing of cairn's above
+// internal/ (docs/DESIGN.md section 3), and reads of the status only the
+// fields its failure message shows (statusSummary).
+func AwaitStatus[S any](t testing.TB, socket, what string, d time.Duration, ok func(S) bool) S {
 	t.Helper()
-	client := api.NewClient(socket)
-	var st api.Status
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}
+	defer client.CloseIdleConnections()
+	var st S
+	var sum statusSummary
 	var err error
 	if testwait.Poll(d, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		st, err = client.Status(ctx)
-		return err == nil && ok(st)
+		var body []byte
+		if body, err = getStatus(ctx, client); err != nil {
+			return false
+		}
+		st, sum = *new(S), statusSummary{}
+		if err = errors.Join(json.Unmarshal(body, &st), json.Unmarshal(body, &sum)); err != nil {
+			return false
+		}
+		return ok(st)
 	}) {
 		return st
 	}
 	t.Fatalf("waited %v for %s (last status error %v; state %q, %d checkpoints, input held %v, ingest lag %d)",
-		d, what, err, st.State, st.Checkpoints.Completed, st.InputHeld, st.IngestLag)
+		d, what, err, sum.State, sum.Checkpoints.Completed, sum.InputHeld, sum.IngestLag)
 	return st
+}
+
+// statusSummary is what AwaitStatus's failure message shows of the
+// agent's status: fields of api.Status, by their JSON names.
+type statusSummary struct {
+	State       string `json:"state"`
+	Checkpoints struct {
+		Completed int64 `json:"completed"`
+	} `json:"checkpoints"`
+	InputHeld bool  `json:"input_held"`
+	IngestLag int64 `json:"ingest_lag"`
+}
+
+// getStatus returns the body of the agent's answer to GET /status.
+func getStatus(ctx context.Context, client *http.Client) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://cairn/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, err
 }

@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"bytes"
@@ -161,10 +161,22 @@ func storedKey(dl *DeadLetter) string {
 	return ""
 }
 
-func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) {
-	l, err := seglog.Open(dir, opts)
+// openDeadLetterLog opens the dead letters' log in the logs directory dir:
+// the one place it is opened, for a store or to read (ReadDeadLetters).
+func openDeadLetterLog(dir string, opts seglog.Options) (*seglog.Log, error) {
+	opts.SegmentBytes = deadLetterSegment
+	l, err := seglog.Open(filepath.Join(dir, deadLetterDir), opts)
 	if err != nil {
 		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	return l, nil
+}
+
+// openDeadLetters opens the dead letters' store in the logs directory dir.
+func openDeadLetters(dir string, opts seglog.Options) (*deadLetterStore, error) {
+	l, err := openDeadLetterLog(dir, opts)
+	if err != nil {
+		return nil, err
 	}
 	d := &deadLetterStore{log: l, stored: make(map[string]uint64), added: make(map[string]int64)}
 	if err := d.scan(true); err != nil {
@@ -292,9 +304,9 @@ func (d *deadLetterStore) close() error { return d.log.Close() }
 // the logs were opened.
 func (d *Logs) DeadLetterCounts() (kept, added map[string]int64) { return d.dead.counts() }
 
-// deadLetters stores dead letters, and returns those it stored: a replay
-// stores each of a source once.
-func (d *Logs) deadLetters(dls []DeadLetter) ([]StoredDeadLetter, error) { return d.dead.add(dls) }
+// StoreDeadLetters stores dead letters durably (one sync), and returns
+// those it stored: a replay stores each of a source once.
+func (d *Logs) StoreDeadLetters(dls []DeadLetter) ([]StoredDeadLetter, error) { return d.dead.add(dls) }
 
 // StoreRejected stores, durably, a dead letter of an operator
 // (DeadLetter.Operator set) whose record came from origin
@@ -322,9 +334,9 @@ func ReadDeadLetters(dir string, from uint64, limit int) ([]StoredDeadLetter, er
 	if _, err := os.Stat(filepath.Join(dir, deadLetterDir)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil // none stored yet
 	}
-	l, err := seglog.Open(filepath.Join(dir, deadLetterDir), seglog.Options{SegmentBytes: deadLetterSegment, Logger: slog.New(slog.DiscardHandler)})
+	l, err := openDeadLetterLog(dir, seglog.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, fmt.Errorf("dead letters: %w", err)
+		return nil, err
 	}
 	defer l.Close()
 	return listDeadLetters(l, from, limit)

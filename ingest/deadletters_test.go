@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func TestRejectedKnowsWhereItCameFrom(t *testing.T) {
 	}
 	reject := func() {
 		for _, off := range []uint64{first + 1, first + 3} {
-			if err := logs.StoreRejected(DeadLetter{Operator: "humid/0", Reason: "no humidity"}, l.origin(off)); err != nil {
+			if err := logs.StoreRejected(DeadLetter{Operator: "humid/0", Reason: "no humidity"}, l.Origin(off)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -62,7 +62,7 @@ func TestRejectedKnowsWhereItCameFrom(t *testing.T) {
 	l, _ = logs.Log("readings/1")
 	reject()
 	check("after a restart", 5)
-	if _, _, _, ok := logs.Origin(l.origin(first) + 1<<originOffsetBits); ok {
+	if _, _, _, ok := logs.Origin(l.Origin(first) + 1<<originOffsetBits); ok {
 		t.Fatal("the origin of a log never opened resolves")
 	}
 }

@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"errors"
@@ -126,7 +126,30 @@ func (d *Logs) damaged(dm seglog.Damage) {
 	d.health.LastDamage = fmt.Sprintf("%d messages from offset %d lost: %s at byte %d: %s", dm.Count, dm.Offset, dm.Segment, dm.At, dm.Reason)
 }
 
-// OpenLogs opens or creates the ingest logs in dir.
+// Dir is the ingest logs' directory under a data directory.
+func Dir(dataDir string) string { return filepath.Join(dataDir, "ingest") }
+
+// Open opens, or creates, the ingest logs and dead letters of the data
+// directory dataDir, in Dir(dataDir): the agent's one way in. It first
+// moves those an earlier cairn kept in one bbolt file, ingest.db, into
+// them (MigrateBoltLogs), and tells opts.Logger when it did.
+func Open(dataDir string, opts LogOptions) (*Logs, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	old := filepath.Join(dataDir, "ingest.db")
+	migrated, err := MigrateBoltLogs(old, Dir(dataDir), opts)
+	if err != nil {
+		return nil, err
+	}
+	if migrated {
+		opts.Logger.Info("ingest log moved to segment files; every message keeps its offset", "from", old, "to", Dir(dataDir))
+	}
+	return OpenLogs(Dir(dataDir), opts)
+}
+
+// OpenLogs opens or creates the ingest logs in dir: the one place the
+// directory is opened, and (Logs.Log) its logs.
 func OpenLogs(dir string, opts LogOptions) (*Logs, error) {
 	if opts.FS == nil {
 		opts.FS = seglog.OS
@@ -144,7 +167,7 @@ func OpenLogs(dir string, opts LogOptions) (*Logs, error) {
 			return nil, err
 		}
 	}
-	if d.dead, err = openDeadLetters(filepath.Join(dir, deadLetterDir), d.segOptions(deadLetterSegment)); err != nil {
+	if d.dead, err = openDeadLetters(dir, d.segOptions(0)); err != nil {
 		d.unlock()
 		return nil, err
 	}
@@ -212,9 +235,9 @@ const (
 	maxOriginLogs    = 1<<(64-originOffsetBits) - 1
 )
 
-// origin is what a record read at off from l carries; 0 when l has no
-// index or off does not fit.
-func (l *Log) origin(off uint64) uint64 {
+// Origin is what a record read at off from l carries (graph.Record.Origin,
+// which Logs.Origin unpacks); 0 when l has no index or off does not fit.
+func (l *Log) Origin(off uint64) uint64 {
 	if l.index == 0 || off >= 1<<originOffsetBits {
 		return 0
 	}
@@ -334,6 +357,9 @@ func (l *Log) write(msgs []Message) error {
 	}
 	return nil
 }
+
+// Name is the log's name, as Logs.Log was given it ("source/0").
+func (l *Log) Name() string { return l.name }
 
 // First is the lowest retained offset.
 func (l *Log) First() uint64 { return l.seg.First() }

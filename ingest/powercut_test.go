@@ -1,4 +1,4 @@
-package mqttio
+package ingest
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/internal/powercut"
+	"github.com/cairn-edge/cairn/internal/testing/powercut"
 )
 
 var ingestCuts = flag.Int("powercut.cuts", 100, "TestIngestLogPowerCut: power cuts (a long run: 10000 or more)")

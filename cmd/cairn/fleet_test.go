@@ -132,6 +132,13 @@ func TestFleetTopInTmux(t *testing.T) {
 		g.start(t, bin)
 		gws = append(gws, g)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, g := range gws {
+				t.Logf("%s's log:\n%s", g.name, g.agent.Log())
+			}
+		}
+	})
 	// The fleet's file names the broker and, in its status_topic, where a
 	// gateway's name goes: the view watches gateways/+/status.
 	term := startTerminal(t, bin, "top", "--fleet", "-c", gws[0].file, "--stall", "100ms")

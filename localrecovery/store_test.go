@@ -123,23 +123,6 @@ func TestStoreLastIDNeverGoesBack(t *testing.T) {
 	}
 }
 
-// blobCount is how many snapshots of each checkpoint the store holds in
-// its file.
-func blobCount(t *testing.T, s *Store) map[uint64]int {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[uint64]int{}
-	for key := range s.stored {
-		id, _, err := parseHandleKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[id]++
-	}
-	return out
-}
-
 // chunkCount is how many chunks of snapshots of checkpoint id the closed
 // store at path holds.
 func chunkCount(t *testing.T, path string, id uint64) int {
@@ -271,22 +254,6 @@ func TestCompleteRefusesMissingState(t *testing.T) {
 	}
 	if got := ids(t, s); got != "" {
 		t.Fatalf("completed %q after a refused completion", got)
-	}
-}
-
-// flip flips the bits of the byte at off of the file at path.
-func flip(t *testing.T, path string, off int64) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if off < 0 {
-		off += int64(len(data))
-	}
-	data[off] ^= 0x04
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/cairn-edge/cairn/ingest"
@@ -56,7 +55,7 @@ func Ingest(cfg IngestConfig) (*IngestResult, error) {
 	if cfg.SingleMessages <= 0 {
 		cfg.SingleMessages = 200
 	}
-	logs, err := ingest.OpenLogs(filepath.Join(cfg.Dir, "ingest"), ingest.LogOptions{})
+	logs, err := ingest.OpenLogs(ingest.Dir(cfg.Dir), ingest.LogOptions{})
 	if err != nil {
 		return nil, err
 	}

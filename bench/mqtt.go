@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -158,7 +157,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		return nil, fmt.Errorf("bare subscriber: subscribe: %v", tok.Error())
 	}
 
-	if r.logs, err = ingest.OpenLogs(filepath.Join(dir, "ingest"), ingest.LogOptions{Logger: quiet}); err != nil {
+	if r.logs, err = ingest.OpenLogs(ingest.Dir(dir), ingest.LogOptions{Logger: quiet}); err != nil {
 		return nil, err
 	}
 	filter, fields, err := mqttio.ParseTopicPattern(r.prefix + "/cairn/{device}/telemetry")

@@ -182,6 +182,7 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 			err = <-ran
 			log.Info("stopped as asked", "savepoint", resp.Path)
 			req.reply <- stopReply{resp: resp, err: err}
+			req.awaitAnswered() // the agent ends next: not before the caller has its answer
 			return nil, false, err
 		case <-a.changes:
 		case <-a.opts.Reload:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/savepoint"
@@ -25,6 +26,21 @@ type stopRequest struct {
 	savepoint bool
 	path      string // the savepoint's file; "": in the data directory's savepoints
 	reply     chan stopReply
+	// answered is closed once the reply is on the caller's connection:
+	// the agent, which ends after a stop, waits for it so that its exit
+	// does not cut the answer off.
+	answered chan struct{}
+}
+
+// awaitAnswered waits until the caller of req has its answer, or a few
+// seconds for one that went away.
+func (req stopRequest) awaitAnswered() {
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-req.answered:
+	case <-t.C:
+	}
 }
 
 type stopReply struct {
@@ -35,7 +51,7 @@ type stopReply struct {
 // stop is POST /stop: it hands the request to the incarnation's loop and
 // answers once the pipeline stopped, or the savepoint failed.
 func (c *controlAPI) stop(w http.ResponseWriter, r *http.Request) {
-	req := stopRequest{savepoint: r.URL.Query().Get("savepoint") != "", path: r.URL.Query().Get("path"), reply: make(chan stopReply, 1)}
+	req := stopRequest{savepoint: r.URL.Query().Get("savepoint") != "", path: r.URL.Query().Get("path"), reply: make(chan stopReply, 1), answered: make(chan struct{})}
 	if req.path != "" && !filepath.IsAbs(req.path) {
 		reply(w, http.StatusBadRequest, api.Error{Error: fmt.Sprintf("savepoint path %q: want an absolute path", req.path)})
 		return
@@ -47,11 +63,13 @@ func (c *controlAPI) stop(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case rep := <-req.reply:
+		defer close(req.answered)
+		code, body := http.StatusOK, any(rep.resp)
 		if rep.err != nil {
-			reply(w, http.StatusConflict, api.Error{Error: rep.err.Error()})
-			return
+			code, body = http.StatusConflict, api.Error{Error: rep.err.Error()}
 		}
-		reply(w, http.StatusOK, rep.resp)
+		reply(w, code, body)
+		http.NewResponseController(w).Flush() // on the connection before answered
 	case <-r.Context().Done():
 	}
 }

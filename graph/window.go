@@ -185,6 +185,7 @@ type windowOp struct {
 	join    bool
 	ctx     *Context
 	windows *ValueState[[]windowAcc]
+	spans   [][2]int64 // assign's, reused record after record
 	out     Record
 }
 
@@ -196,26 +197,26 @@ func (o *windowOp) Open(ctx *Context) (err error) {
 		return errors.New("a window join needs tumbling or sliding windows")
 	}
 	o.ctx = ctx
-	o.windows, err = NewValueState[[]windowAcc](ctx, "windows", windowsCodec{})
+	o.windows, err = NewValueState[[]windowAcc](ctx, "windows", &reusingWindowsCodec{})
 	return err
 }
 
-// assign returns the windows [start, end) that a record at t belongs to.
-func (o *windowOp) assign(t int64) [][2]int64 {
+// assign appends to out the windows [start, end) that a record at t
+// belongs to.
+func (o *windowOp) assign(out [][2]int64, t int64) [][2]int64 {
 	size := o.spec.Size.Milliseconds()
 	switch o.spec.Kind {
 	case Session:
-		return [][2]int64{{t, t + size}}
+		return append(out, [2]int64{t, t + size})
 	case Sliding:
 		slide := o.spec.Slide.Milliseconds()
-		var out [][2]int64
 		for start := floorDiv(t, slide) * slide; start > t-size; start -= slide {
 			out = append(out, [2]int64{start, start + size})
 		}
 		return out
 	}
 	start := floorDiv(t, size) * size
-	return [][2]int64{{start, start + size}}
+	return append(out, [2]int64{start, start + size})
 }
 
 func floorDiv(a, b int64) int64 {
@@ -241,7 +242,8 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 // (MinWatermark for processing time, whose windows are never late).
 func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error {
 	ws, _ := o.windows.Get()
-	spans := o.assign(t)
+	o.spans = o.assign(o.spans[:0], t)
+	spans := o.spans
 	// A value that would make a window's sum (and so its average) no
 	// finite number is left out of every window, before any changes.
 	for _, span := range spans {

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cairn-edge/cairn/wire"
 )
@@ -127,12 +128,36 @@ func (w *windowAcc) fromSource(source uint64, d *wire.Decoder) float64 {
 }
 
 func (windowsCodec) Decode(src []byte) ([]windowAcc, error) {
+	return decodeWindowsInto(nil, src)
+}
+
+// reusingWindowsCodec is the window operator's windowsCodec: it decodes a
+// key's windows into the array it decoded the key before into, so that a
+// record costs no allocation for them (they were most of a busy window
+// operator's garbage). A value it decoded is valid until it decodes the
+// next: the operator reads a key's windows, changes and stores them before
+// it reads another's.
+type reusingWindowsCodec struct {
+	windowsCodec
+	reuse []windowAcc
+}
+
+func (c *reusingWindowsCodec) Decode(src []byte) ([]windowAcc, error) {
+	ws, err := decodeWindowsInto(c.reuse[:0], src)
+	if cap(ws) > cap(c.reuse) {
+		c.reuse = ws
+	}
+	return ws, err
+}
+
+// decodeWindowsInto decodes src, in either format, appending to dst.
+func decodeWindowsInto(dst []windowAcc, src []byte) ([]windowAcc, error) {
 	var ws []windowAcc
 	var err error
 	if len(src) >= len(windowsFormat2) && string(src[:len(windowsFormat2)]) == string(windowsFormat2) {
-		ws, err = decodeWindows(src[len(windowsFormat2):])
+		ws, err = decodeWindows(dst, src[len(windowsFormat2):])
 	} else {
-		ws, err = decodeWindowsV1(src)
+		ws, err = decodeWindowsV1(dst, src)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("window state: %w", err)
@@ -147,10 +172,10 @@ const (
 	minWindowBytesV1 = 47 // six one-byte varints, five floats, fired
 )
 
-func decodeWindows(src []byte) ([]windowAcc, error) {
+func decodeWindows(ws []windowAcc, src []byte) ([]windowAcc, error) {
 	d := wire.NewDecoder(src)
 	n := d.Count(minWindowBytes)
-	ws := make([]windowAcc, 0, n)
+	ws = slices.Grow(ws, n)
 	for i := 0; i < n && d.Err() == nil; i++ {
 		flags := d.Uvarint()
 		minFrom, maxFrom := flags>>windowMinShift&3, flags>>windowMaxShift&3
@@ -185,10 +210,10 @@ func decodeWindows(src []byte) ([]windowAcc, error) {
 	return ws, d.End()
 }
 
-func decodeWindowsV1(src []byte) ([]windowAcc, error) {
+func decodeWindowsV1(ws []windowAcc, src []byte) ([]windowAcc, error) {
 	d := wire.NewDecoder(src)
 	n := d.Count(minWindowBytesV1)
-	ws := make([]windowAcc, 0, n)
+	ws = slices.Grow(ws, n)
 	for i := 0; i < n && d.Err() == nil; i++ {
 		var w windowAcc
 		for _, p := range []*int64{&w.side, &w.start, &w.end, &w.count, &w.firstTime, &w.lastTime} {

@@ -13,7 +13,8 @@ import (
 // TestWindowsEncodeSmall: a key's window of one record, the commonest
 // state of a window operator, takes at most 25 bytes; windows of many
 // records, of a join's two sides, fired, with -0 and NaN among their
-// values, decode to exactly what was encoded.
+// values, decode to exactly what was encoded, also by the operator's
+// codec, which decodes one list after another into the same array.
 func TestWindowsEncodeSmall(t *testing.T) {
 	one := []windowAcc{{start: 1_764_460_800_000, end: 1_764_460_860_000}}
 	one[0].add(&Record{Time: 1_764_460_812_345, Value: 21.5})
@@ -21,7 +22,8 @@ func TestWindowsEncodeSmall(t *testing.T) {
 	if len(enc) > 25 {
 		t.Errorf("one window of one record takes %d bytes, want at most 25", len(enc))
 	}
-	roundTrip(t, one)
+	reusing := &reusingWindowsCodec{}
+	roundTrip(t, reusing, one)
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	values := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), -3.25, 7, 1e300}
@@ -35,21 +37,24 @@ func TestWindowsEncodeSmall(t *testing.T) {
 			}
 			ws[i] = w
 		}
-		roundTrip(t, ws)
+		roundTrip(t, reusing, ws)
 	}
 }
 
-func roundTrip(t *testing.T, ws []windowAcc) {
+func roundTrip(t *testing.T, reusing *reusingWindowsCodec, ws []windowAcc) {
 	t.Helper()
-	got, err := windowsCodec{}.Decode(windowsCodec{}.Append(nil, ws))
-	if err != nil {
-		t.Fatalf("%+v: %v", ws, err)
-	}
-	if len(ws) == 0 && len(got) == 0 {
-		return
-	}
-	if !sameWindows(got, ws) {
-		t.Fatalf("decoded\n%+v\nwant\n%+v", got, ws)
+	enc := windowsCodec{}.Append(nil, ws)
+	for _, c := range []Codec[[]windowAcc]{windowsCodec{}, reusing} {
+		got, err := c.Decode(enc)
+		if err != nil {
+			t.Fatalf("%T: %+v: %v", c, ws, err)
+		}
+		if len(ws) == 0 && len(got) == 0 {
+			continue
+		}
+		if !sameWindows(got, ws) {
+			t.Fatalf("%T decoded\n%+v\nwant\n%+v", c, got, ws)
+		}
 	}
 }
 

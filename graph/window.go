@@ -181,10 +181,15 @@ func (a *windowAcc) result(agg Aggregate) float64 {
 
 type windowOp struct {
 	BaseOperator
-	spec    WindowSpec
-	join    bool
-	ctx     *Context
+	spec WindowSpec
+	join bool
+	ctx  *Context
+	// windows are a key's open windows; fired, with a lateness, its
+	// tumbling or sliding windows the watermark passed, kept for late
+	// records (nil: they stay among the open ones), so that a record on
+	// time reads and stores only the windows still open.
 	windows *ValueState[[]windowAcc]
+	fired   *ValueState[[]windowAcc]
 	spans   [][2]int64 // assign's, reused record after record
 	out     Record
 }
@@ -197,7 +202,12 @@ func (o *windowOp) Open(ctx *Context) (err error) {
 		return errors.New("a window join needs tumbling or sliding windows")
 	}
 	o.ctx = ctx
-	o.windows, err = NewValueState[[]windowAcc](ctx, "windows", &reusingWindowsCodec{})
+	if o.windows, err = NewValueState[[]windowAcc](ctx, "windows", &reusingWindowsCodec{}); err != nil {
+		return err
+	}
+	if o.spec.Kind != Session && o.spec.AllowedLateness > 0 && !o.spec.ProcessingTime {
+		o.fired, err = NewValueState[[]windowAcc](ctx, "fired", &reusingWindowsCodec{})
+	}
 	return err
 }
 
@@ -241,41 +251,83 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 // processAt adds r to the windows of time t, given the current watermark
 // (MinWatermark for processing time, whose windows are never late).
 func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error {
-	ws, _ := o.windows.Get()
 	o.spans = o.assign(o.spans[:0], t)
-	spans := o.spans
+	passed := func(span [2]int64) bool { return wm != MinWatermark && span[1]-1 <= wm }
+	open, _ := o.windows.Get()
+	var fired []windowAcc
+	late := o.fired != nil && slices.ContainsFunc(o.spans, passed)
+	if late {
+		fired, _ = o.fired.Get()
+	}
+	// inFired reports whether span's windows are among the fired ones: a
+	// window the watermark passed is, unless an older cairn's state holds
+	// it among the open ones (and so both sides of a join's).
+	inFired := func(span [2]int64) bool {
+		return late && passed(span) && !slices.ContainsFunc(open, func(w windowAcc) bool { return w.start == span[0] && w.end == span[1] })
+	}
 	// A value that would make a window's sum (and so its average) no
 	// finite number is left out of every window, before any changes.
-	for _, span := range spans {
-		i := slices.IndexFunc(ws, func(w windowAcc) bool { return w.side == side && w.start == span[0] && w.end == span[1] })
+	for _, span := range o.spans {
+		ws := open
+		if inFired(span) {
+			ws = fired
+		}
 		sum := r.Value
-		if i >= 0 {
+		if i := indexWindow(ws, side, span); i >= 0 {
 			sum += ws[i].sum
 		}
 		if math.IsInf(sum, 0) || math.IsNaN(sum) {
 			return Reject(fmt.Errorf("key %q: the value %g makes the sum of the window [%d, %d) %v: the record is left out", r.Key, r.Value, span[0], span[1], sum))
 		}
 	}
-	changed := false
-	for _, span := range spans {
-		if span[1]-1+lateness <= wm && wm != MinWatermark {
-			continue // discarded already: late beyond lateness
+	toOpen, toFired := false, false
+	for _, span := range o.spans {
+		switch {
+		case span[1]-1+lateness <= wm && wm != MinWatermark:
+			// discarded already: late beyond lateness
+		case inFired(span):
+			fired, toFired = addToWindow(fired, side, span, r), true
+		default:
+			open, toOpen = addToWindow(open, side, span, r), true
 		}
-		i := slices.IndexFunc(ws, func(w windowAcc) bool { return w.side == side && w.start == span[0] && w.end == span[1] })
-		if i < 0 {
-			ws = append(ws, windowAcc{side: side, start: span[0], end: span[1]})
-			i = len(ws) - 1
-		}
-		ws[i].add(r)
-		ws[i].touched = true
-		changed = true
 	}
-	if !changed {
+	if !toOpen && !toFired {
 		if o.spec.OnLate != nil {
 			o.spec.OnLate(r)
 		}
 		return nil
 	}
+	if toOpen {
+		o.windows.Set(o.settle(open, wm, lateness))
+	}
+	if toFired {
+		o.fired.Set(o.settle(fired, wm, lateness))
+	}
+	return nil
+}
+
+// indexWindow is the index in ws of side's window of span, or -1.
+func indexWindow(ws []windowAcc, side int64, span [2]int64) int {
+	return slices.IndexFunc(ws, func(w windowAcc) bool { return w.side == side && w.start == span[0] && w.end == span[1] })
+}
+
+// addToWindow adds r to side's window of span in ws, appended if there is
+// none, and marks it touched.
+func addToWindow(ws []windowAcc, side int64, span [2]int64, r *Record) []windowAcc {
+	i := indexWindow(ws, side, span)
+	if i < 0 {
+		ws = append(ws, windowAcc{side: side, start: span[0], end: span[1]})
+		i = len(ws) - 1
+	}
+	ws[i].add(r)
+	ws[i].touched = true
+	return ws
+}
+
+// settle emits, or asks for the timers of, the windows of ws that the
+// record being processed touched (merged first, for sessions), and
+// returns ws to be stored.
+func (o *windowOp) settle(ws []windowAcc, wm, lateness int64) []windowAcc {
 	if o.spec.Kind == Session {
 		ws = mergeSessions(ws)
 	}
@@ -295,8 +347,7 @@ func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error
 			o.register(w.end - 1)
 		}
 	}
-	o.windows.Set(ws)
-	return nil
+	return ws
 }
 
 // register asks for a timer at ts in the windows' time domain.
@@ -354,28 +405,56 @@ func (o *windowOp) emit(ws []windowAcc, w *windowAcc) {
 }
 
 // OnTimer fires the key's windows ending at ts and discards those whose
-// lateness has passed.
+// lateness has passed; with a lateness, the fired ones move to the fired
+// windows kept for it.
 func (o *windowOp) OnTimer(ts int64) error {
 	lateness := o.spec.AllowedLateness.Milliseconds()
 	if o.spec.ProcessingTime {
 		lateness = 0
 	}
-	ws, _ := o.windows.Get()
-	for i := range ws {
-		w := &ws[i]
+	over := func(w windowAcc) bool { return w.end-1+lateness <= ts }
+	open, _ := o.windows.Get()
+	for i := range open {
+		w := &open[i]
 		if w.end-1 == ts && !w.fired {
-			o.emit(ws, w)
+			o.emit(open, w)
 			if lateness > 0 {
 				o.register(w.end - 1 + lateness)
 			}
 		}
 	}
-	// Get decoded ws for this call: keep what is not discarded in place.
-	kept := slices.DeleteFunc(ws, func(w windowAcc) bool { return w.end-1+lateness <= ts })
-	if len(kept) == 0 {
-		o.windows.Delete()
-	} else {
-		o.windows.Set(kept)
+	if o.fired == nil {
+		// Get decoded open for this call: keep what is not discarded in place.
+		storeWindows(o.windows, slices.DeleteFunc(open, over))
+		return nil
+	}
+	// The windows the watermark passed (fired now, or by an older cairn,
+	// which kept them among the open ones) join the fired ones kept.
+	fired, _ := o.fired.Get()
+	n := len(fired)
+	fired = slices.DeleteFunc(fired, over)
+	changed := len(fired) < n
+	for _, w := range open {
+		if w.end-1 <= ts && !over(w) {
+			fired, changed = append(fired, w), true
+		}
+	}
+	if changed {
+		storeWindows(o.fired, fired)
+	}
+	n = len(open)
+	if open = slices.DeleteFunc(open, func(w windowAcc) bool { return w.end-1 <= ts }); len(open) < n {
+		storeWindows(o.windows, open)
 	}
 	return nil
+}
+
+// storeWindows stores a key's windows ws in s, or deletes them if there
+// are none.
+func storeWindows(s *ValueState[[]windowAcc], ws []windowAcc) {
+	if len(ws) == 0 {
+		s.Delete()
+		return
+	}
+	s.Set(ws)
 }

@@ -12,7 +12,8 @@ import (
 // TestWindowsFollowTheModel drives window operators and window joins,
 // tumbling and sliding, with and without a lateness, by generated records
 // (on time, late within the lateness and beyond it) and watermarks,
-// snapshotting and restoring the operator at random, and requires at
+// snapshotting it (whole or incrementally) and restoring it from the
+// chain of snapshots at random, and requires at
 // every step the results, and the records refused as late, that a model
 // of the windows' contract gives: a window fires once when the watermark
 // passes its end; a record within the lateness updates its window and
@@ -35,9 +36,12 @@ func TestWindowsFollowTheModel(t *testing.T) {
 			for step := range 400 {
 				switch n := rng.IntN(20); {
 				case n == 0:
-					op.restore()
+					op.restore(rng.IntN(2) == 0)
 					continue
-				case n < 4:
+				case n == 1:
+					op.snapshot(rng.IntN(2) == 0)
+					continue
+				case n < 5:
 					wm := model.wm
 					if wm == MinWatermark {
 						wm = 0
@@ -73,6 +77,10 @@ type modelRun struct {
 	state *TaskState
 	op    Operator
 	late  []string
+	// chain is the snapshots taken since the last whole one, base the
+	// version the next incremental one follows.
+	chain []*SubtaskSnapshot
+	base  Version
 }
 
 func newModelRun(t *testing.T, spec WindowSpec, join bool) *modelRun {
@@ -99,13 +107,31 @@ func (r *modelRun) open(snap *SubtaskSnapshot) {
 	}
 }
 
-// restore snapshots the operator and opens another on the snapshot.
-func (r *modelRun) restore() {
-	snap, err := DecodeSubtaskSnapshot(r.state.Freeze(nil, 0, false).Encode(), KeyGroupRange{0, DefaultMaxParallelism})
+// snapshot snapshots the operator, incrementally on the one before if
+// there is one and incremental.
+func (r *modelRun) snapshot(incremental bool) {
+	incremental = incremental && len(r.chain) > 0
+	f := r.state.Freeze(nil, r.base, incremental)
+	snap, err := DecodeSubtaskSnapshot(f.Encode(), KeyGroupRange{0, DefaultMaxParallelism})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !incremental {
+		r.chain = nil
+	}
+	r.chain, r.base = append(r.chain, snap), f.Version()
+}
+
+// restore snapshots the operator and opens another on the chain of
+// snapshots merged, as a restore from an incremental checkpoint does.
+func (r *modelRun) restore(incremental bool) {
+	r.snapshot(incremental)
+	snap, err := MergeChain(r.chain)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.open(snap)
+	r.chain, r.base = nil, 0
 }
 
 func (r *modelRun) record(key string, side int, ts int64, v float64) {

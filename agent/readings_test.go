@@ -67,8 +67,8 @@ operators:
   - {id: counts, type: count, inputs: [both], key_by: key}
   - {id: per-site, type: count, inputs: [telemetry], key_by: site, parallelism: 2}
   - {id: totals, type: sum, inputs: [scaled], key_by: key}
-  - {id: avg, type: window, inputs: [telemetry], key_by: key, window: {kind: tumbling, size: 1s}, aggregate: avg}
-  - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s}, aggregate: sum}
+  - {id: avg, type: window, inputs: [telemetry], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: avg}
+  - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
   - {id: once, type: dedupe, inputs: [events], key_by: key, ttl: 1m}
   - {id: alarm, type: threshold, inputs: [both], key_by: key, high: 50, low: 10}
 sinks:

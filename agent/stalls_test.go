@@ -73,7 +73,7 @@ operators:
   - id: score
     type: filter
     inputs: [fleet]
-    expr: "reduce(1..300, #acc + # * value, 0) > 0"
+    expr: "reduce(1..3000, #acc + # * value, 0) > 0"
   - id: drift
     type: join
     inputs: [score, reference]

@@ -12,13 +12,13 @@ import (
 // TestWindowsFollowTheModel drives window operators and window joins,
 // tumbling and sliding, with and without a lateness, by generated records
 // (on time, late within the lateness and beyond it) and watermarks,
-// snapshotting it (whole or incrementally) and restoring it from the
-// chain of snapshots at random, and requires at
-// every step the results, and the records refused as late, that a model
-// of the windows' contract gives: a window fires once when the watermark
-// passes its end; a record within the lateness updates its window and
-// re-emits it at once; a window is discarded when the watermark passes
-// its end and the lateness; a join emits a window both sides reached.
+// snapshotting each (whole or incrementally) and restoring it from its
+// chain of snapshots at random. At every step it requires the results,
+// and the records refused as late, that a model of the windows' contract
+// gives: a window fires once when the watermark passes its end; a record
+// within the lateness updates its window and re-emits it at once; a
+// window is discarded when the watermark passes its end and the lateness;
+// a join emits a window both sides reached.
 func TestWindowsFollowTheModel(t *testing.T) {
 	aggs := []Aggregate{AggCount, AggSum, AggMin, AggMax, AggAvg, AggFirst, AggLast}
 	for seed := range uint64(300) {

@@ -67,9 +67,6 @@ type BuildInfo struct {
 	Version, Commit string
 }
 
-// LogsPath is the ingest logs' directory under a data directory.
-func LogsPath(dataDir string) string { return ingest.Dir(dataDir) }
-
 // StorePath is the checkpoint store's file under a data directory.
 func StorePath(dataDir string) string { return filepath.Join(dataDir, "checkpoints.db") }
 

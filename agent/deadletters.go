@@ -63,7 +63,7 @@ func DeadLetters(dataDir string, from uint64, limit int) (api.DeadLetters, error
 	if limit <= 0 || limit > maxDeadLettersPage {
 		limit = maxDeadLettersPage
 	}
-	dls, err := ingest.ReadDeadLetters(LogsPath(dataDir), from, limit)
+	dls, err := ingest.ReadDeadLetters(ingest.Dir(dataDir), from, limit)
 	if err != nil {
 		return api.DeadLetters{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/datadir"
+	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/seglog"
 )
 
@@ -136,7 +137,7 @@ type identified struct {
 // ingest logs.
 func identify(dataDir string) (dataDirIdentity, error) {
 	var ids dataDirIdentity
-	for _, p := range []string{dataDir, StorePath(dataDir), LogsPath(dataDir)} {
+	for _, p := range []string{dataDir, StorePath(dataDir), ingest.Dir(dataDir)} {
 		id, err := identity(p)
 		if err != nil {
 			return nil, err

@@ -235,7 +235,7 @@ func newReadingsHarness(t testing.TB, mode string, id string) *readingsHarness {
 // feed appends msgs to the ingest logs of the sources, as their
 // subscriptions would have.
 func (h *readingsHarness) feed(telemetry, events []ingest.Message) {
-	logs, err := ingest.OpenLogs(LogsPath(h.dir), ingest.LogOptions{})
+	logs, err := ingest.OpenLogs(ingest.Dir(h.dir), ingest.LogOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func (h *readingsHarness) feed(telemetry, events []ingest.Message) {
 func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult {
 	t := h.t
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	logs, err := ingest.OpenLogs(LogsPath(h.dir), ingest.LogOptions{Logger: log})
+	logs, err := ingest.OpenLogs(ingest.Dir(h.dir), ingest.LogOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 // sourceDeadLetters lists the sources' stored dead letters, without when
 // they were stored.
 func (h *readingsHarness) sourceDeadLetters() []string {
-	logs, err := ingest.OpenLogs(LogsPath(h.dir), ingest.LogOptions{})
+	logs, err := ingest.OpenLogs(ingest.Dir(h.dir), ingest.LogOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

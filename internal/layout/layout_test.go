@@ -55,7 +55,7 @@ var rules = []rule{
 		allowed: []string{"seglog", "wire", "go.etcd.io/bbolt (to read the earlier log)"}, tests: []string{"bench"}},
 	{pkg: "mqttio", job: "MQTT: the source (on an `ingest` log), the two-phase-commit sink, the embedded broker and its limits (`BrokerLimits`, enforced by a mochi hook and a listener of its own; the agent's clients on a socket of their own), the publisher of an agent's status and the watcher of a fleet's",
 		allowed: []string{"graph", "ingest", "wire", "github.com/eclipse/paho.mqtt.golang", "golang.org/x/net/proxy (paho's)", "github.com/mochi-mqtt/server/v2"},
-		tests:   []string{"checkpoint", "runtime", "localrecovery", "bench", "github.com/cockroachdb/datadriven"}},
+		tests:   []string{"checkpoint", "runtime", "localrecovery", "bench", "github.com/cockroachdb/datadriven", "golang.org/x/net/nettest"}},
 	{pkg: "remote", job: "upload of completed checkpoints to S3-compatible storage (minio-go) and a read-only store of a device's uploads",
 		allowed: []string{"checkpoint", "github.com/minio/minio-go/v7"}, tests: []string{"graph", "runtime", "localrecovery", "bench"}},
 	{pkg: "agent", job: "the daemon: builds the graph from a pipeline file, runs it with its stores, control API, reload, metrics, disk wear, the fleet status it publishes (and that `cairn top --fleet` watches), on one processor while the load is light (`procs.go`), systemd notification",

@@ -156,13 +156,16 @@ func TestTLSVerificationFailureIsSeen(t *testing.T) {
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		t.Fatal(err)
 	}
-	l := listeners.NewTCP(listeners.Config{ID: "tls", Address: "127.0.0.1:0", TLSConfig: &tls.Config{
-		Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12}})
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracked := &trackedListener{Listener: raw}
+	l := listeners.NewNet("tls", tls.NewListener(tracked, &tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12}))
 	if err := srv.AddListener(l); err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve()
-	defer srv.Close()
 	var log testlog.Buffer
 	state := new(BrokerState)
 	cfg := ClientConfig{Broker: "ssl://" + l.Address(), ClientID: "tls-wrong-ca", CAFile: other.caFile, Name: "plant", State: state,
@@ -171,7 +174,16 @@ func TestTLSVerificationFailureIsSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Disconnect(0)
+	defer func() {
+		// mochi's Close must not meet a connection it is still taking
+		// (it waits on a WaitGroup that taking one adds to): the client
+		// stops retrying, no connection is taken any more, and those
+		// taken, which all fail, end before the broker closes.
+		c.Disconnect(0)
+		raw.Close()
+		testwait.For(t, 10*time.Second, "the broker done with the failed connections", func() bool { return tracked.open.Load() == 0 })
+		srv.Close()
+	}()
 	testwait.For(t, 20*time.Second, "the failed attempt logged", func() bool { return strings.Contains(log.String(), "MQTT connect failed") })
 	if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "certificate") {
 		t.Fatalf("the log of a connection to a broker the CA does not vouch for:\n%s", got)
@@ -179,4 +191,32 @@ func TestTLSVerificationFailureIsSeen(t *testing.T) {
 	if st := state.Status(); st.Connected != 0 || !strings.Contains(st.LastError, "certificate") {
 		t.Fatalf("broker state: %+v", st)
 	}
+}
+
+// trackedListener counts the connections it took that are not closed
+// yet.
+type trackedListener struct {
+	net.Listener
+	open atomic.Int64
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.open.Add(1)
+	return &trackedConn{Conn: conn, open: &l.open}, nil
+}
+
+// trackedConn is a connection a trackedListener took.
+type trackedConn struct {
+	net.Conn
+	open   *atomic.Int64
+	closed sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.closed.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
 }

@@ -56,23 +56,23 @@ func (c *quietConn) Read(p []byte) (int, error) {
 		for {
 			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 			switch e {
+			case 0:
+				n = int(r)
+				return true
 			case syscall.EINTR:
-				continue
 			case syscall.EAGAIN:
 				return false // nothing yet: wait in the poller
+			default:
+				errno = e
+				return true
 			}
-			n, errno = int(r), e
-			return true
 		}
 	})
 	switch {
-	case err == nil && errno != 0:
-		n, err = 0, errno
-	case err == nil && n == 0:
+	case err != nil || errno != 0:
+		return 0, c.opError("read", err, errno)
+	case n == 0:
 		return 0, io.EOF
-	}
-	if err != nil {
-		return n, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 	}
 	return n, nil
 }
@@ -99,11 +99,17 @@ func (c *quietConn) Write(p []byte) (int, error) {
 		}
 		return true
 	})
-	if err == nil && errno != 0 {
-		err = errno
-	}
-	if err != nil {
-		return n, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	if err != nil || errno != 0 {
+		return n, c.opError("write", err, errno)
 	}
 	return n, nil
+}
+
+// opError is the error of a failed op as net.Conn's methods give it: the
+// poller's (deadline, closed), else the system call's.
+func (c *quietConn) opError(op string, err error, errno syscall.Errno) error {
+	if err == nil {
+		err = errno
+	}
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -78,6 +78,11 @@ type Control struct {
 	Kind      ControlKind
 	Barrier   Barrier // when Kind is BarrierControl
 	Watermark int64   // when Kind is WatermarkControl
+	// Idle, with a watermark, says its sender has no input now
+	// (Idleness): the receiver takes its event time from its other
+	// inputs until a watermark without it comes. Records on the channel
+	// come after such a watermark.
+	Idle bool
 }
 
 // Batch is the unit that crosses a channel: records in order, then an

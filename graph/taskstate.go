@@ -55,6 +55,18 @@ func (s *TaskState) Err() error { return s.ctx.err }
 // Watermark is the current watermark.
 func (s *TaskState) Watermark() int64 { return s.ctx.watermark }
 
+// LowerWatermark sets event time back to wm if it is later, without firing
+// or dropping a timer, for a restore that finds a watermark a wrong clock
+// put far ahead; it reports whether it did. Records of windows that the
+// late watermark closed already are then on time again.
+func (s *TaskState) LowerWatermark(wm int64) bool {
+	if wm >= s.ctx.watermark {
+		return false
+	}
+	s.ctx.watermark = wm
+	return true
+}
+
 // AdvanceWatermark moves event time to wm if that is later than now: it
 // fires the timers up to wm in (time, key) order, then calls op.OnWatermark.
 // It reports whether the watermark moved.

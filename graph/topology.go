@@ -74,6 +74,27 @@ type Node struct {
 	OutOfOrderness time.Duration
 	// Watermarks makes a source emit watermarks from its records' Time.
 	Watermarks bool
+	// Idleness, for a source with Watermarks set, is what it does after
+	// a while without input; the zero Idleness waits for input.
+	Idleness Idleness
+}
+
+// Idleness says when a source subtask without input is idle, and how far
+// its event time then follows the wall clock (Flink's withIdleness).
+//
+// After Timeout without a record, the subtask is idle: it tells the
+// operators it feeds, which then take their event time from their other
+// inputs, unless all of theirs are idle too; and its own watermark
+// follows the wall clock less OutOfOrderness, but no further than Horizon
+// past the newest event time it read, which is far enough to close the
+// windows that hold its records. So the last windows of a quiet source
+// close, and an idle pipeline's state stops changing. A record ends the
+// idleness; one behind the watermark by then is late, as any. While the
+// wall clock reads before ClockFloor (runtime.Options) it is not
+// followed.
+type Idleness struct {
+	Timeout time.Duration // 0: never idle
+	Horizon time.Duration
 }
 
 // IsSource reports whether n is a source.
@@ -142,6 +163,9 @@ func WithMaxParallelism(n int) Option { return func(nd *Node) { nd.MaxParallelis
 func WithWatermarks(outOfOrderness time.Duration) Option {
 	return func(nd *Node) { nd.Watermarks, nd.OutOfOrderness = true, outOfOrderness }
 }
+
+// WithIdleness makes a source idle after a while without input (Idleness).
+func WithIdleness(idle Idleness) Option { return func(nd *Node) { nd.Idleness = idle } }
 
 // Builder assembles a Topology. Mistakes are collected and reported together
 // by Build.

@@ -122,6 +122,9 @@ func (j *Job) runTask(i int, t *task) {
 func (j *Job) runSource(i int, t *task) error {
 	ctl := j.controls[i]
 	buf := make([]graph.Record, j.opts.BatchSize)
+	idle := time.NewTimer(time.Hour) // the next idleTick
+	idle.Stop()
+	defer idle.Stop()
 	for !t.finished {
 		select {
 		case <-ctl.signal:
@@ -162,8 +165,15 @@ func (j *Job) runSource(i int, t *task) error {
 		if t.err != nil {
 			return t.err
 		}
+		if next := t.idleTick(); next > 0 {
+			idle.Reset(next)
+		}
+		if t.err != nil {
+			return t.err
+		}
 		select {
 		case <-t.src.Ready():
+		case <-idle.C:
 		case <-ctl.signal:
 			if err := j.handleControl(t, ctl); err != nil {
 				return err
@@ -171,6 +181,7 @@ func (j *Job) runSource(i int, t *task) error {
 		case <-j.done:
 			return errStopped
 		}
+		idle.Stop()
 	}
 	return nil
 }
@@ -259,7 +270,7 @@ func (j *Job) runOperator(i int, t *task) error {
 			armed = true
 		}
 		if pending {
-			procTimer.Reset(min(time.Duration(max(0, next-j.wallMillis()))*time.Millisecond, wallClockRecheck))
+			procTimer.Reset(min(time.Duration(max(0, next-t.processingTime()))*time.Millisecond, wallClockRecheck))
 		}
 		if deadline, ok := t.handler.Deadline(); ok {
 			alignTimer.Reset(max(deadline-j.now(), 0))

@@ -75,6 +75,15 @@ type Options struct {
 	// checkpoint statistics use the monotonic clock, checkpoint ids a
 	// persisted counter, event time the records' own timestamps.
 	WallClock func() time.Time
+	// ClockFloor is the earliest the wall clock can read and be trusted
+	// (mqttio.ClockFloor): before it, it was never set, and neither idle
+	// sources (graph.Idleness) nor restored watermarks follow it.
+	ClockFloor time.Time
+	// MaxFuture, if above 0, is how far ahead of the wall clock a
+	// restored watermark may be: one further ahead, which a reading from
+	// a device clock gone wrong put there before its time was bounded,
+	// is brought back to the clock when the job starts, and logged.
+	MaxFuture time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -150,7 +159,7 @@ func New(topo *graph.Topology, opts Options) (*Job, error) {
 	}
 	j.pool.New = func() any { return &graph.Batch{Records: make([]graph.Record, 0, opts.BatchSize)} }
 	j.plan = build(topo, taskConfig{mode: opts.Checkpoints.Mode, batchSize: opts.BatchSize,
-		incremental: opts.Incremental, maxChain: opts.MaxChain, alignmentTimeout: opts.Checkpoints.AlignmentTimeout,
+		incremental: opts.Incremental, maxChain: opts.MaxChain, alignmentTimeout: opts.Checkpoints.AlignmentTimeout, clockFloor: opts.ClockFloor.UnixMilli(),
 		onRejected: opts.OnRejected, onAligned: opts.OnAligned, backlog: j.inputBacklog}, j)
 	n := len(j.plan.tasks)
 	j.mailboxes = make([]chan delivery, n)
@@ -181,6 +190,9 @@ func (j *Job) Run(ctx context.Context) error {
 	if err := j.plan.open(rs); err != nil {
 		j.closeAll()
 		return err
+	}
+	if rs != nil {
+		j.bringBackWatermarks()
 	}
 	lastID, err := j.opts.Store.LastID()
 	if m := j.restoredFrom.Load(); err == nil && m != nil && m.ID > lastID {

@@ -24,6 +24,8 @@ type taskConfig struct {
 	batchSize   int
 	incremental bool // take incremental snapshots
 	maxChain    int  // fold a chain into a whole snapshot at this length
+	// clockFloor is Options.ClockFloor, Unix milliseconds.
+	clockFloor int64
 	// alignmentTimeout switches exactly-once alignments to unaligned.
 	alignmentTimeout time.Duration
 	onRejected       func(checkpoint.TaskID, *graph.Record, error) error // Options.OnRejected
@@ -68,7 +70,8 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 			t.state = graph.NewTaskState(graph.TaskInfo{
 				Operator: n.ID, Subtask: i, Parallelism: n.Parallelism, MaxParallelism: n.MaxParallelism, OrderedInput: ordered,
 			}, t)
-			t.wm = make([]int64, len(ins))
+			t.wm, t.idle = make([]int64, len(ins)), make([]bool, len(ins))
+			t.clockFloor = cfg.clockFloor
 			for c := range t.wm {
 				t.wm[c] = graph.MinWatermark
 			}

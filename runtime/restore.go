@@ -3,6 +3,8 @@ package runtime
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
@@ -264,4 +266,51 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 		states = [][]byte{}
 	}
 	return snaps, own, states, nil
+}
+
+// bringBackWatermarks lowers, after a restore, every watermark further
+// ahead of the wall clock than Options.MaxFuture to the clock less the
+// out-of-orderness (a source's own, an operator's the largest), and says
+// so: a reading from a
+// device whose clock was wrong put it there, before its time was bounded,
+// and every later reading would be late. Nothing is done while the wall
+// clock reads before Options.ClockFloor.
+func (j *Job) bringBackWatermarks() {
+	wall := j.opts.WallClock()
+	if j.opts.MaxFuture <= 0 || wall.Before(j.opts.ClockFloor) {
+		return
+	}
+	now := wall.UnixMilli()
+	limit := now + j.opts.MaxFuture.Milliseconds()
+	// An operator is brought back to where the least of the sources is:
+	// the clock less the largest out-of-orderness.
+	var ooo time.Duration
+	for _, t := range j.plan.tasks {
+		if t.node.IsSource() {
+			ooo = max(ooo, t.node.OutOfOrderness)
+		}
+	}
+	var lowered []string
+	var from int64
+	for _, t := range j.plan.tasks {
+		switch {
+		case t.node.IsSource() && t.sourceWM > limit:
+			from = max(from, t.sourceWM)
+			t.sourceWM = now - t.node.OutOfOrderness.Milliseconds() - 1
+			t.maxTime = t.sourceWM
+			t.metrics.Watermark.Store(t.sourceWM)
+		case !t.node.IsSource() && t.state.Watermark() > limit && t.state.Watermark() != graph.MaxWatermark:
+			from = max(from, t.state.Watermark())
+			t.state.LowerWatermark(now - ooo.Milliseconds() - 1)
+			t.metrics.Watermark.Store(t.state.Watermark())
+		default:
+			continue
+		}
+		lowered = append(lowered, t.id.String())
+	}
+	if len(lowered) > 0 {
+		j.opts.Logger.Warn("restored event time was ahead of the clock, brought back to it: a device clock was wrong before its readings' times were bounded",
+			"subtasks", strings.Join(lowered, ","), "watermark_was", time.UnixMilli(from).UTC().Format(time.RFC3339),
+			"now", wall.UTC().Format(time.RFC3339), "max_future", j.opts.MaxFuture.String())
+	}
 }

@@ -80,6 +80,8 @@ type task struct {
 	inputOf  []int               // channel → logical input
 	upstream []checkpoint.TaskID // channel → the sending subtask
 	wm       []int64             // channel → watermark
+	idle     []bool              // channel → its sender is idle (graph.Control.Idle)
+	idleOut  bool                // t told its outputs it is idle
 	open     int                 // channels not yet ended
 
 	// Unaligned checkpoints (see inflight.go): per channel, records
@@ -101,6 +103,10 @@ type task struct {
 	maxTime     int64 // newest event time read, for watermarks
 	sourceWM    int64
 	sourceEnded bool
+	lastInput   time.Duration // when the source last read a record, on the job's clock
+	clockFloor  int64         // Options.ClockFloor, Unix milliseconds
+
+	proc procClock // processing time
 
 	buffered      int64 // records held on blocked channels this alignment
 	bufferedBytes int64
@@ -152,8 +158,13 @@ func (t *task) process(ch int, b *graph.Batch) error {
 	case graph.BarrierControl:
 		return t.barrierArrived(ch, b.Control.Barrier, t.processed[ch])
 	case graph.WatermarkControl:
-		if b.Control.Watermark > t.wm[ch] {
-			t.wm[ch] = b.Control.Watermark
+		c := b.Control
+		changed := c.Idle != t.idle[ch]
+		t.idle[ch] = c.Idle
+		if c.Watermark > t.wm[ch] {
+			t.wm[ch], changed = c.Watermark, true
+		}
+		if changed {
 			return t.advanceWatermark()
 		}
 	case graph.EndOfStreamControl:
@@ -182,7 +193,7 @@ func (t *task) process(ch int, b *graph.Batch) error {
 // processRecords runs the operator on records of channel ch.
 func (t *task) processRecords(ch int, recs []graph.Record) error {
 	t.metrics.RecordsIn.Add(int64(len(recs)))
-	t.state.SetProcessingTime(t.env.wallMillis())
+	t.state.SetProcessingTime(t.processingTime())
 	input := t.inputOf[ch]
 	keyed := t.node.Inputs[input].Partitioner.Kind == graph.HashPartitioning
 	for i := range recs {
@@ -241,10 +252,20 @@ func (t *task) tick() error {
 	return t.act()
 }
 
+// advanceWatermark moves the subtask's event time to the least watermark
+// of its inputs that are not idle, or of all when every one is, and tells
+// its outputs when that moved it or changed whether it is idle.
 func (t *task) advanceWatermark() error {
-	low := int64(graph.MaxWatermark)
-	for _, w := range t.wm {
+	low, lowActive := int64(graph.MaxWatermark), int64(graph.MaxWatermark)
+	idle := true
+	for ch, w := range t.wm {
 		low = min(low, w)
+		if !t.idle[ch] {
+			lowActive, idle = min(lowActive, w), false
+		}
+	}
+	if !idle {
+		low = lowActive
 	}
 	moved, err := t.state.AdvanceWatermark(low, t.op)
 	if moved {
@@ -253,11 +274,15 @@ func (t *task) advanceWatermark() error {
 	if err != nil {
 		return t.fail(err)
 	}
-	if moved && low != graph.MaxWatermark {
-		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: low})
+	if wm := t.state.Watermark(); (moved || idle != t.idleOut) && wm != graph.MaxWatermark {
+		t.idleOut = idle
+		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: wm, Idle: idle})
 	}
 	return t.err
 }
+
+// processingTime is the subtask's processing time now (procClock).
+func (t *task) processingTime() int64 { return t.proc.read(t.env.wallMillis(), t.env.now()) }
 
 // fireProcessingTimers fires the processing-time timers that are due and
 // returns when the next one is, if any.
@@ -266,7 +291,7 @@ func (t *task) fireProcessingTimers() (int64, bool, error) {
 	if !ok {
 		return 0, false, nil
 	}
-	if now := t.env.wallMillis(); next <= now {
+	if now := t.processingTime(); next <= now {
 		if err := t.state.AdvanceProcessingTime(now, t.op); err != nil {
 			return 0, false, t.fail(err)
 		}
@@ -524,6 +549,13 @@ func (t *task) completed(id uint64) error {
 // source had any; at the end of input it finishes the subtask.
 func (t *task) readSource(buf []graph.Record) (bool, error) {
 	n, err := t.src.Read(buf)
+	if n > 0 {
+		t.lastInput = t.env.now()
+		if t.idleOut { // ahead of the records: they are no idle input's
+			t.idleOut = false
+			t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: t.sourceWM})
+		}
+	}
 	for i := 0; i < n; i++ {
 		r := &buf[i]
 		t.maxTime = max(t.maxTime, r.Time)
@@ -548,6 +580,47 @@ func (t *task) readSource(buf []graph.Record) (bool, error) {
 	}
 	return n > 0, t.err
 }
+
+// idleTick is called while the source has nothing to read: once it has
+// read nothing for its node's Idleness.Timeout, it is idle and its
+// watermark follows the wall clock (graph.Idleness). It returns how long
+// until it should be called again, or 0 when only input can change
+// anything.
+func (t *task) idleTick() time.Duration {
+	idleness := t.node.Idleness
+	if !t.node.Watermarks || idleness.Timeout <= 0 || t.finished {
+		return 0
+	}
+	if wait := t.lastInput + idleness.Timeout - t.env.now(); wait > 0 {
+		return wait
+	}
+	if !t.idleOut {
+		t.idleOut = true
+		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: t.sourceWM, Idle: true})
+	}
+	if t.maxTime == graph.MinWatermark {
+		return 0 // nothing read: no window of this source to close
+	}
+	horizon := t.maxTime + idleness.Horizon.Milliseconds()
+	wall := t.env.wallMillis()
+	if wall < t.clockFloor {
+		return idleFollow // the clock is not set yet: ask it again
+	}
+	wm := min(wall-t.node.OutOfOrderness.Milliseconds()-1, horizon)
+	if wm > t.sourceWM {
+		t.sourceWM = wm
+		t.metrics.Watermark.Store(wm)
+		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: wm, Idle: true})
+	}
+	if t.sourceWM >= horizon {
+		return 0
+	}
+	return idleFollow
+}
+
+// idleFollow is how often an idle source's watermark catches up with the
+// wall clock: a window closes at most this late.
+const idleFollow = 250 * time.Millisecond
 
 func (t *task) fail(err error) error {
 	return fmt.Errorf("%s: %w", t.id, err)

@@ -27,9 +27,9 @@ type deps struct {
 // its parts, where the status and the metrics read them.
 type built struct {
 	topo    *graph.Topology
-	sources []*mqttio.SourceMetrics
-	sinks   map[string]*mqttio.SinkMetrics // by sink id
-	late    map[string]*atomic.Int64       // window operator → records dropped as late
+	sources map[string]*mqttio.SourceMetrics // by source id
+	sinks   map[string]*mqttio.SinkMetrics   // by sink id
+	late    map[string]*atomic.Int64         // window operator → records dropped as late
 	// brokerStates gather the connection states of each broker's clients.
 	brokerStates map[string]*mqttio.BrokerState
 }
@@ -94,7 +94,7 @@ func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error
 // build turns a validated config into a topology whose sinks share
 // backlog (nil: a trial build, whose graph never runs).
 func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) {
-	g := &built{late: make(map[string]*atomic.Int64)}
+	g := &built{late: make(map[string]*atomic.Int64), sources: make(map[string]*mqttio.SourceMetrics)}
 	var b graph.Builder
 	streams := make(map[string]graph.Stream)
 	parallelism := make(map[string]int)
@@ -102,6 +102,9 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 		var opts []graph.Option
 		if s.Time != "" || s.Simulator != nil {
 			opts = append(opts, graph.WithWatermarks(s.OutOfOrderness))
+		}
+		if s.Time != "" {
+			opts = append(opts, graph.WithIdleness(graph.Idleness{Timeout: s.IdleTimeout, Horizon: c.WindowHorizon()}))
 		}
 		if s.Simulator != nil {
 			streams[s.ID] = b.Source(s.ID, s.Parallelism, newSimulator(*s.Simulator), opts...)
@@ -113,7 +116,11 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 			return nil, err
 		}
 		cc.State = g.brokerState(s.Broker)
-		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TopicFields: map[int]string{}}
+		bounds, err := s.TimeBounds()
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", s.ID, err)
+		}
+		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TimeBounds: bounds, TopicFields: map[int]string{}}
 		for _, f := range []*string{&s.Key, &s.Value, &s.Time} {
 			if w := c.AsWritten(f); w != *f {
 				if dec.Written == nil {
@@ -137,7 +144,7 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 			}
 		}
 		metrics := new(mqttio.SourceMetrics)
-		g.sources = append(g.sources, metrics)
+		g.sources[s.ID] = metrics
 		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
 			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
 			Logs: d.logs, AcceptStateLoss: d.acceptStateLoss, SyncInterval: c.Agent.SyncInterval, MaxInflight: c.Brokers[s.Broker].MaxInflight,

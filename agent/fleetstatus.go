@@ -150,6 +150,7 @@ func gatewayStatus(st api.Status, version string, interval time.Duration, since,
 	}
 	for _, op := range st.Operators {
 		g.Rejected += op.Rejected()
+		g.BadTime += op.BadTimeRecords
 		g.WatermarkLagMS = max(g.WatermarkLagMS, op.WatermarkLagMS)
 	}
 	for _, b := range st.Brokers {
@@ -245,7 +246,7 @@ func gatewayChanged(prev, next api.GatewayStatus) bool {
 	return prev.State != next.State ||
 		prev.Checkpoints.Failed != next.Checkpoints.Failed || prev.Checkpoints.Late != next.Checkpoints.Late ||
 		brokers(prev) != brokers(next) ||
-		(prev.DeadLetters == 0) != (next.DeadLetters == 0) || (prev.Rejected == 0) != (next.Rejected == 0) || prev.IngestLost != next.IngestLost ||
+		(prev.DeadLetters == 0) != (next.DeadLetters == 0) || (prev.Rejected == 0) != (next.Rejected == 0) || (prev.BadTime == 0) != (next.BadTime == 0) || prev.IngestLost != next.IngestLost ||
 		(prev.InputHeld == nil) != (next.InputHeld == nil) ||
 		prev.ConfigRejected != next.ConfigRejected
 }

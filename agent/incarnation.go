@@ -23,10 +23,10 @@ import (
 type incarnation struct {
 	job            *runtime.Job
 	mode           string
-	restoring      bool // Options.Restore had candidates
-	sources        []*mqttio.SourceMetrics
-	brokers        map[string]*mqttio.BrokerState // by name in the config
-	sinks          map[string]*mqttio.SinkMetrics // by sink id
+	restoring      bool                             // Options.Restore had candidates
+	sources        map[string]*mqttio.SourceMetrics // by source id
+	brokers        map[string]*mqttio.BrokerState   // by name in the config
+	sinks          map[string]*mqttio.SinkMetrics   // by sink id
 	late           map[string]*atomic.Int64
 	backlog        *mqttio.Backlog
 	completions    *completions
@@ -84,7 +84,9 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 	interval := cfg.Checkpoints.Interval
 	lateCheckpoints := new(atomic.Int64)
 	var jobStart time.Time // set before the job runs, read as its subtasks report
+	clockFloor, maxFuture := cfg.ClockBounds()
 	job, err := runtime.New(g.topo, runtime.Options{
+		ClockFloor: clockFloor, MaxFuture: maxFuture,
 		Checkpoints: checkpoint.Config{Mode: mode, Interval: cfg.Checkpoints.Interval, MinPause: cfg.Checkpoints.MinPause,
 			Timeout: cfg.Checkpoints.Timeout, MaxConcurrent: cfg.Checkpoints.MaxConcurrent, TolerableFailures: *cfg.Checkpoints.TolerableFailures,
 			AlignmentTimeout: cfg.Checkpoints.AlignmentTimeout},

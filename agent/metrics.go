@@ -86,11 +86,12 @@ func (c *exporter) write(w io.Writer) {
 	counter("cairn_records_out_total", "Records a subtask emitted.")
 	counter("cairn_backpressure_seconds_total", "Time a subtask waited for room downstream.")
 	counter("cairn_late_records_total", "Records a window dropped for arriving after its allowed lateness.")
+	counter("cairn_source_bad_time_records_total", "Readings whose event time a source refused (max_future, max_past, min_time): dead letters of cause bad_time.")
 	var kept, added map[string]int64
 	if c.state.logs != nil {
 		kept, added = c.state.logs.DeadLetterCounts()
 	}
-	e.family("cairn_dead_letters_total", "counter", "Dead letters stored since the agent started, by cause: undecodable, damaged, rejected, unpublishable.")
+	e.family("cairn_dead_letters_total", "counter", "Dead letters stored since the agent started, by cause: undecodable, bad_time, damaged, rejected, unpublishable.")
 	for _, cause := range ingest.Causes {
 		e.sample("cairn_dead_letters_total", labels("cause", cause), float64(added[cause]))
 	}
@@ -242,8 +243,9 @@ func (c *exporter) counts() counts {
 		out.add("cairn_sink_records_unencodable_total", sink, float64(m.Unencodable.Load()))
 		out.add("cairn_sink_renumbered_total", sink, float64(m.Renumbered.Load()))
 	}
-	for _, m := range inc.sources {
+	for id, m := range inc.sources {
 		out.add("cairn_ingest_append_failures_total", "", float64(m.AppendFailures.Load()))
+		out.add("cairn_source_bad_time_records_total", labels("source", id), float64(m.BadTimes.Load()))
 	}
 	return out
 }

@@ -112,6 +112,9 @@ func (s *state) status() api.Status {
 			if l := inc.late[t.ID.Operator]; l != nil {
 				out.Operators[i].LateRecords = l.Load()
 			}
+			if m := inc.sources[t.ID.Operator]; m != nil {
+				out.Operators[i].BadTimeRecords = m.BadTimes.Load()
+			}
 			if m := inc.sinks[t.ID.Operator]; m != nil {
 				out.Operators[i].Sink = &api.SinkCounts{Staged: m.Staged.Load(), Published: m.Published.Load(), Unencodable: m.Unencodable.Load(),
 					ReplayStableIDs: m.Unordered.Load() == 0, Renumbered: m.Renumbered.Load()}

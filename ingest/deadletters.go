@@ -43,6 +43,10 @@ type DeadLetter struct {
 const (
 	// CauseUndecodable: a message its source could not decode.
 	CauseUndecodable = "undecodable"
+	// CauseBadTime: a message whose event time its source refused: ahead
+	// of the gateway's clock by more than max_future, behind it by more
+	// than max_past, or before min_time (a device clock that is wrong).
+	CauseBadTime = "bad_time"
 	// CauseDamaged: messages lost to damage in the ingest log.
 	CauseDamaged = "damaged"
 	// CauseRejected: a record an operator rejected.
@@ -53,7 +57,7 @@ const (
 )
 
 // Causes are the causes of dead letters, in the order cairn shows them.
-var Causes = []string{CauseUndecodable, CauseDamaged, CauseRejected, CauseUnpublishable}
+var Causes = []string{CauseUndecodable, CauseBadTime, CauseDamaged, CauseRejected, CauseUnpublishable}
 
 // CauseOf is dl's cause: its own, or for one an older cairn stored
 // without, a source's undecodable and an operator's rejected.
@@ -95,8 +99,7 @@ type ShownDeadLetter struct {
 	Seq uint64 `json:"seq"`
 	// Time is when it was stored; absent for those an older cairn stored.
 	Time time.Time `json:"time,omitzero"`
-	// Cause is why: CauseUndecodable, CauseDamaged, CauseRejected or
-	// CauseUnpublishable.
+	// Cause is why: one of Causes.
 	Cause    string `json:"cause"`
 	Source   string `json:"source,omitempty"`
 	Operator string `json:"operator,omitempty"`

@@ -34,6 +34,9 @@ type Decoding struct {
 	// TimeField is a payload field holding the event time, as milliseconds
 	// since the epoch or an RFC 3339 string; empty uses the receive time.
 	TimeField string
+	// TimeBounds are the event times TimeField may give; a reading outside
+	// them is a dead letter of cause ingest.CauseBadTime.
+	TimeBounds TimeBounds
 	// ValueField is a numeric payload field that becomes Record.Value.
 	ValueField string
 	// MaxPayload is the largest payload accepted; default 256 KiB.
@@ -93,8 +96,12 @@ func FormatKey(v any) string {
 }
 
 // DecodeError says why a message could not become a record; such messages
-// go to the dead letters.
-type DecodeError struct{ Reason string }
+// go to the dead letters. BadTime says its event time was refused
+// (TimeBounds): the dead letter's cause is ingest.CauseBadTime.
+type DecodeError struct {
+	Reason  string
+	BadTime bool
+}
 
 func (e *DecodeError) Error() string { return e.Reason }
 
@@ -225,6 +232,9 @@ func (d *Decoding) decode(m ingest.Message, r *graph.Record) error {
 			r.Time = ts.UnixMilli()
 		default:
 			return decodeErr("time field %q is %s, want milliseconds or an RFC 3339 string", d.shown(d.TimeField), describe(obj[d.TimeField]))
+		}
+		if err := d.TimeBounds.check(r.Time, m.Received, d.shown(d.TimeField)); err != nil {
+			return err
 		}
 	}
 	r.Payload = obj

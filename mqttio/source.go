@@ -88,7 +88,10 @@ type SourceMetrics struct {
 	// logged here.
 	Skipped     atomic.Int64
 	DeadLetters atomic.Int64 // messages that could not be decoded
-	Lag         atomic.Int64 // logged but not yet read, summed over subtasks' last reads
+	// BadTimes counts those of DeadLetters whose event time was refused
+	// (Decoding.TimeBounds): a device whose clock is wrong.
+	BadTimes atomic.Int64
+	Lag      atomic.Int64 // logged but not yet read, summed over subtasks' last reads
 	// AppendFailures counts group commits the ingest log refused (a full
 	// or failing disk); their messages were not acknowledged and are
 	// retried.
@@ -149,6 +152,13 @@ type source struct {
 
 	fast chan ingest.Message // AtMostOnce: messages straight to Read
 	wake chan struct{}       // AtMostOnce: a message arrived
+
+	// Readings whose event time was refused since the last report
+	// (sayBadTimes), with the newest's reason and topic, and when the
+	// last report was.
+	badTimes                    int
+	badTimeReason, badTimeTopic string
+	badTimesSaid                time.Time
 }
 
 func (s *source) name() string { return s.cfg.Name + "/" + strconv.Itoa(s.subtask) }
@@ -437,7 +447,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 			return nil
 		}
 		if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
-			dl := ingest.DeadLetter{Cause: ingest.CauseUndecodable, Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
+			dl := ingest.DeadLetter{Cause: s.causeOf(err), Source: s.name(), Offset: off, Topic: m.Topic, Reason: err.Error()}
 			dl.Payload, dl.Size = ingest.DeadLetterPayload(m.Payload)
 			dead = append(dead, dl)
 			return nil
@@ -450,6 +460,7 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 		// Stored together, one sync for the batch's dead letters,
 		// before the source reads on.
 		s.cfg.Metrics.DeadLetters.Add(int64(len(dead)))
+		s.sayBadTimes(dead)
 		var stored []ingest.StoredDeadLetter
 		stored, err = s.cfg.Logs.StoreDeadLetters(dead)
 		s.publishDeadLetters(stored)
@@ -462,6 +473,39 @@ func (s *source) Read(buf []graph.Record) (int, error) {
 	default:
 	}
 	return n, err
+}
+
+// causeOf is the dead-letter cause of decoding error err.
+func (s *source) causeOf(err error) string {
+	var de *DecodeError
+	if errors.As(err, &de) && de.BadTime {
+		s.cfg.Metrics.BadTimes.Add(1)
+		return ingest.CauseBadTime
+	}
+	return ingest.CauseUndecodable
+}
+
+// badTimeReport is how often a source logs the readings whose event time
+// it refused: a device with a wrong clock sends one every reading.
+const badTimeReport = time.Minute
+
+// sayBadTimes logs, at most once per badTimeReport, how many of the dead
+// letters since the last report had their event time refused, with the
+// newest one's reason. The dead letters themselves are all stored.
+func (s *source) sayBadTimes(dead []ingest.DeadLetter) {
+	for i := range dead {
+		if dead[i].Cause != ingest.CauseBadTime {
+			continue
+		}
+		s.badTimes++
+		s.badTimeReason, s.badTimeTopic = dead[i].Reason, dead[i].Topic
+	}
+	if s.badTimes == 0 || (!s.badTimesSaid.IsZero() && time.Since(s.badTimesSaid) < badTimeReport) {
+		return
+	}
+	s.cfg.Client.Logger.Warn("readings with an impossible event time set aside as dead letters", "source", s.name(), "count", s.badTimes,
+		"newest_topic", s.badTimeTopic, "newest_reason", s.badTimeReason)
+	s.badTimes, s.badTimesSaid = 0, time.Now()
 }
 
 // publishDeadLetters sends dead letters to DeadLetterTopic without waiting:
@@ -497,7 +541,7 @@ func (s *source) readFast(buf []graph.Record) (int, error) {
 			if err := s.cfg.Decoding.decode(m, &buf[n]); err != nil {
 				s.cfg.Metrics.DeadLetters.Add(1)
 				s.cfg.Client.Logger.Warn("dead letter", "source", s.name(), "topic", m.Topic, "reason", err.Error())
-				dl := ingest.StoredDeadLetter{DeadLetter: ingest.DeadLetter{Cause: ingest.CauseUndecodable, Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
+				dl := ingest.StoredDeadLetter{DeadLetter: ingest.DeadLetter{Cause: s.causeOf(err), Source: s.name(), Topic: m.Topic, Reason: err.Error(), Time: time.Now().UTC()}}
 				dl.Payload, dl.Size = ingest.DeadLetterPayload(m.Payload)
 				s.publishDeadLetters([]ingest.StoredDeadLetter{dl})
 				continue

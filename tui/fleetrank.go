@@ -194,6 +194,9 @@ func (f *Fleet) rankOf(g *gateway) rank {
 		if st.DeadLetters > 0 {
 			parts = append(parts, fmt.Sprintf("%d dead letters", st.DeadLetters))
 		}
+		if st.BadTime > 0 {
+			parts = append(parts, fmt.Sprintf("%d with a bad device clock", st.BadTime))
+		}
 		if st.Rejected > 0 {
 			parts = append(parts, fmt.Sprintf("%d rejected", st.Rejected))
 		}

@@ -189,6 +189,12 @@ func (m *Model) header(w int) []string {
 		counters += disk
 	}
 	lines = append(lines, counters)
+	for _, op := range st.Operators {
+		if n := op.BadTimeRecords; n > 0 {
+			lines = append(lines, warnStyle.Render(fmt.Sprintf("source %s: %s readings set aside, their device's clock wrong", op.ID, count(float64(n))))+
+				" (cairn deadletters lists them)")
+		}
+	}
 	for _, b := range st.Brokers {
 		if !b.Connected {
 			line := warnStyle.Render("broker "+b.ID+" NOT CONNECTED") + fmt.Sprintf(" (%d of %d clients) since %s",

@@ -217,6 +217,10 @@ type Operator struct {
 	// LateRecords, for windows and joins, were dropped for arriving after
 	// their windows' allowed lateness.
 	LateRecords int64 `json:"late_records"`
+	// BadTimeRecords, for a source, are the readings whose event time it
+	// refused since the agent started (max_future, max_past, min_time: a
+	// device clock that is wrong), each a dead letter.
+	BadTimeRecords int64 `json:"bad_time_records,omitempty"`
 	// Sink, for a sink, counts what it stages and what its broker took.
 	Sink *SinkCounts `json:"sink,omitempty"`
 	// WatermarkUnixMS is the operator's event time, the least of its
@@ -441,7 +445,9 @@ type DeadLetter struct {
 	// Time is when it was stored; zero for those an older cairn stored.
 	Time time.Time `json:"time,omitzero"`
 	// Cause is why: "undecodable" (a message its source could not
-	// decode), "damaged" (messages lost to damage in the ingest log),
+	// decode), "bad_time" (a message whose event time its source refused:
+	// a device clock that is wrong), "damaged" (messages lost to damage
+	// in the ingest log),
 	// "rejected" (a record an operator rejected) or "unpublishable" (a
 	// record a sink rejected).
 	Cause string `json:"cause"`

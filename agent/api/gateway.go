@@ -51,6 +51,9 @@ type GatewayStatus struct {
 	DeadLetters int64 `json:"dead_letters,omitempty"`
 	Rejected    int64 `json:"rejected,omitempty"`
 	IngestLost  int64 `json:"ingest_lost,omitempty"`
+	// BadTime are the readings whose event time the sources refused since
+	// the agent started (Operator.BadTimeRecords): a device clock is wrong.
+	BadTime int64 `json:"bad_time,omitempty"`
 	// OutputBacklog is the output the sinks hold for their brokers;
 	// InputHeld, when set, says why no new input goes through: "disk" (an
 	// ingest log refuses appends: the input is not acknowledged, and the

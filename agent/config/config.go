@@ -365,6 +365,30 @@ type Source struct {
 	// newest one seen and still count as on time: the watermark trails
 	// the newest event time by this much.
 	OutOfOrderness time.Duration `yaml:"out_of_orderness" default:"0s"`
+	// With `time`, how far ahead of the gateway's clock a reading's event
+	// time may be: one further ahead, from a device whose clock is wrong,
+	// is a dead letter (`bad_time`) and never moves event time, which
+	// would otherwise make every later reading late. `0s`: no bound.
+	MaxFuture time.Duration `yaml:"max_future" default:"5m"`
+	// With `time`, how far behind the gateway's clock a reading's event
+	// time may be; one further behind is a dead letter (`bad_time`).
+	// `0s`: no bound (such a reading is late, or on time if its window is
+	// still open).
+	MaxPast time.Duration `yaml:"max_past" default:"0s"`
+	// With `time`, the earliest event time a reading may have, RFC 3339:
+	// an earlier one is a dead letter (`bad_time`), a device whose clock
+	// was never set. It is also the earliest the gateway's own clock can
+	// read and be trusted: while it reads earlier (a board without a
+	// real-time clock before NTP sets it), `max_future` and `max_past`
+	// are not applied, and an idle source does not follow the clock.
+	MinTime string `yaml:"min_time" default:"2020-01-01T00:00:00Z"`
+	// With `time`, how long the source may have nothing to read before it
+	// is idle: its event time then follows the gateway's clock less
+	// `out_of_orderness`, so that its last windows close, and a union or
+	// join it feeds goes on with its other inputs' time. A reading that
+	// comes back behind it is late. `0s`: never idle; a window then
+	// closes only when a later reading comes.
+	IdleTimeout time.Duration `yaml:"idle_timeout" default:"1m"`
 	// Subscribe at QoS 0 and keep no ingest log: faster, and a crash
 	// loses what was not yet checkpointed.
 	AtMostOnce bool `yaml:"at_most_once" default:"false"`
@@ -484,6 +508,47 @@ func (c *Config) AggregateOf(id string) string {
 		}
 	}
 	return ""
+}
+
+// WindowHorizon is how far past a record's event time the windows of
+// the pipeline's event-time operators may end and still take late
+// records: the longest window (or session gap) and its allowed lateness.
+// An idle source's event time follows the clock no further than this past
+// its newest reading (graph.Idleness).
+func (c *Config) WindowHorizon() time.Duration {
+	var h time.Duration
+	for _, o := range c.Operators {
+		if w := o.Window; w != nil && w.Time != "processing" {
+			h = max(h, max(w.Size, w.Gap)+w.AllowedLateness)
+		}
+	}
+	return h
+}
+
+// ClockBounds are what the job is told of the sources' bounds on event
+// time (runtime.Options): the earliest min_time, before which the
+// gateway's clock is not trusted, and the largest max_future, beyond
+// which a restored watermark is brought back to the clock (0, no such
+// bound, where a source with time has none). Sources without time
+// bound nothing.
+func (c *Config) ClockBounds() (floor time.Time, maxFuture time.Duration) {
+	floor = mqttio.ClockFloor
+	unbounded := false
+	for _, s := range c.Sources {
+		if s.Time == "" {
+			continue
+		}
+		b, _ := s.TimeBounds()
+		if b.Earliest.Before(floor) {
+			floor = b.Earliest
+		}
+		unbounded = unbounded || b.MaxFuture == 0
+		maxFuture = max(maxFuture, b.MaxFuture)
+	}
+	if unbounded {
+		maxFuture = 0
+	}
+	return floor, maxFuture
 }
 
 // ParallelismOf is the parallelism of the source or operator id; 0 if
@@ -806,6 +871,29 @@ func (v *validator) source(s *Source) {
 	if !slices.Contains(sourceFormats, s.Format) {
 		v.errorf(c.at(&s.Format, s.Pos), "source %s: format %s is neither %s nor %s", c.show(&s.ID), c.show(&s.Format), sourceFormats[0], sourceFormats[1])
 	}
+	v.eventTimeBounds(s)
+}
+
+// eventTimeBounds checks the settings that bound source s's event time.
+func (v *validator) eventTimeBounds(s *Source) {
+	c := v.c
+	if _, err := s.TimeBounds(); err != nil {
+		v.errorf(c.at(&s.MinTime, s.Pos), "source %s: min_time %s is no RFC 3339 time such as 2020-01-01T00:00:00Z", c.show(&s.ID), c.show(&s.MinTime))
+	}
+	for _, d := range []struct {
+		field *time.Duration
+		name  string
+	}{{&s.MaxFuture, "max_future"}, {&s.MaxPast, "max_past"}, {&s.IdleTimeout, "idle_timeout"}, {&s.OutOfOrderness, "out_of_orderness"}} {
+		if *d.field < 0 {
+			v.errorf(c.at(d.field, s.Pos), "source %s: %s is negative; write 0s for none", c.show(&s.ID), d.name)
+		}
+	}
+}
+
+// TimeBounds are the event times source s takes (mqttio.TimeBounds).
+func (s *Source) TimeBounds() (mqttio.TimeBounds, error) {
+	earliest, err := time.Parse(time.RFC3339, s.MinTime)
+	return mqttio.TimeBounds{Earliest: earliest, MaxFuture: s.MaxFuture, MaxPast: s.MaxPast}, err
 }
 
 // sink checks sink s.

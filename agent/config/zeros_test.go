@@ -63,7 +63,9 @@ func zeroFile(path, zero string) string {
 // have.
 func TestWrittenZerosAreNotReplaced(t *testing.T) {
 	honoured := map[string]func(*Config) bool{
-		"checkpoints.interval": func(c *Config) bool { return c.Checkpoints.Interval == 0 },
+		"checkpoints.interval":   func(c *Config) bool { return c.Checkpoints.Interval == 0 },
+		"sources[].max_future":   func(c *Config) bool { return c.Sources[0].MaxFuture == 0 },
+		"sources[].idle_timeout": func(c *Config) bool { return c.Sources[0].IdleTimeout == 0 },
 	}
 	zeros := map[string]string{
 		"agent.data_dir": `""`, "agent.log_level": `""`, "agent.log_format": `""`, "agent.log_summary_interval": "0s",
@@ -71,6 +73,7 @@ func TestWrittenZerosAreNotReplaced(t *testing.T) {
 		"brokers.<name>.listen": `""`, "brokers.<name>.keepalive": "0s", "brokers.<name>.status_interval": "0s",
 		"checkpoints.interval": "0s", "checkpoints.mode": `""`, "checkpoints.timeout": "0s", "checkpoints.max_concurrent": "0",
 		"checkpoints.retained": "0", "checkpoints.max_chain": "0", "sources[].parallelism": "0", "sources[].format": `""`,
+		"sources[].max_future": "0s", "sources[].min_time": `""`, "sources[].idle_timeout": "0s",
 		"operators[].parallelism": "0", "operators[].on_error": `""`, "operators[].window.time": `""`,
 		"brokers.<name>.limits.max_clients": "0", "brokers.<name>.limits.max_connection_rate": "0",
 		"brokers.<name>.limits.max_topic_levels": "0", "brokers.<name>.limits.max_topic_length": "0",

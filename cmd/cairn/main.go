@@ -580,7 +580,7 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	input := fmt.Sprintf("input: ingest lag %d, dead letters %d", st.IngestLag, st.DeadLetters)
 	if st.DeadLetters > 0 {
 		var causes []string
-		for _, c := range []string{"undecodable", "damaged", "rejected", "unpublishable"} { // as api.DeadLetter.Cause
+		for _, c := range []string{"undecodable", "bad_time", "damaged", "rejected", "unpublishable"} { // as api.DeadLetter.Cause
 			if n := st.DeadLetterCauses[c]; n > 0 {
 				causes = append(causes, fmt.Sprintf("%d %s", n, c))
 			}
@@ -595,6 +595,9 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	w.Flush()
 	for _, op := range st.Operators {
+		if n := op.BadTimeRecords; n > 0 {
+			fmt.Fprintf(stdout, "source %s: %d readings set aside as dead letters, their event time impossible for the gateway's clock (a device clock is wrong)\n", op.ID, n)
+		}
 		if k := op.Sink; k != nil {
 			ids := "ids kept across a restore"
 			if !k.ReplayStableIDs {

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/internal/testing/cairntest"
+	"github.com/cairn-edge/cairn/mqttio"
+)
+
+// clockConfig averages each device's readings over 2 s windows of their
+// event time; the source goes idle after 2 s without input, and takes
+// readings up to 2 s behind the clock as on time. %s: the source's
+// max_future.
+const clockConfig = `agent:
+  data_dir: %%s
+brokers:
+  local:
+    url: %%s
+    client_id: clock
+checkpoints:
+  interval: 500ms
+sources:
+  - id: readings
+    broker: local
+    topics: ["clock/{device}"]
+    key: device
+    value: temp
+    time: ts
+    idle_timeout: 2s
+    out_of_orderness: 2s
+    max_future: %s
+operators:
+  - id: avg
+    type: window
+    inputs: [readings]
+    key_by: key
+    window: {kind: tumbling, size: 2s}
+    aggregate: avg
+sinks:
+  - id: out
+    input: avg
+    broker: local
+    topic: "clock/out/{key}"
+`
+
+// farFuture is what a sensor whose clock lost its battery sends.
+const farFuture = `{"temp":5,"ts":"9999-12-31T23:59:59Z"}`
+
+// operatorOf is operator id of st, or the zero Operator.
+func operatorOf(st api.Status, id string) api.Operator {
+	for _, op := range st.Operators {
+		if op.ID == id {
+			return op
+		}
+	}
+	return api.Operator{}
+}
+
+// sendBurst publishes, for each of devices, readings at the gateway's
+// time over the last 1.5 s, and returns the newest reading's time.
+func sendBurst(t *testing.T, pub paho.Client, devices ...string) time.Time {
+	t.Helper()
+	now := time.Now()
+	for i := range 15 {
+		at := now.Add(time.Duration(i-14) * 100 * time.Millisecond)
+		for _, d := range devices {
+			if tok := pub.Publish("clock/"+d, 1, false, fmt.Sprintf(`{"temp":%d,"ts":%d}`, 20+i, at.UnixMilli())); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+	}
+	return now
+}
+
+// awaitWindowOf waits until the window of key that holds the reading at
+// newest is published, and returns how long that took from since.
+func awaitWindowOf(t *testing.T, outputs *outputWatcher, key string, newest, since time.Time) time.Duration {
+	t.Helper()
+	end := newest.UnixMilli() - newest.UnixMilli()%2000 + 2000
+	outputs.awaitAll(t, time.Minute, fmt.Sprintf("the window of %s ending at %d", key, end), func(all []mqttio.Output) bool {
+		for _, o := range all {
+			if o.Key == key && o.Time == end-1 { // a window's time is its last millisecond
+				return true
+			}
+		}
+		return false
+	})
+	return time.Since(since)
+}
+
+// TestBadDeviceClockAndQuietSource runs the binary against mosquitto as a
+// plant's devices would: a sensor whose clock reads 9999 sends readings,
+// and every one is a dead letter of cause bad_time, counted on the source,
+// while the other devices' windows go on being emitted; when the line
+// stops, the last window of each device is emitted once the source is idle
+// and the clock passes the window's end, without a later reading.
+func TestBadDeviceClockAndQuietSource(t *testing.T) {
+	r := newBrokerRun(t, "clock", fmt.Sprintf(clockConfig, "5m"))
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("clock-watcher"), "clock/out/#")
+	agent := startAgent(t, r.bin, r.file)
+
+	// The bad clock's readings are the probes: once one is refused, the
+	// subscription stands.
+	cairntest.AwaitStatus(t, r.socket, "a reading from the year 9999 refused", time.Minute, func(st api.Status) bool {
+		r.pub.Publish("clock/broken", 1, false, farFuture)
+		return operatorOf(st, "readings").BadTimeRecords > 0
+	})
+	agent.Await(t, regexp.MustCompile(`level=WARN msg="readings with an impossible event time set aside as dead letters" source=readings/0 count=\d+ newest_topic=clock/broken`), time.Minute)
+
+	for range 2 { // the windows go on after the bad readings, and after an idle spell
+		newest := sendBurst(t, r.pub, "d0", "d1")
+		r.pub.Publish("clock/broken", 1, false, farFuture).WaitTimeout(10 * time.Second)
+		took := awaitWindowOf(t, outputs, "d1", newest, newest)
+		// idle_timeout 2s + the window's 2s + out_of_orderness 2s, and a
+		// group commit and a checkpoint interval before the sink publishes.
+		if limit := 3*2*time.Second + 5*time.Second; took > limit {
+			t.Fatalf("the last window came %v after the last reading; want it within %v", took, limit)
+		}
+		t.Logf("the quiet source's last window came %v after its last reading", took)
+	}
+
+	st := cairntest.AwaitStatus(t, r.socket, "every bad reading a dead letter", time.Minute, func(st api.Status) bool {
+		return st.DeadLetterCauses["bad_time"] == operatorOf(st, "readings").BadTimeRecords
+	})
+	if wm := operatorOf(st, "avg").WatermarkUnixMS; wm > time.Now().Add(time.Minute).UnixMilli() {
+		t.Fatalf("the window's event time is %d, ahead of the clock", wm)
+	}
+	if st.DeadLetterCauses["undecodable"] != 0 || operatorOf(st, "avg").LateRecords != 0 {
+		t.Fatalf("dead letters: %v, late records %d; want only bad_time dead letters", st.DeadLetterCauses, operatorOf(st, "avg").LateRecords)
+	}
+	listed, err := exec.Command(r.bin, "deadletters", "--json", "-c", r.file).CombinedOutput()
+	if out := string(listed); err != nil || !strings.Contains(out, `"cause":"bad_time"`) || !strings.Contains(out, "ahead of the gateway's clock (max_future 5m0s)") {
+		t.Fatalf("cairn deadletters does not say why (%v):\n%s", err, out)
+	}
+}
+
+// TestPoisonedEventTimeIsBroughtBackOnRestore: a checkpoint taken while a
+// reading from the year 9999 could still move event time (max_future 0s,
+// no bound) restores, once the bound is set, with its event time brought
+// back to the clock and a WARN saying so; readings at the clock's time
+// are then windowed again rather than late.
+func TestPoisonedEventTimeIsBroughtBackOnRestore(t *testing.T) {
+	r := newBrokerRun(t, "poisoned", fmt.Sprintf(clockConfig, "0s"))
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("poisoned-watcher"), "clock/out/#")
+	agent := startAgent(t, r.bin, r.file)
+	cairntest.AwaitStatus(t, r.socket, "the window's event time at the end of time", time.Minute, func(st api.Status) bool {
+		r.pub.Publish("clock/broken", 1, false, farFuture)
+		return operatorOf(st, "avg").WatermarkUnixMS > time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	})
+	if err := agent.Stop(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.WriteFile(r.file, fmt.Appendf(nil, fmt.Sprintf(clockConfig, "5m"), r.data, r.broker.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent = startAgent(t, r.bin, r.file)
+	agent.Await(t, regexp.MustCompile(`level=WARN msg="restored event time was ahead of the clock, brought back to it`), time.Minute)
+	cairntest.AwaitStatus(t, r.socket, "the source subscribed again", time.Minute, func(st api.Status) bool {
+		r.pub.Publish("clock/broken", 1, false, farFuture)
+		return operatorOf(st, "readings").BadTimeRecords > 0
+	})
+	newest := sendBurst(t, r.pub, "d0")
+	awaitWindowOf(t, outputs, "d0", newest, newest)
+	if st := cairntest.AwaitStatus(t, r.socket, "a status", time.Minute, func(api.Status) bool { return true }); operatorOf(st, "avg").LateRecords != 0 {
+		t.Fatalf("%d readings at the clock's time were late after the restore", operatorOf(st, "avg").LateRecords)
+	}
+}

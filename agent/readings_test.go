@@ -214,6 +214,9 @@ type rejection struct {
 type lifeResult struct {
 	read       int64 // messages the sources made records and dead letters of
 	rejections map[rejection]bool
+	// watermarks are the subtasks' at the end of the life, by operator,
+	// the least of each operator's.
+	watermarks map[string]int64
 }
 
 var sharedBroker = sync.OnceValues(func() (*mqttio.Broker, error) {
@@ -375,6 +378,12 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 		complete(job.TriggerSavepoint)
 	}
 	res.read = read()
+	res.watermarks = make(map[string]int64)
+	for _, st := range job.Status().Tasks {
+		if wm, ok := res.watermarks[st.ID.Operator]; !ok || st.Watermark < wm {
+			res.watermarks[st.ID.Operator] = st.Watermark
+		}
+	}
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatalf("the job failed: %v", err)

@@ -393,7 +393,11 @@ func (m *Model) graphPanel(w, h int) []string {
 		bpW = max(bpW, ansi.StringWidth(bp))
 		if m.shown(op.ID) {
 			lag := "-"
-			if op.WatermarkUnixMS != 0 {
+			switch {
+			case op.WatermarkUnixMS == 0:
+			case m.st.TimeUnixMS != 0 && op.WatermarkUnixMS > m.st.TimeUnixMS:
+				lag = warnStyle.Render("ahead") // a device or gateway clock is wrong
+			default:
 				lag = millis(op.WatermarkLagMS)
 			}
 			rows = append(rows, cells{op.ID, fmt.Sprint(op.Parallelism), count(in), count(out), count(float64(queued)), lag, bp})

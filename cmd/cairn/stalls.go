@@ -13,14 +13,23 @@ import (
 // recent stall, and how far each operator's event time trails the clock.
 func stallLines(st api.Status) []string {
 	var lines []string
-	var lags []string
+	var lags, ahead []string
 	for _, op := range st.Operators {
-		if op.WatermarkUnixMS != 0 {
+		switch {
+		case op.WatermarkUnixMS == 0:
+		case st.TimeUnixMS != 0 && op.WatermarkUnixMS > st.TimeUnixMS:
+			ahead = append(ahead, op.ID+" "+eventLag(api.Operator{WatermarkUnixMS: op.WatermarkUnixMS, WatermarkLagMS: op.WatermarkUnixMS - st.TimeUnixMS}))
+		default:
 			lags = append(lags, op.ID+" "+eventLag(op))
 		}
 	}
 	if len(lags) > 0 {
 		lines = append(lines, "event time behind the clock: "+strings.Join(lags, ", "))
+	}
+	if len(ahead) > 0 {
+		// Only where the gateway's clock is not set, or a source takes
+		// readings from the future (max_future: 0s).
+		lines = append(lines, "event time AHEAD of the clock (a device or gateway clock is wrong): "+strings.Join(ahead, ", "))
 	}
 	if n := st.Checkpoints.Late; n > 0 {
 		lines = append(lines, fmt.Sprintf("late checkpoints: %d took more than half the %v interval", n, time.Duration(st.Checkpoints.IntervalMS)*time.Millisecond))

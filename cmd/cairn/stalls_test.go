@@ -37,3 +37,19 @@ func TestStatusSaysStallsAndLateCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusSaysEventTimeAheadOfTheClock: an operator whose event time is
+// ahead of the agent's clock (the gateway's clock not set, or a source
+// that takes readings from the future) is said to be ahead, by how much,
+// not 0s behind.
+func TestStatusSaysEventTimeAheadOfTheClock(t *testing.T) {
+	now := int64(1_800_000_000_000)
+	st := api.Status{TimeUnixMS: now, Operators: []api.Operator{
+		{ID: "avg", WatermarkUnixMS: now + 90_000}, {ID: "fleet", WatermarkUnixMS: now - 2_000, WatermarkLagMS: 2_000}}}
+	got := strings.Join(stallLines(st), "\n")
+	for _, want := range []string{"event time behind the clock: fleet 2s", "event time AHEAD of the clock (a device or gateway clock is wrong): avg 1m30s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the status lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -102,7 +102,8 @@ func awaitWindowOf(t *testing.T, outputs *outputWatcher, key string, newest, sin
 // and every one is a dead letter of cause bad_time, counted on the source,
 // while the other devices' windows go on being emitted; when the line
 // stops, the last window of each device is emitted once the source is idle
-// and the clock passes the window's end, without a later reading.
+// and the clock passes the window's end, without a later reading, and
+// then the idle agent's checkpoints change nothing.
 func TestBadDeviceClockAndQuietSource(t *testing.T) {
 	r := newBrokerRun(t, "clock", fmt.Sprintf(clockConfig, "5m"))
 	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("clock-watcher"), "clock/out/#")
@@ -128,6 +129,13 @@ func TestBadDeviceClockAndQuietSource(t *testing.T) {
 		t.Logf("the quiet source's last window came %v after its last reading", took)
 	}
 
+	// Past its horizon (its newest reading + the window's 2 s), the idle
+	// source's event time rests: the checkpoints change nothing, and the
+	// agent writes nothing.
+	cairntest.AwaitStatus(t, r.socket, "a checkpoint that changed nothing, the source idle", time.Minute, func(st api.Status) bool {
+		c := st.Checkpoints.LastCompleted
+		return c != nil && c.SameAs != 0
+	})
 	st := cairntest.AwaitStatus(t, r.socket, "every bad reading a dead letter", time.Minute, func(st api.Status) bool {
 		return st.DeadLetterCauses["bad_time"] == operatorOf(st, "readings").BadTimeRecords
 	})

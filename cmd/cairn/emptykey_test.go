@@ -84,7 +84,7 @@ func TestEmptyKeysAreKeys(t *testing.T) {
 		}
 	}
 	first := startAgent(t, r.bin, r.file)
-	r.awaitSubscribed(t, "telemetry", "sensors/d0/telemetry", `{"temp": 0, "ts": 1, "site": "probe"}`)
+	r.awaitSubscribed(t, "telemetry", "sensors/d0/telemetry", `{"temp": 0, "ts": 1600000000000, "site": "probe"}`)
 	r.awaitSubscribed(t, "events", "events/x", `{"k": "probe", "v": 0}`)
 	feed(0, 20)
 	cairntest.AwaitStatus(t, r.socket, "the first readings counted", time.Minute, func(st api.Status) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -257,4 +258,46 @@ func TestRestoreBringsBackEventTimeAheadOfTheClock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestProcessingTimeWindowsAcrossClockSteps: processing-time windows are
+// made by records, so a wall clock stepped 56 years forward (NTP setting a
+// board that booted in 1970) closes the window open then and makes none
+// for the years skipped; one stepped back an hour closes the window open
+// then within twice its length (procClock), not an hour later.
+func TestProcessingTimeWindowsAcrossClockSteps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := new(jumpyClock)
+		in := newFeed()
+		sink := &results{out: make(chan string, 64)}
+		var b graph.Builder
+		src := b.Source("src", 1, in.source())
+		w := b.Operator("window", 1, graph.Window(graph.WindowSpec{Kind: graph.Tumbling, Size: time.Second, Aggregate: graph.AggCount, ProcessingTime: true}),
+			[]graph.Input{graph.In(src, graph.Hash(nil))})
+		b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(w, graph.Forward())})
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runJob(t, topo, Options{Checkpoints: checkpoint.DefaultConfig(), WallClock: clock.now})
+		for _, step := range []time.Duration{56 * 365 * 24 * time.Hour, -time.Hour} {
+			time.Sleep(time.Second - time.Duration(time.Now().UnixNano())%time.Second + 100*time.Millisecond) // early in a window
+			in.push(graph.Record{Key: "d", Value: 1}, graph.Record{Key: "d", Value: 1})
+			synctest.Wait()
+			stepped := time.Now()
+			clock.jump(step)
+			got := testwait.Recv(t, sink.out, time.Minute, "the window open when the clock was stepped")
+			if !strings.HasSuffix(got, "=2") {
+				t.Fatalf("after a step of %v: %s, want the window of the two records", step, got)
+			}
+			if took := time.Since(stepped); took > 2*time.Second+wallClockRecheck {
+				t.Fatalf("after a step of %v the open window closed %v later", step, took)
+			}
+			time.Sleep(10 * time.Second)
+			synctest.Wait()
+			if n := len(sink.out); n != 0 {
+				t.Fatalf("after a step of %v, %d more windows without records: %s", step, n, <-sink.out)
+			}
+		}
+	})
 }

@@ -134,10 +134,13 @@ func encodeGateway(msg api.GatewayStatus) []byte {
 
 // gatewayStatus is the fleet status of st, taken at now, for a broker
 // whose status interval is interval and to which the last status went at
-// since (zero: none yet).
+// since (zero: none yet). since and now are read from time.Now: only the
+// time between them counts. Its ages are st's time less st's times, what
+// the monotonic clock measured (api.Status.TimeUnixMS): a step of the
+// wall clock changes none.
 func gatewayStatus(st api.Status, version string, interval time.Duration, since, now time.Time) api.GatewayStatus {
 	g := api.GatewayStatus{V: api.GatewayVersion, Agent: st.Agent, Version: version, Pipeline: filepath.Base(st.Pipeline),
-		State: st.State, Time: now.UnixMilli(), IntervalMS: interval.Milliseconds(), UptimeS: int64(st.UptimeSeconds), Mode: st.Mode,
+		State: st.State, Time: st.TimeUnixMS, IntervalMS: interval.Milliseconds(), UptimeS: int64(st.UptimeSeconds), Mode: st.Mode,
 		IngestLag: st.IngestLag, DeadLetters: st.DeadLetters, IngestLost: st.Ingest.LostMessages, OutputBacklog: st.OutputBacklogBytes,
 		Memory:     api.GatewayMemory{Resident: st.Memory.Resident, HeapLive: st.Memory.HeapLive, Limit: st.Memory.Limit},
 		DiskPerDay: st.Disk.PerDayBytes, ConfigRejected: st.ConfigError != ""}
@@ -175,7 +178,7 @@ func gatewayStatus(st api.Status, version string, interval time.Duration, since,
 			Kind: checkpointKind(*l), Late: l.Late}
 		for _, h := range st.History { // the last completed's trigger time, if this run has it
 			if h.ID == l.ID && h.TriggeredUnixMS != 0 {
-				last.AgeMS = max(now.UnixMilli()-h.TriggeredUnixMS-h.DurationMS, 0)
+				last.AgeMS = max(st.TimeUnixMS-h.TriggeredUnixMS-h.DurationMS, 0)
 				last.Late = h.Late
 			}
 		}
@@ -183,14 +186,14 @@ func gatewayStatus(st api.Status, version string, interval time.Duration, since,
 	}
 	for i := len(st.History) - 1; i >= 0; i-- {
 		if h := st.History[i]; h.Status != "completed" {
-			g.Checkpoints.LastFailed = &api.GatewayFailure{ID: h.ID, AgeMS: max(now.UnixMilli()-h.TriggeredUnixMS, 0), Cause: h.Cause}
+			g.Checkpoints.LastFailed = &api.GatewayFailure{ID: h.ID, AgeMS: max(st.TimeUnixMS-h.TriggeredUnixMS, 0), Cause: h.Cause}
 			break
 		}
 	}
 	if len(st.InFlight) > 0 {
 		g.Checkpoints.InFlightMS = st.InFlight[0].ElapsedMS
 	}
-	g.Stall = worstStall(st, since, now)
+	g.Stall = worstStall(st, now.Sub(since))
 	return g
 }
 
@@ -208,8 +211,9 @@ func checkpointKind(c api.CheckpointInfo) string {
 }
 
 // worstStall is the longest alignment of at least GatewayStallFloorMS in
-// st: one in progress, or one that ended after since.
-func worstStall(st api.Status, since, now time.Time) *api.GatewayStall {
+// st: one in progress, or one that ended within the span before st's
+// time.
+func worstStall(st api.Status, span time.Duration) *api.GatewayStall {
 	var worst *api.GatewayStall
 	if a := st.Aligning(); len(a) > 0 {
 		w := a[0]
@@ -219,11 +223,12 @@ func worstStall(st api.Status, since, now time.Time) *api.GatewayStall {
 		}
 	}
 	for _, s := range st.Stalls {
-		if s.EndedUnixMS() < since.UnixMilli() || worst != nil && s.DurationMS <= worst.DurationMS {
+		ago := st.TimeUnixMS - s.EndedUnixMS()
+		if ago > span.Milliseconds() || worst != nil && s.DurationMS <= worst.DurationMS {
 			continue
 		}
 		worst = &api.GatewayStall{Subtask: s.Subtask, WaitsFor: s.WaitedFor, DurationMS: s.DurationMS, Backlog: s.Backlog,
-			Checkpoint: s.CheckpointID, Ended: true, EndedAgoMS: max(now.UnixMilli()-s.EndedUnixMS(), 0)}
+			Checkpoint: s.CheckpointID, Ended: true, EndedAgoMS: max(ago, 0)}
 	}
 	if worst == nil || worst.DurationMS < api.GatewayStallFloorMS {
 		return nil

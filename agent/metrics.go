@@ -121,7 +121,7 @@ func (c *exporter) write(w io.Writer) {
 	e.sample("cairn_ingest_lost_messages_total", "", float64(st.Ingest.LostMessages))
 	unacknowledged := 0.0
 	if since := st.Ingest.NotAcknowledgingSinceUnixMS; since != 0 {
-		unacknowledged = max(0, float64(time.Now().UnixMilli()-since)/1000)
+		unacknowledged = max(0, float64(st.TimeUnixMS-since)/1000)
 	}
 	gauge("cairn_input_unacknowledged", "1 while an ingest log refuses appends (a full or failing disk): input is not acknowledged to the broker, which keeps it.", bit(st.Ingest.NotAcknowledgingSinceUnixMS != 0))
 	gauge("cairn_input_unacknowledged_seconds", "How long an ingest log has refused appends, 0 while it takes them.", unacknowledged)

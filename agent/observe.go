@@ -12,11 +12,11 @@ import (
 // st, what tells an operator how the checkpoints keep up: which subtasks
 // acknowledged the checkpoints in flight, which completed ones were late,
 // each operator's event time and how far it trails now, and the recent
-// alignment stalls.
-func (s *state) observe(out *api.Status, inc *incarnation, st runtime.Status, now time.Time) {
-	out.TimeUnixMS = now.UnixMilli()
+// alignment stalls; all at now.
+func (s *state) observe(out *api.Status, inc *incarnation, st runtime.Status, now clocks) {
+	out.TimeUnixMS = now.wall.UnixMilli()
 	if s.stalls != nil {
-		out.Stalls = s.stalls.list()
+		out.Stalls = s.stalls.list(now)
 	}
 	if inc == nil {
 		return
@@ -47,12 +47,13 @@ func (s *state) observe(out *api.Status, inc *incarnation, st runtime.Status, no
 		}
 		out.InFlight[i].Subtasks = acks
 	}
-	watermarks(out, st, now)
+	watermarks(out, st, now.wall)
 }
 
 // watermarks sets each operator's and subtask's event time and the
-// operator's lag behind now: an operator's is its least subtask's, none
-// while one of them has none.
+// operator's lag behind now, the wall clock's time of day: event time is
+// a time of day too. An operator's is its least subtask's, none while
+// one of them has none.
 func watermarks(out *api.Status, st runtime.Status, now time.Time) {
 	byOp := make(map[string]*api.Operator, len(out.Operators))
 	for i := range out.Operators {

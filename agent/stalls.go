@@ -23,21 +23,30 @@ const stallsKept = runtime.HistoryLength
 // subtask reports on its own goroutine.
 type stalls struct {
 	mu     sync.Mutex
-	recent []api.Stall           // oldest first, one per checkpoint
+	recent []stall               // oldest first, one per checkpoint
 	hist   map[string]*histogram // by the subtask's labels (operator, subtask)
+}
+
+// stall is an alignment kept for the status: its StartedUnixMS is set as
+// the status is taken, from started, when the first barrier came on
+// time.Now's clock, so that it is on the wall clock as it reads then.
+type stall struct {
+	api.Stall
+	started time.Time
 }
 
 func newStalls() *stalls { return &stalls{hist: make(map[string]*histogram)} }
 
-// aligned takes an alignment of a job whose clock started at start. A
-// nil stalls (a control of tests) keeps nothing.
+// aligned takes an alignment of a job whose clock started at start
+// (runtime.Status.Started, read from time.Now). A nil stalls (a control
+// of tests) keeps nothing.
 func (s *stalls) aligned(start time.Time, a runtime.Aligned) {
 	if s == nil {
 		return
 	}
-	st := api.Stall{CheckpointID: a.ID, Subtask: a.Task.String(), WaitedFor: a.WaitedFor.String(),
-		StartedUnixMS: start.Add(a.Started).UnixMilli(), DurationMS: a.Duration.Milliseconds(),
-		Backlog: a.Backlog, BufferedRecords: a.Buffered, Outcome: "aligned"}
+	st := stall{api.Stall{CheckpointID: a.ID, Subtask: a.Task.String(), WaitedFor: a.WaitedFor.String(),
+		DurationMS: a.Duration.Milliseconds(), Backlog: a.Backlog, BufferedRecords: a.Buffered, Outcome: "aligned"},
+		start.Add(a.Started)}
 	switch {
 	case a.Abandoned:
 		st.Outcome = "abandoned"
@@ -57,7 +66,7 @@ func (s *stalls) aligned(start time.Time, a runtime.Aligned) {
 	if st.DurationMS < 1 {
 		return // in the histogram; too short to list
 	}
-	i := slices.IndexFunc(s.recent, func(r api.Stall) bool { return r.CheckpointID == st.CheckpointID })
+	i := slices.IndexFunc(s.recent, func(r stall) bool { return r.CheckpointID == st.CheckpointID })
 	switch {
 	case i >= 0:
 		if st.DurationMS > s.recent[i].DurationMS {
@@ -77,11 +86,17 @@ func (s *stalls) aligned(start time.Time, a runtime.Aligned) {
 	}
 }
 
-// list returns the recent stalls, oldest first.
-func (s *stalls) list() []api.Stall {
+// list returns the recent stalls, oldest first, as the status says them
+// at now.
+func (s *stalls) list(now clocks) []api.Stall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.recent)
+	var out []api.Stall
+	for _, r := range s.recent {
+		r.StartedUnixMS = now.unixMS(r.started)
+		out = append(out, r.Stall)
+	}
+	return out
 }
 
 // histograms copies the per-subtask histograms, by the subtask's labels.

@@ -37,7 +37,7 @@ func TestStallsKeepTheLongestOfEachCheckpoint(t *testing.T) {
 	align(5, 0, 100*time.Millisecond)
 	align(4, 1, 2*time.Second) // ends after #5's
 	align(6, 0, 500*time.Microsecond)
-	got := s.list()
+	got := s.list(clocks{mono: start, wall: start})
 	if len(got) != 2 || got[0].CheckpointID != 4 || got[1].CheckpointID != 5 || got[1].Subtask != "drift/1" || got[1].DurationMS != 900 {
 		t.Fatalf("stalls %+v", got)
 	}
@@ -48,7 +48,7 @@ func TestStallsKeepTheLongestOfEachCheckpoint(t *testing.T) {
 		align(id, 0, 10*time.Millisecond)
 	}
 	align(3, 0, time.Minute) // older than every one kept
-	if got := s.list(); len(got) != stallsKept || got[0].CheckpointID != 7 {
+	if got := s.list(clocks{mono: start, wall: start}); len(got) != stallsKept || got[0].CheckpointID != 7 {
 		t.Fatalf("after %d more: %d stalls from #%d", stallsKept, len(got), got[0].CheckpointID)
 	}
 	hs := s.histograms()

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/mqttio"
 	"github.com/cairn-edge/cairn/runtime"
 )
 
@@ -55,18 +55,19 @@ func (s *state) setConfigError(err error) {
 	}
 }
 
-// status builds the API's Status from the job's.
+// status builds the API's Status from the job's, with its times on the
+// wall clock as it reads now (api.Status.TimeUnixMS).
 func (s *state) status() api.Status {
-	now := time.Now()
+	now := readClocks()
 	out := api.Status{Agent: s.host, Pipeline: s.pipeline, State: "starting", Memory: memoryNow()}
 	if s.wear != nil {
-		out.Disk = s.wear.status(time.Now())
+		out.Disk = s.wear.status(now.mono)
 	}
 	s.mu.Lock()
 	out.ConfigError = s.configError
 	s.mu.Unlock()
 	if s.logs != nil {
-		out.Ingest = ingestStatus(s.logs.Health(), s.dataDir)
+		out.Ingest = ingestStatus(s.logs.Health(), s.dataDir, now)
 		kept, _ := s.logs.DeadLetterCounts()
 		out.DeadLetterCauses = make(map[string]int64)
 		for _, cause := range ingest.Causes {
@@ -148,18 +149,12 @@ func (s *state) status() api.Status {
 			info = CheckpointInfo(o.Manifest)
 			s.remote.uploadState(&info)
 		}
-		info.TriggeredUnixMS = st.Started.Add(o.Triggered).UnixMilli()
+		info.TriggeredUnixMS = now.unixMS(st.Started.Add(o.Triggered))
 		info.DurationMS = o.Duration.Milliseconds()
 		out.History = append(out.History, info)
 	}
 	for _, name := range slices.Sorted(maps.Keys(inc.brokers)) {
-		b := inc.brokers[name].Status()
-		ab := api.Broker{ID: name, Connected: b.Connected == b.Clients, Clients: b.Clients, ConnectedClients: b.Connected,
-			SinceUnixMS: b.Since.UnixMilli(), LastError: b.LastError}
-		if !b.LastErrorAt.IsZero() {
-			ab.LastErrorUnixMS = b.LastErrorAt.UnixMilli()
-		}
-		out.Brokers = append(out.Brokers, ab)
+		out.Brokers = append(out.Brokers, brokerStatus(name, inc.brokers[name].Status(), now))
 	}
 	out.OutputBacklogBytes, out.InputHeld = inc.backlog.Bytes()
 	for _, m := range inc.sources {
@@ -170,22 +165,26 @@ func (s *state) status() api.Status {
 	return out
 }
 
-// ingestStatus is the ingest logs' health h as the control API says it,
-// with the paths of the data directory's files relative to it: data_dir
-// may take something from the environment, which the agent shows nowhere.
-func ingestStatus(h ingest.Health, dataDir string) api.Ingest {
+// brokerStatus is what the clients of broker name know of it, b, as the
+// control API says it at now.
+func brokerStatus(name string, b mqttio.BrokerStatus, now clocks) api.Broker {
+	return api.Broker{ID: name, Connected: b.Connected == b.Clients, Clients: b.Clients, ConnectedClients: b.Connected,
+		SinceUnixMS: now.unixMS(b.Since), LastError: b.LastError, LastErrorUnixMS: now.unixMS(b.LastErrorAt)}
+}
+
+// ingestStatus is the ingest logs' health h as the control API says it
+// at now, with the paths of the data directory's files relative to it:
+// data_dir may take something from the environment, which the agent
+// shows nowhere.
+func ingestStatus(h ingest.Health, dataDir string, now clocks) api.Ingest {
 	relative := func(s string) string {
 		if dataDir == "" {
 			return s
 		}
 		return strings.ReplaceAll(s, strings.TrimSuffix(dataDir, "/")+"/", "")
 	}
-	out := api.Ingest{DamagedRecords: h.DamagedRecords, LostMessages: h.LostMessages, LastDamage: relative(h.LastDamage),
-		NotAcknowledgingReason: relative(h.RefusingError)}
-	if !h.RefusingSince.IsZero() {
-		out.NotAcknowledgingSinceUnixMS = h.RefusingSince.UnixMilli()
-	}
-	return out
+	return api.Ingest{DamagedRecords: h.DamagedRecords, LostMessages: h.LostMessages, LastDamage: relative(h.LastDamage),
+		NotAcknowledgingReason: relative(h.RefusingError), NotAcknowledgingSinceUnixMS: now.unixMS(h.RefusingSince)}
 }
 
 // CheckpointInfo summarises a completed checkpoint for the control API.

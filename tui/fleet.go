@@ -79,8 +79,11 @@ type gateway struct {
 	downAt time.Time
 	online bool // its status topic said online
 	// status is its newest status, statusAt when it was made on the
-	// view's clock: when it came, or for a retained one its own time
-	// (the gateway's clock), but never later than when it came.
+	// view's clock: when it came, or for a retained one as long before
+	// that as its own time (the gateway's clock) says, but never later.
+	// It keeps the monotonic reading of when the status came, so that
+	// its age is measured on the monotonic clock from then: a step of the
+	// view's wall clock moves no age.
 	status   *api.GatewayStatus
 	statusAt time.Time
 	bad      string // why its last status could not be read
@@ -276,7 +279,7 @@ func (f *Fleet) take(m api.FleetMessage) *gateway {
 		// When the gateway made it, as far as its clock says: a retained
 		// status may be as old as the gateway that went away.
 		if made := time.UnixMilli(st.Time); made.Before(at) {
-			at = made
+			at = at.Add(made.Sub(at))
 		}
 	} else if g.down {
 		g.down = false // a live status: its agent is up again

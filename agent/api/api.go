@@ -15,6 +15,10 @@ type Status struct {
 	Mode          string  `json:"mode"` // "exactly-once" or "at-least-once"
 	UptimeSeconds float64 `json:"uptime_seconds"`
 	// TimeUnixMS is when the status was taken, on the agent's wall clock.
+	// The other times of the status (*UnixMS, but the watermarks, which
+	// are event time) are on that clock as it read then: TimeUnixMS less
+	// one is how long ago that was, as the monotonic clock measured it,
+	// whatever steps the wall clock took since.
 	TimeUnixMS  int64       `json:"time_unix_ms"`
 	Checkpoints Checkpoints `json:"checkpoints"`
 	// RestoredFrom is null on a fresh start.

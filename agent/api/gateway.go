@@ -13,7 +13,9 @@ const GatewayVersion = 1
 // every brokers.<name>.status_interval and at once on a change that
 // matters. It holds nothing secret: no broker URL, user or error text, no
 // token, no payload. Durations are in milliseconds, sizes in bytes, times
-// in Unix milliseconds on the agent's clock; a zero field is left out.
+// in Unix milliseconds on the agent's wall clock as it read at Time (Time
+// less one is how long ago that was, on the agent's monotonic clock); a
+// zero field is left out.
 // docs/fleet.md lists the fields for consumers.
 type GatewayStatus struct {
 	V int `json:"v"` // GatewayVersion

@@ -485,7 +485,8 @@ func memoryLine(m api.Memory) string {
 }
 
 // brokerLine says whether a broker's clients are connected, since when,
-// and its newest connection error.
+// and its newest connection error, at now, the status's time: the agent's
+// times less it are what its monotonic clock measured (api.Status).
 func brokerLine(b api.Broker, now time.Time) string {
 	state := "connected"
 	if !b.Connected {
@@ -498,8 +499,8 @@ func brokerLine(b api.Broker, now time.Time) string {
 	return line
 }
 
-// ingestLines say what goes wrong with the ingest logs now, and what
-// went wrong since the agent started.
+// ingestLines say what goes wrong with the ingest logs at now, the
+// status's time, and what went wrong since the agent started.
 func ingestLines(in api.Ingest, now time.Time) []string {
 	var lines []string
 	if since := in.NotAcknowledgingSinceUnixMS; since != 0 {
@@ -568,14 +569,15 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if st.InputHeld {
 		fmt.Fprintf(stdout, "input held: the sinks hold %d B their brokers have not taken, over agent.max_output_backlog\n", st.OutputBacklogBytes)
 	}
-	for _, line := range ingestLines(st.Ingest, time.Now()) {
+	taken := time.UnixMilli(st.TimeUnixMS)
+	for _, line := range ingestLines(st.Ingest, taken) {
 		fmt.Fprintln(stdout, line)
 	}
 	fmt.Fprintln(stdout, memoryLine(st.Memory))
 	fmt.Fprintln(stdout, diskLine(st.Disk))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	for _, b := range st.Brokers {
-		fmt.Fprintln(stdout, brokerLine(b, time.Now()))
+		fmt.Fprintln(stdout, brokerLine(b, taken))
 	}
 	input := fmt.Sprintf("input: ingest lag %d, dead letters %d", st.IngestLag, st.DeadLetters)
 	if st.DeadLetters > 0 {

@@ -104,7 +104,7 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 			opts = append(opts, graph.WithWatermarks(s.OutOfOrderness))
 		}
 		if s.Time != "" {
-			opts = append(opts, graph.WithIdleness(graph.Idleness{Timeout: s.IdleTimeout, Horizon: c.WindowHorizon()}))
+			opts = append(opts, graph.WithIdleness(graph.Idleness{Timeout: s.IdleTimeout, Horizon: c.WindowHorizon(), Lag: c.Agent.SyncInterval}))
 		}
 		if s.Simulator != nil {
 			streams[s.ID] = b.Source(s.ID, s.Parallelism, newSimulator(*s.Simulator), opts...)

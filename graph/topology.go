@@ -85,8 +85,8 @@ type Node struct {
 // After Timeout without a record, the subtask is idle: it tells the
 // operators it feeds, which then take their event time from their other
 // inputs, unless all of theirs are idle too; and its own watermark
-// follows the wall clock less OutOfOrderness, but no further than Horizon
-// past the newest event time it read, which is far enough to close the
+// follows the wall clock less OutOfOrderness and Lag, but no further than
+// Horizon past the newest event time it read, which is far enough to close the
 // windows that hold its records. So the last windows of a quiet source
 // close, and an idle pipeline's state stops changing. A record ends the
 // idleness; one behind the watermark by then is late, as any. While the
@@ -95,6 +95,10 @@ type Node struct {
 type Idleness struct {
 	Timeout time.Duration // 0: never idle
 	Horizon time.Duration
+	// Lag is how long a reading may take to reach the source once the
+	// device sent it (an ingest log's group commit): a reading on its way
+	// while the source turns idle is not late for that.
+	Lag time.Duration
 }
 
 // IsSource reports whether n is a source.

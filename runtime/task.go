@@ -253,14 +253,14 @@ func (t *task) tick() error {
 }
 
 // advanceWatermark moves the subtask's event time to the least watermark
-// of its inputs that are not idle, or of all when every one is, and tells
-// its outputs when that moved it or changed whether it is idle.
+// of its active inputs (neither idle nor ended), or of all when none is,
+// and tells its outputs when that moved it or changed whether it is idle.
 func (t *task) advanceWatermark() error {
 	low, lowActive := int64(graph.MaxWatermark), int64(graph.MaxWatermark)
-	idle := true
+	idle := true // no input is active: each is idle or ended
 	for ch, w := range t.wm {
 		low = min(low, w)
-		if !t.idle[ch] {
+		if !t.idle[ch] && w != graph.MaxWatermark {
 			lowActive, idle = min(lowActive, w), false
 		}
 	}
@@ -606,7 +606,7 @@ func (t *task) idleTick() time.Duration {
 	if wall < t.clockFloor {
 		return idleFollow // the clock is not set yet: ask it again
 	}
-	wm := min(wall-t.node.OutOfOrderness.Milliseconds()-1, horizon)
+	wm := min(wall-(t.node.OutOfOrderness+idleness.Lag).Milliseconds()-1, horizon)
 	if wm > t.sourceWM {
 		t.sourceWM = wm
 		t.metrics.Watermark.Store(wm)

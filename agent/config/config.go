@@ -384,10 +384,10 @@ type Source struct {
 	MinTime string `yaml:"min_time" default:"2020-01-01T00:00:00Z"`
 	// With `time`, how long the source may have nothing to read before it
 	// is idle: its event time then follows the gateway's clock less
-	// `out_of_orderness`, so that its last windows close, and a union or
-	// join it feeds goes on with its other inputs' time. A reading that
-	// comes back behind it is late. `0s`: never idle; a window then
-	// closes only when a later reading comes.
+	// `out_of_orderness` and `agent.sync_interval`, so that its last
+	// windows close, and a union or join it feeds goes on with its other
+	// inputs' time. A reading that comes back behind it is late. `0s`:
+	// never idle; a window then closes only when a later reading comes.
 	IdleTimeout time.Duration `yaml:"idle_timeout" default:"1m"`
 	// Subscribe at QoS 0 and keep no ingest log: faster, and a crash
 	// loses what was not yet checkpointed.

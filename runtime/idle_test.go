@@ -301,3 +301,45 @@ func TestProcessingTimeWindowsAcrossClockSteps(t *testing.T) {
 		}
 	})
 }
+
+// TestEndedInputBesideAnIdleOne: an input that ended is not an active one:
+// beside an idle input that has read nothing yet, it does not move the
+// operator's event time to its end, and the idle input's readings, when
+// they come, are windowed, not late.
+func TestEndedInputBesideAnIdleOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		idle := graph.WithIdleness(graph.Idleness{Timeout: time.Second, Horizon: time.Second})
+		ending, quiet := newFeed(), newFeed()
+		sink := &results{out: make(chan string, 64)}
+		var b graph.Builder
+		a := b.Source("ending", 1, ending.source(), graph.WithWatermarks(0), idle)
+		q := b.Source("quiet", 1, quiet.source(), graph.WithWatermarks(0), idle)
+		w := b.Operator("window", 1, graph.Window(graph.WindowSpec{Kind: graph.Tumbling, Size: time.Second, Aggregate: graph.AggCount}),
+			[]graph.Input{graph.In(a, graph.Hash(nil)), graph.In(q, graph.Hash(nil))})
+		b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(w, graph.Forward())})
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runJob(t, topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+		time.Sleep(2 * time.Second) // both idle
+		ending.push(graph.Record{Key: "e", Time: time.Now().UnixMilli(), Value: 1})
+		ending.end() // active when it ends
+		time.Sleep(time.Second)
+		synctest.Wait()
+		at := time.Now().UnixMilli()
+		quiet.push(graph.Record{Key: "q", Time: at, Value: 1})
+		quiet.end()
+		start := at - at%1000
+		want := fmt.Sprintf("q[%d,%d)=1", start, start+1000)
+		for {
+			got := testwait.Recv(t, sink.out, time.Minute, "the quiet source's window")
+			if got == want {
+				break
+			}
+			if !strings.HasPrefix(got, "e[") {
+				t.Fatalf("got %s, want the window of the quiet source's reading", got)
+			}
+		}
+	})
+}

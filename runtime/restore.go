@@ -271,10 +271,9 @@ func restoredSnapshots(t *task, m *checkpoint.Manifest, store checkpoint.Store) 
 // bringBackWatermarks lowers, after a restore, every watermark further
 // ahead of the wall clock than Options.MaxFuture to the clock less the
 // out-of-orderness (a source's own, an operator's the largest), and says
-// so: a reading from a
-// device whose clock was wrong put it there, before its time was bounded,
-// and every later reading would be late. Nothing is done while the wall
-// clock reads before Options.ClockFloor.
+// so: a reading from a device whose clock was wrong put it there, before
+// its time was bounded, and every later reading would be late. Nothing is
+// done while the wall clock reads before Options.ClockFloor.
 func (j *Job) bringBackWatermarks() {
 	wall := j.opts.WallClock()
 	if j.opts.MaxFuture <= 0 || wall.Before(j.opts.ClockFloor) {

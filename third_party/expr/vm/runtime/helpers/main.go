@@ -71,7 +71,8 @@ func cases(op string, xs ...[]string) string {
 		echo(`case %v:`, a)
 		echo(`switch y := b.(type) {`)
 		for _, b := range types {
-			t := "int"
+			// cairn: integers are int64 on every platform (see third_party/README.md).
+			t := "int64"
 			if isDuration(a) || isDuration(b) {
 				t = "time.Duration"
 			}
@@ -323,7 +324,8 @@ func Divide(a, b interface{}) float64 {
 	panic(fmt.Sprintf("invalid operation: %T / %T", a, b))
 }
 
-func Modulo(a, b interface{}) int {
+// cairn: integers are int64 on every platform (see third_party/README.md).
+func Modulo(a, b interface{}) int64 {
 	switch x := a.(type) {
 	{{ cases_int_only "%" }}
 	}

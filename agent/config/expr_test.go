@@ -60,7 +60,7 @@ func TestTypedExpressions(t *testing.T) {
 		{"  - id: f\n    type: filter\n    inputs: [readings]\n    expr: temperature > 30 && humidty > 50\n",
 			`e.yaml:20:31: operator "f": expr "temperature > 30 && humidty > 50" does not compile: unknown name humidty (1:21); its records have key, time, value and the fields device, humidity, ok, site, temperature`},
 		{"  - id: f\n    type: filter\n    inputs: [readings]\n    expr: 'site > 1'\n",
-			`e.yaml:20:17: operator "f": expr "site > 1" does not compile: invalid operation: > (mismatched types string and int) (1:6)`},
+			`e.yaml:20:17: operator "f": expr "site > 1" does not compile: invalid operation: > (mismatched types string and int64) (1:6)`},
 		{"  - {id: f, type: filter, inputs: [readings], expr: \"tmp > 1\"}\n",
 			`e.yaml:17:54: operator "f": expr "tmp > 1" does not compile: unknown name tmp (1:1); its records have key, time, value and the fields device, humidity, ok, site, temperature`},
 		// Where the file does not hold it as it is: at its start.
@@ -80,7 +80,7 @@ func TestTypedExpressions(t *testing.T) {
 		{"  - {id: m, type: map, inputs: [readings], expr: site}\n",
 			`e.yaml:17:50: operator "m": a map's expr must give a number; "site" gives a string`},
 		{"  - {id: m, type: map, inputs: [loose], expr: key + 1}\n",
-			`e.yaml:17:51: operator "m": expr "key + 1" does not compile: invalid operation: + (mismatched types string and int) (1:5)`},
+			`e.yaml:17:51: operator "m": expr "key + 1" does not compile: invalid operation: + (mismatched types string and int64) (1:5)`},
 	} {
 		_, errs := Parse("e.yaml", []byte(exprSources+tc.ops), env(nil))
 		if len(errs) != 1 || errs[0].Error() != tc.want {

@@ -2,7 +2,8 @@
 // (expr-lang/expr): filter and map. An expression sees a record as the
 // variables key (a string), time (milliseconds, an int64) and value (a
 // float64), plus every field of a map payload (a decoded JSON message,
-// say).
+// say). Its integers, literals up to 2^63-1 and arithmetic on them, are
+// int64 on every platform, 32-bit ARM too (third_party/README.md).
 //
 // CompileFilter and CompileMap are the one place an expression is
 // compiled: the config's validation and the operators use them alike, so
@@ -244,8 +245,8 @@ func Map(src, shown string, fields Fields) (func(int) graph.Operator, error) {
 	}), nil
 }
 
-// number is out as a float64, if it is a number: expr's arithmetic gives
-// float64, int, or int64 (of time).
+// number is out as a float64, if it is a number: expr gives float64,
+// int64 (integers: time, literals, arithmetic), or int (len, count).
 func number(out any) (float64, bool) {
 	switch v := out.(type) {
 	case float64:

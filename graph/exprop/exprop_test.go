@@ -101,13 +101,13 @@ func TestCompileWhatIsKnown(t *testing.T) {
 	}{
 		{true, "humidty > 50", fields, "unknown name humidty", 1},
 		{true, "value > 1 && humidty > 50", fields, "unknown name humidty", 14},
-		{true, "site > 1", fields, "invalid operation: > (mismatched types string and int)", 6},
+		{true, "site > 1", fields, "invalid operation: > (mismatched types string and int64)", 6},
 		{true, "value * 2", nil, "gives a number, not true or false", 0},
 		{true, "key", nil, "gives a string, not true or false", 0},
 		{true, "value >", nil, "unexpected token EOF", 7},
 		{false, "site", fields, "gives a string, not a number", 0},
 		{false, "ok", fields, "gives true or false, not a number", 0},
-		{false, "key + 1", nil, "invalid operation: + (mismatched types string and int)", 5},
+		{false, "key + 1", nil, "invalid operation: + (mismatched types string and int64)", 5},
 		{false, "anything", Fields{}, "unknown name anything", 1},
 	} {
 		compile := CompileMap

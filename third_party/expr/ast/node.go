@@ -83,7 +83,8 @@ type IdentifierNode struct {
 // IntegerNode represents an integer.
 type IntegerNode struct {
 	base
-	Value int // Value of the integer.
+	// cairn: integers are int64 on every platform (see third_party/README.md).
+	Value int64 // Value of the integer.
 }
 
 // FloatNode represents a float.

@@ -169,13 +169,14 @@ var Builtins = []*Function{
 			if len(args) != 1 {
 				return anyType, fmt.Errorf("invalid number of arguments (expected 1, got %d)", len(args))
 			}
+			// cairn: integers are int64 on every platform (see third_party/README.md).
 			switch kind(args[0]) {
 			case reflect.Interface:
-				return integerType, nil
+				return int64Type, nil
 			case reflect.Float32, reflect.Float64, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-				return integerType, nil
+				return int64Type, nil
 			case reflect.String:
-				return integerType, nil
+				return int64Type, nil
 			}
 			return anyType, fmt.Errorf("invalid argument for int (type %s)", args[0])
 		},
@@ -267,14 +268,15 @@ var Builtins = []*Function{
 			if len(args) == 2 {
 				return strings.Split(args[0].(string), args[1].(string)), nil
 			} else if len(args) == 3 {
-				return strings.SplitN(args[0].(string), args[1].(string), runtime.ToInt(args[2])), nil
+				return strings.SplitN(args[0].(string), args[1].(string), count(args[2])), nil
 			} else {
 				return nil, fmt.Errorf("invalid number of arguments for split (expected 2 or 3, got %d)", len(args))
 			}
 		},
 		Types: types(
 			strings.Split,
-			strings.SplitN,
+			// cairn: integers are int64 on every platform (see third_party/README.md): strings.SplitN, counting in int64.
+			new(func(string, string, int64) []string),
 		),
 	},
 	{
@@ -283,21 +285,22 @@ var Builtins = []*Function{
 			if len(args) == 2 {
 				return strings.SplitAfter(args[0].(string), args[1].(string)), nil
 			} else if len(args) == 3 {
-				return strings.SplitAfterN(args[0].(string), args[1].(string), runtime.ToInt(args[2])), nil
+				return strings.SplitAfterN(args[0].(string), args[1].(string), count(args[2])), nil
 			} else {
 				return nil, fmt.Errorf("invalid number of arguments for splitAfter (expected 2 or 3, got %d)", len(args))
 			}
 		},
 		Types: types(
 			strings.SplitAfter,
-			strings.SplitAfterN,
+			// cairn: integers are int64 on every platform (see third_party/README.md): strings.SplitAfterN, counting in int64.
+			new(func(string, string, int64) []string),
 		),
 	},
 	{
 		Name: "replace",
 		Func: func(args ...any) (any, error) {
 			if len(args) == 4 {
-				return strings.Replace(args[0].(string), args[1].(string), args[2].(string), runtime.ToInt(args[3])), nil
+				return strings.Replace(args[0].(string), args[1].(string), args[2].(string), count(args[3])), nil
 			} else if len(args) == 3 {
 				return strings.ReplaceAll(args[0].(string), args[1].(string), args[2].(string)), nil
 			} else {
@@ -305,7 +308,8 @@ var Builtins = []*Function{
 			}
 		},
 		Types: types(
-			strings.Replace,
+			// cairn: integers are int64 on every platform (see third_party/README.md): strings.Replace, counting in int64.
+			new(func(string, string, string, int64) string),
 			strings.ReplaceAll,
 		),
 	},
@@ -313,7 +317,7 @@ var Builtins = []*Function{
 		Name: "repeat",
 		Safe: func(args ...any) (any, uint, error) {
 			s := args[0].(string)
-			n := runtime.ToInt(args[1])
+			n := count(args[1])
 			if n < 0 {
 				return nil, 0, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
 			}
@@ -322,7 +326,8 @@ var Builtins = []*Function{
 			}
 			return strings.Repeat(s, n), uint(len(s) * n), nil
 		},
-		Types: types(strings.Repeat),
+		// cairn: integers are int64 on every platform (see third_party/README.md): strings.Repeat, counting in int64.
+		Types: types(new(func(string, int64) string)),
 	},
 	{
 		Name: "join",
@@ -385,7 +390,7 @@ var Builtins = []*Function{
 			return minMax("max", runtime.Less, 0, args...)
 		},
 		Validate: func(args []reflect.Type) (reflect.Type, error) {
-			return validateAggregateFunc("max", args)
+			return validateMinMax("max", args)
 		},
 	},
 	{
@@ -394,7 +399,7 @@ var Builtins = []*Function{
 			return minMax("min", runtime.More, 0, args...)
 		},
 		Validate: func(args []reflect.Type) (reflect.Type, error) {
-			return validateAggregateFunc("min", args)
+			return validateMinMax("min", args)
 		},
 	},
 	{
@@ -986,6 +991,11 @@ var Builtins = []*Function{
 				for i, v := range in {
 					array[i] = v
 				}
+			case []int64: // cairn: integers are int64 on every platform (see third_party/README.md): a range.
+				array = make([]any, len(in))
+				for i, v := range in {
+					array[i] = v
+				}
 			case []float64:
 				array = make([]any, len(in))
 				for i, v := range in {
@@ -1025,6 +1035,7 @@ var Builtins = []*Function{
 		Types: types(
 			new(func([]any, string) []any),
 			new(func([]int, string) []any),
+			new(func([]int64, string) []any),
 			new(func([]float64, string) []any),
 			new(func([]string, string) []any),
 
@@ -1032,37 +1043,39 @@ var Builtins = []*Function{
 			new(func([]float64) []any),
 			new(func([]string) []any),
 			new(func([]int) []any),
+			new(func([]int64) []any),
 		),
 	},
-	bitFunc("bitand", func(x, y int) (any, error) {
+	// cairn: integers are int64 on every platform (see third_party/README.md).
+	bitFunc("bitand", func(x, y int64) (any, error) {
 		return x & y, nil
 	}),
-	bitFunc("bitor", func(x, y int) (any, error) {
+	bitFunc("bitor", func(x, y int64) (any, error) {
 		return x | y, nil
 	}),
-	bitFunc("bitxor", func(x, y int) (any, error) {
+	bitFunc("bitxor", func(x, y int64) (any, error) {
 		return x ^ y, nil
 	}),
-	bitFunc("bitnand", func(x, y int) (any, error) {
+	bitFunc("bitnand", func(x, y int64) (any, error) {
 		return x &^ y, nil
 	}),
-	bitFunc("bitshl", func(x, y int) (any, error) {
+	bitFunc("bitshl", func(x, y int64) (any, error) {
 		if y < 0 {
-			return nil, fmt.Errorf("invalid operation: negative shift count %d (type int)", y)
+			return nil, fmt.Errorf("invalid operation: negative shift count %d (type int64)", y)
 		}
 		return x << y, nil
 	}),
-	bitFunc("bitshr", func(x, y int) (any, error) {
+	bitFunc("bitshr", func(x, y int64) (any, error) {
 		if y < 0 {
-			return nil, fmt.Errorf("invalid operation: negative shift count %d (type int)", y)
+			return nil, fmt.Errorf("invalid operation: negative shift count %d (type int64)", y)
 		}
 		return x >> y, nil
 	}),
-	bitFunc("bitushr", func(x, y int) (any, error) {
+	bitFunc("bitushr", func(x, y int64) (any, error) {
 		if y < 0 {
-			return nil, fmt.Errorf("invalid operation: negative shift count %d (type int)", y)
+			return nil, fmt.Errorf("invalid operation: negative shift count %d (type int64)", y)
 		}
-		return int(uint(x) >> y), nil
+		return int64(uint64(x) >> y), nil
 	}),
 	{
 		Name: "bitnot",
@@ -1070,12 +1083,12 @@ var Builtins = []*Function{
 			if len(args) != 1 {
 				return nil, fmt.Errorf("invalid number of arguments for bitnot (expected 1, got %d)", len(args))
 			}
-			x, err := toInt(args[0])
+			x, err := toInt64(args[0])
 			if err != nil {
 				return nil, fmt.Errorf("%v to call bitnot", err)
 			}
 			return ^x, nil
 		},
-		Types: types(new(func(int) int)),
+		Types: types(new(func(int64) int64)),
 	},
 }

@@ -151,42 +151,22 @@ func Round(x any) any {
 	panic(fmt.Sprintf("invalid argument for round (type %T)", x))
 }
 
+// Int is x as an int64. cairn: integers are int64 on every platform (see
+// third_party/README.md), and a float int64 cannot hold is an error.
 func Int(x any) any {
 	switch x := x.(type) {
-	case float32:
-		return int(x)
-	case float64:
-		return int(x)
-	case int:
-		return x
-	case int8:
-		return int(x)
-	case int16:
-		return int(x)
-	case int32:
-		return int(x)
-	case int64:
-		return int(x)
-	case uint:
-		return int(x)
-	case uint8:
-		return int(x)
-	case uint16:
-		return int(x)
-	case uint32:
-		return int(x)
-	case uint64:
-		return int(x)
+	case float32, float64, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return runtime.ToInt64(x)
 	case string:
-		i, err := strconv.Atoi(x)
+		i, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
 			panic(fmt.Sprintf("invalid operation: int(%s)", x))
 		}
 		return i
 	default:
 		val := reflect.ValueOf(x)
-		if val.CanConvert(integerType) {
-			return val.Convert(integerType).Interface()
+		if val.CanConvert(int64Type) {
+			return val.Convert(int64Type).Interface()
 		}
 		panic(fmt.Sprintf("invalid operation: int(%T)", x))
 	}
@@ -341,6 +321,12 @@ func minMax(name string, fn func(any, any) bool, depth int, args ...any) (any, e
 			}
 			return nil, fmt.Errorf("invalid argument for %s (type %T)", name, arg)
 		}
+	}
+	// cairn: integers are int64 on every platform (see third_party/README.md):
+	// an integer min or max is an int64, as an integer sum is.
+	switch val.(type) {
+	case int, int8, int16, int32, uint, uint8, uint16, uint32, uint64:
+		val = runtime.ToInt64(val)
 	}
 	return val, nil
 }
@@ -563,25 +549,21 @@ func get(params ...any) (out any, err error) {
 
 	switch v.Kind() {
 	case reflect.Array, reflect.Slice, reflect.String:
-		index := runtime.ToInt(i)
-		l := v.Len()
+		// cairn: integers are int64 on every platform (see third_party/README.md):
+		// an index int cannot hold is out of range, not wrapped into it.
+		index, l := runtime.ToInt64(i), int64(v.Len())
 		if index < 0 {
 			index = l + index
 		}
 		if 0 <= index && index < l {
-			value := v.Index(index)
+			value := v.Index(int(index))
 			if value.IsValid() {
 				return value.Interface(), nil
 			}
 		}
 
 	case reflect.Map:
-		var value reflect.Value
-		if i == nil {
-			value = v.MapIndex(reflect.Zero(v.Type().Key()))
-		} else {
-			value = v.MapIndex(reflect.ValueOf(i))
-		}
+		value := runtime.MapIndex(v, i) // cairn: integers are int64 on every platform (see third_party/README.md).
 		if value.IsValid() {
 			return value.Interface(), nil
 		}

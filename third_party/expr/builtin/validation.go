@@ -25,6 +25,22 @@ func validateAggregateFunc(name string, args []reflect.Type) (reflect.Type, erro
 	}
 }
 
+// validateMinMax is validateAggregateFunc for min and max. cairn: integers
+// are int64 on every platform (see third_party/README.md): the min or max
+// of integers is an int64.
+func validateMinMax(name string, args []reflect.Type) (reflect.Type, error) {
+	t, err := validateAggregateFunc(name, args)
+	if err != nil {
+		return t, err
+	}
+	for _, arg := range args {
+		if k := kind(arg); k < reflect.Int || k > reflect.Uint64 {
+			return t, nil
+		}
+	}
+	return int64Type, nil
+}
+
 func validateRoundFunc(name string, args []reflect.Type) (reflect.Type, error) {
 	if len(args) != 1 {
 		return anyType, fmt.Errorf("invalid number of arguments (expected 1, got %d)", len(args))

@@ -18,6 +18,7 @@ var (
 	anyType       = reflect.TypeOf(new(any)).Elem()
 	boolType      = reflect.TypeOf(true)
 	intType       = reflect.TypeOf(0)
+	int64Type     = reflect.TypeOf(int64(0)) // cairn: integers are int64 on every platform (see third_party/README.md).
 	floatType     = reflect.TypeOf(float64(0))
 	stringType    = reflect.TypeOf("")
 	arrayType     = reflect.TypeOf([]any{})
@@ -188,7 +189,7 @@ func (v *Checker) visit(node ast.Node) Nature {
 	case *ast.IdentifierNode:
 		nt = v.identifierNode(n)
 	case *ast.IntegerNode:
-		nt = v.config.NtCache.FromType(intType)
+		nt = v.config.NtCache.FromType(int64Type)
 	case *ast.FloatNode:
 		nt = v.config.NtCache.FromType(floatType)
 	case *ast.BoolNode:
@@ -407,10 +408,10 @@ func (v *Checker) binaryNode(node *ast.BinaryNode) Nature {
 
 	case "%":
 		if l.IsInteger && r.IsInteger {
-			return v.config.NtCache.FromType(intType)
+			return v.config.NtCache.FromType(int64Type)
 		}
 		if l.MaybeCompatible(&v.config.NtCache, r, IntegerCheck) {
-			return v.config.NtCache.FromType(intType)
+			return v.config.NtCache.FromType(int64Type)
 		}
 
 	case "+":
@@ -439,7 +440,9 @@ func (v *Checker) binaryNode(node *ast.BinaryNode) Nature {
 		}
 		if r.IsMap() {
 			rKey := r.Key(&v.config.NtCache)
-			if !l.IsUnknown(&v.config.NtCache) && !l.AssignableTo(rKey) {
+			// cairn: integers are int64 on every platform (see third_party/README.md);
+			// an integer key of another type is converted (runtime.MapIndex).
+			if !l.IsUnknown(&v.config.NtCache) && !l.AssignableTo(rKey) && !(l.IsInteger && rKey.IsInteger) {
 				return v.error(node, "cannot use %s as type %s in map key", l.String(), rKey.String())
 			}
 			return v.config.NtCache.FromType(boolType)
@@ -482,7 +485,7 @@ func (v *Checker) binaryNode(node *ast.BinaryNode) Nature {
 
 	case "..":
 		if l.IsInteger && r.IsInteger || l.MaybeCompatible(&v.config.NtCache, r, IntegerCheck) {
-			return ArrayFromType(&v.config.NtCache, intType)
+			return ArrayFromType(&v.config.NtCache, int64Type)
 		}
 
 	case "??":
@@ -559,7 +562,9 @@ func (v *Checker) memberNode(node *ast.MemberNode) Nature {
 				prop = propDeref
 			}
 		}
-		if !prop.AssignableTo(base.Key(&v.config.NtCache)) && !prop.IsUnknown(&v.config.NtCache) {
+		// cairn: integers are int64 on every platform (see third_party/README.md);
+		// an integer key of another type is converted (runtime.MapIndex).
+		if !prop.AssignableTo(base.Key(&v.config.NtCache)) && !prop.IsUnknown(&v.config.NtCache) && !(prop.IsInteger && base.Key(&v.config.NtCache).IsInteger) {
 			return v.error(node.Property, "cannot use %s to get an element from %s", prop.String(), base.String())
 		}
 		if prop, ok := node.Property.(*ast.StringNode); ok && base.TypeData != nil {
@@ -805,13 +810,13 @@ func (v *Checker) builtinNode(node *ast.BuiltinNode) Nature {
 			if predicate.IsFunc() &&
 				predicate.NumOut() == 1 &&
 				predicate.NumIn() == 1 && predicate.IsFirstArgUnknown(&v.config.NtCache) {
-				return predicate.Out(&v.config.NtCache, 0)
+				return sumNature(&v.config.NtCache, predicate.Out(&v.config.NtCache, 0))
 			}
 		} else {
 			if collection.IsUnknown(&v.config.NtCache) {
 				return Nature{}
 			}
-			return collection.Elem(&v.config.NtCache)
+			return sumNature(&v.config.NtCache, collection.Elem(&v.config.NtCache))
 		}
 
 	case "find", "findLast":
@@ -1170,6 +1175,16 @@ func (v *Checker) checkArguments(
 	}
 
 	return fn.Out(&v.config.NtCache, 0), nil
+}
+
+// sumNature is what sum gives of terms of nature nt. cairn: integers are int64
+// on every platform (see third_party/README.md): a sum of integers is
+// computed by runtime.Add, in int64.
+func sumNature(c *Cache, nt Nature) Nature {
+	if nt.IsInteger {
+		return c.FromType(int64Type)
+	}
+	return nt
 }
 
 func traverseAndReplaceIntegerNodesWithFloatNodes(node *ast.Node, newNature Nature) {

@@ -341,7 +341,12 @@ func (c *compiler) IntegerNode(node *ast.IntegerNode) {
 	case reflect.Float64:
 		c.emitPush(float64(node.Value))
 	case reflect.Int:
-		c.emitPush(node.Value)
+		// cairn: integers are int64 on every platform (see third_party/README.md);
+		// a parameter's int has 32 bits on 32-bit platforms.
+		if int64(int(node.Value)) != node.Value {
+			panic(fmt.Sprintf("constant %d overflows int", node.Value))
+		}
+		c.emitPush(int(node.Value))
 	case reflect.Int8:
 		if node.Value > math.MaxInt8 || node.Value < math.MinInt8 {
 			panic(fmt.Sprintf("constant %d overflows int8", node.Value))
@@ -358,9 +363,9 @@ func (c *compiler) IntegerNode(node *ast.IntegerNode) {
 		}
 		c.emitPush(int32(node.Value))
 	case reflect.Int64:
-		c.emitPush(int64(node.Value))
+		c.emitPush(node.Value)
 	case reflect.Uint:
-		if node.Value < 0 {
+		if node.Value < 0 || uint64(node.Value) > math.MaxUint {
 			panic(fmt.Sprintf("constant %d overflows uint", node.Value))
 		}
 		c.emitPush(uint(node.Value))
@@ -375,7 +380,7 @@ func (c *compiler) IntegerNode(node *ast.IntegerNode) {
 		}
 		c.emitPush(uint16(node.Value))
 	case reflect.Uint32:
-		if node.Value < 0 {
+		if node.Value > math.MaxUint32 || node.Value < 0 {
 			panic(fmt.Sprintf("constant %d overflows uint32", node.Value))
 		}
 		c.emitPush(uint32(node.Value))
@@ -799,6 +804,12 @@ func (c *compiler) CallNode(node *ast.CallNode) {
 			}
 
 			c.derefParam(in, arg)
+			// cairn: integers are int64 on every platform (see third_party/README.md):
+			// an int parameter gets arithmetic's int64 as an int, or an error
+			// where int has 32 bits and cannot hold it.
+			if nt := arg.Nature(); in.Kind() == reflect.Int && nt.IsInteger && nt.Kind != reflect.Int {
+				c.emit(OpCast, 0)
+			}
 		}
 	} else {
 		for _, arg := range node.Arguments {

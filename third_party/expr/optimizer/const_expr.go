@@ -7,6 +7,7 @@ import (
 
 	. "github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm/runtime"
 )
 
 var errorType = reflect.TypeOf((*error)(nil)).Elem()
@@ -63,6 +64,22 @@ func (c *constExpr) Visit(node *Node) {
 						in[i] = reflect.ValueOf(&param).Elem()
 					} else {
 						in[i] = reflect.ValueOf(param)
+						// cairn: integers are int64 on every platform (see third_party/README.md):
+						// an integer parameter of another type gets the value converted.
+						t := fn.Type()
+						var pt reflect.Type
+						if t.IsVariadic() && i >= t.NumIn()-1 {
+							pt = t.In(t.NumIn() - 1).Elem()
+						} else if i < t.NumIn() {
+							pt = t.In(i)
+						}
+						if pt != nil {
+							v, ok := runtime.IntegerAs(in[i], pt)
+							if !ok {
+								panic(fmt.Sprintf("cannot use %v as %v", param, pt))
+							}
+							in[i] = v
+						}
 					}
 				}
 

@@ -1,6 +1,8 @@
 package optimizer
 
 import (
+	"math"
+
 	. "github.com/expr-lang/expr/ast"
 )
 
@@ -29,7 +31,9 @@ func (*countThreshold) Visit(node *Node) {
 		return
 	}
 
-	var threshold int
+	// cairn: integers are int64 on every platform (see third_party/README.md);
+	// a count is an int, and a threshold over what int holds is left out.
+	var threshold int64
 	switch binary.Operator {
 	case ">":
 		threshold = integer.Value + 1
@@ -44,11 +48,12 @@ func (*countThreshold) Visit(node *Node) {
 	}
 
 	// Skip if threshold is 0 or 1 (handled by count_any optimizer)
-	if threshold <= 1 {
+	if threshold <= 1 || threshold > math.MaxInt {
 		return
 	}
 
 	// Set threshold on the count node for early termination
 	// The original comparison remains unchanged
-	count.Threshold = &threshold
+	n := int(threshold)
+	count.Threshold = &n
 }

@@ -15,7 +15,10 @@ func (*inArray) Visit(node *Node) {
 			if array, ok := n.Right.(*ArrayNode); ok {
 				if len(array.Nodes) > 0 {
 					t := n.Left.Type()
-					if t == nil || t.Kind() != reflect.Int {
+					// cairn: integers are int64 on every platform (see third_party/README.md):
+					// the set's keys are int64, and runtime.MapIndex converts a signed
+					// integer to them exactly, as runtime.Equal compares it.
+					if t == nil || t.Kind() < reflect.Int || t.Kind() > reflect.Int64 {
 						// This optimization can be only performed if left side is int type,
 						// as runtime.in func uses reflect.Map.MapIndex and keys of map must,
 						// be same as checked value type.
@@ -28,7 +31,7 @@ func (*inArray) Visit(node *Node) {
 						}
 					}
 					{
-						value := make(map[int]struct{})
+						value := make(map[int64]struct{})
 						for _, a := range array.Nodes {
 							value[a.(*IntegerNode).Value] = struct{}{}
 						}

@@ -16,7 +16,13 @@ func (*inRange) Visit(node *Node) {
 			if t == nil {
 				return
 			}
-			if t.Kind() != reflect.Int {
+			// cairn: integers are int64 on every platform (see third_party/README.md):
+			// the bounds are int64, and the rewrite is exact for an integer
+			// of any type, time among them.
+			switch t.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			default:
 				return
 			}
 			if rangeOp, ok := n.Right.(*BinaryNode); ok && rangeOp.Operator == ".." {

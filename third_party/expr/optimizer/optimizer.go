@@ -50,7 +50,7 @@ func Optimize(node *Node, config *conf.Config) error {
 
 var (
 	boolType    = reflect.TypeOf(true)
-	integerType = reflect.TypeOf(0)
+	integerType = reflect.TypeOf(int64(0)) // cairn: integers are int64 on every platform (see third_party/README.md).
 	floatType   = reflect.TypeOf(float64(0))
 	stringType  = reflect.TypeOf("")
 )

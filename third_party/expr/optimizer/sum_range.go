@@ -110,7 +110,9 @@ func isPointerPlusAcc(node Node) bool {
 //   - # + k (add constant): result = sum + count * k
 //   - k + # (add constant): result = sum + count * k
 //   - # - k (subtract constant): result = sum - count * k
-func applySumPredicate(sum, count int, predicateArg Node) (int, bool) {
+//
+// cairn: integers are int64 on every platform (see third_party/README.md).
+func applySumPredicate(sum, count int64, predicateArg Node) (int64, bool) {
 	predicate, ok := predicateArg.(*PredicateNode)
 	if !ok {
 		return 0, false

@@ -550,12 +550,10 @@ func (p *Parser) parseSecondary() Node {
 	return p.parsePostfixExpression(node)
 }
 
+// cairn: integers are int64 on every platform (see third_party/README.md):
+// a literal up to 2^63-1 is one everywhere, not only where int has 64 bits.
 func (p *Parser) toIntegerNode(number int64) Node {
-	if number > math.MaxInt {
-		p.error("integer literal is too large")
-		return nil
-	}
-	return p.createNode(&IntegerNode{Value: int(number)}, p.current.Location)
+	return p.createNode(&IntegerNode{Value: number}, p.current.Location)
 }
 
 func (p *Parser) toFloatNode(number float64) Node {

@@ -21,7 +21,7 @@ type Scope struct {
 	Count int
 	Acc   any
 	// Fast paths
-	Ints    []int
+	Ints    []int64 // cairn: integers are int64 on every platform (see third_party/README.md): a range.
 	Floats  []float64
 	Strings []string
 	Anys    []any

@@ -291,13 +291,17 @@ func (vm *VM) Run(program *Program, env any) (_ any, err error) {
 		case OpRange:
 			b := vm.pop()
 			a := vm.pop()
-			min := runtime.ToInt(a)
-			max := runtime.ToInt(b)
-			size := max - min + 1
-			if size <= 0 {
-				size = 0
+			// cairn: integers are int64 on every platform (see third_party/README.md).
+			// max-min is right as a uint64 where max-min+1 overflows int64, and
+			// checked before memGrow's uint, 32 bits on 32-bit platforms.
+			min := runtime.ToInt64(a)
+			max := runtime.ToInt64(b)
+			if min <= max {
+				if uint64(max-min) >= uint64(vm.MemoryBudget) {
+					panic("memory budget exceeded")
+				}
+				vm.memGrow(uint(max-min) + 1)
 			}
-			vm.memGrow(uint(size))
 			vm.push(runtime.MakeRange(min, max))
 
 		case OpMatches:
@@ -390,17 +394,24 @@ func (vm *VM) Run(program *Program, env any) (_ any, err error) {
 			in := make([]reflect.Value, size)
 			for i := int(size) - 1; i >= 0; i-- {
 				param := vm.pop()
-				if param == nil {
-					var inType reflect.Type
-					if isVariadic && i >= numIn-1 {
-						inType = fnType.In(numIn - 1).Elem()
-					} else {
-						inType = fnType.In(i)
-					}
-					in[i] = reflect.Zero(inType)
+				var inType reflect.Type
+				if isVariadic && i >= numIn-1 {
+					inType = fnType.In(numIn - 1).Elem()
 				} else {
-					in[i] = reflect.ValueOf(param)
+					inType = fnType.In(i)
 				}
+				if param == nil {
+					in[i] = reflect.Zero(inType)
+					continue
+				}
+				// cairn: integers are int64 on every platform (see third_party/README.md):
+				// an integer parameter of another type gets the value converted, as the
+				// compiler converts a literal for a function whose type it knows.
+				v, ok := runtime.IntegerAs(reflect.ValueOf(param), inType)
+				if !ok {
+					panic(fmt.Sprintf("cannot use %v as %v", param, inType))
+				}
+				in[i] = v
 			}
 			out := fn.Call(in)
 			if len(out) == 2 && out[1].Type() == errorType && !out[1].IsNil() {
@@ -539,7 +550,9 @@ func (vm *VM) Run(program *Program, env any) (_ any, err error) {
 			vm.currScope.Acc = vm.pop()
 
 		case OpSetIndex:
-			vm.currScope.Index = vm.pop().(int)
+			// cairn: integers are int64 on every platform (see third_party/README.md):
+			// the index is Len-1, computed by OpSubtract.
+			vm.currScope.Index = runtime.ToInt(vm.pop())
 
 		case OpPointer:
 			vm.push(vm.currScope.Item())
@@ -606,7 +619,7 @@ func (vm *VM) Run(program *Program, env any) (_ any, err error) {
 			a := vm.pop()
 			s := vm.allocScope()
 			switch v := a.(type) {
-			case []int:
+			case []int64: // cairn: integers are int64 on every platform (see third_party/README.md): a range.
 				s.Ints = v
 				s.Len = len(v)
 			case []float64:

@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	intType       = reflect.TypeOf(0)
+	int64Type     = reflect.TypeOf(int64(0)) // cairn: integers are int64 on every platform (see third_party/README.md).
 	floatType     = reflect.TypeOf(float64(0))
 	arrayType     = reflect.TypeOf([]any{})
 	byteSliceType = reflect.TypeOf([]byte{})
@@ -475,7 +475,7 @@ func (n *Nature) PromoteNumericNature(c *Cache, rhs Nature) Nature {
 	if n.IsFloat || rhs.IsFloat {
 		return c.FromType(floatType)
 	}
-	return c.FromType(intType)
+	return c.FromType(int64Type)
 }
 
 func (n *Nature) IsTime() bool {

@@ -13,25 +13,25 @@ func Equal(a, b interface{}) bool {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -40,25 +40,25 @@ func Equal(a, b interface{}) bool {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -67,25 +67,25 @@ func Equal(a, b interface{}) bool {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -94,25 +94,25 @@ func Equal(a, b interface{}) bool {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -121,25 +121,25 @@ func Equal(a, b interface{}) bool {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -148,25 +148,25 @@ func Equal(a, b interface{}) bool {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -175,25 +175,25 @@ func Equal(a, b interface{}) bool {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -202,25 +202,25 @@ func Equal(a, b interface{}) bool {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -229,25 +229,25 @@ func Equal(a, b interface{}) bool {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -256,25 +256,25 @@ func Equal(a, b interface{}) bool {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case uint64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int8:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int16:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int32:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case int64:
-			return int(x) == int(y)
+			return int64(x) == int64(y)
 		case float32:
 			return float64(x) == float64(y)
 		case float64:
@@ -704,25 +704,25 @@ func Less(a, b interface{}) bool {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -731,25 +731,25 @@ func Less(a, b interface{}) bool {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -758,25 +758,25 @@ func Less(a, b interface{}) bool {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -785,25 +785,25 @@ func Less(a, b interface{}) bool {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -812,25 +812,25 @@ func Less(a, b interface{}) bool {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -839,25 +839,25 @@ func Less(a, b interface{}) bool {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -866,25 +866,25 @@ func Less(a, b interface{}) bool {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -893,25 +893,25 @@ func Less(a, b interface{}) bool {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -920,25 +920,25 @@ func Less(a, b interface{}) bool {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -947,25 +947,25 @@ func Less(a, b interface{}) bool {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case uint64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int8:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int16:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int32:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case int64:
-			return int(x) < int(y)
+			return int64(x) < int64(y)
 		case float32:
 			return float64(x) < float64(y)
 		case float64:
@@ -1049,25 +1049,25 @@ func More(a, b interface{}) bool {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1076,25 +1076,25 @@ func More(a, b interface{}) bool {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1103,25 +1103,25 @@ func More(a, b interface{}) bool {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1130,25 +1130,25 @@ func More(a, b interface{}) bool {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1157,25 +1157,25 @@ func More(a, b interface{}) bool {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1184,25 +1184,25 @@ func More(a, b interface{}) bool {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1211,25 +1211,25 @@ func More(a, b interface{}) bool {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1238,25 +1238,25 @@ func More(a, b interface{}) bool {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1265,25 +1265,25 @@ func More(a, b interface{}) bool {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1292,25 +1292,25 @@ func More(a, b interface{}) bool {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case uint64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int8:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int16:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int32:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case int64:
-			return int(x) > int(y)
+			return int64(x) > int64(y)
 		case float32:
 			return float64(x) > float64(y)
 		case float64:
@@ -1394,25 +1394,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1421,25 +1421,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1448,25 +1448,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1475,25 +1475,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1502,25 +1502,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1529,25 +1529,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1556,25 +1556,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1583,25 +1583,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1610,25 +1610,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1637,25 +1637,25 @@ func LessOrEqual(a, b interface{}) bool {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case uint64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int8:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int16:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int32:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case int64:
-			return int(x) <= int(y)
+			return int64(x) <= int64(y)
 		case float32:
 			return float64(x) <= float64(y)
 		case float64:
@@ -1739,25 +1739,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1766,25 +1766,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1793,25 +1793,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1820,25 +1820,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1847,25 +1847,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1874,25 +1874,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1901,25 +1901,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1928,25 +1928,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1955,25 +1955,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -1982,25 +1982,25 @@ func MoreOrEqual(a, b interface{}) bool {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case uint64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int8:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int16:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int32:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case int64:
-			return int(x) >= int(y)
+			return int64(x) >= int64(y)
 		case float32:
 			return float64(x) >= float64(y)
 		case float64:
@@ -2084,25 +2084,25 @@ func Add(a, b interface{}) interface{} {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2111,25 +2111,25 @@ func Add(a, b interface{}) interface{} {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2138,25 +2138,25 @@ func Add(a, b interface{}) interface{} {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2165,25 +2165,25 @@ func Add(a, b interface{}) interface{} {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2192,25 +2192,25 @@ func Add(a, b interface{}) interface{} {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2219,25 +2219,25 @@ func Add(a, b interface{}) interface{} {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2246,25 +2246,25 @@ func Add(a, b interface{}) interface{} {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2273,25 +2273,25 @@ func Add(a, b interface{}) interface{} {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2300,25 +2300,25 @@ func Add(a, b interface{}) interface{} {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2327,25 +2327,25 @@ func Add(a, b interface{}) interface{} {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case uint64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int8:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int16:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int32:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case int64:
-			return int(x) + int(y)
+			return int64(x) + int64(y)
 		case float32:
 			return float64(x) + float64(y)
 		case float64:
@@ -2431,25 +2431,25 @@ func Subtract(a, b interface{}) interface{} {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2458,25 +2458,25 @@ func Subtract(a, b interface{}) interface{} {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2485,25 +2485,25 @@ func Subtract(a, b interface{}) interface{} {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2512,25 +2512,25 @@ func Subtract(a, b interface{}) interface{} {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2539,25 +2539,25 @@ func Subtract(a, b interface{}) interface{} {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2566,25 +2566,25 @@ func Subtract(a, b interface{}) interface{} {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2593,25 +2593,25 @@ func Subtract(a, b interface{}) interface{} {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2620,25 +2620,25 @@ func Subtract(a, b interface{}) interface{} {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2647,25 +2647,25 @@ func Subtract(a, b interface{}) interface{} {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2674,25 +2674,25 @@ func Subtract(a, b interface{}) interface{} {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case uint64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int8:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int16:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int32:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case int64:
-			return int(x) - int(y)
+			return int64(x) - int64(y)
 		case float32:
 			return float64(x) - float64(y)
 		case float64:
@@ -2773,25 +2773,25 @@ func Multiply(a, b interface{}) interface{} {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2802,25 +2802,25 @@ func Multiply(a, b interface{}) interface{} {
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2831,25 +2831,25 @@ func Multiply(a, b interface{}) interface{} {
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2860,25 +2860,25 @@ func Multiply(a, b interface{}) interface{} {
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2889,25 +2889,25 @@ func Multiply(a, b interface{}) interface{} {
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2918,25 +2918,25 @@ func Multiply(a, b interface{}) interface{} {
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2947,25 +2947,25 @@ func Multiply(a, b interface{}) interface{} {
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -2976,25 +2976,25 @@ func Multiply(a, b interface{}) interface{} {
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -3005,25 +3005,25 @@ func Multiply(a, b interface{}) interface{} {
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -3034,25 +3034,25 @@ func Multiply(a, b interface{}) interface{} {
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case uint64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int8:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int16:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int32:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case int64:
-			return int(x) * int(y)
+			return int64(x) * int64(y)
 		case float32:
 			return float64(x) * float64(y)
 		case float64:
@@ -3481,237 +3481,238 @@ func Divide(a, b interface{}) float64 {
 	panic(fmt.Sprintf("invalid operation: %T / %T", a, b))
 }
 
-func Modulo(a, b interface{}) int {
+// cairn: integers are int64 on every platform (see third_party/README.md).
+func Modulo(a, b interface{}) int64 {
 	switch x := a.(type) {
 	case uint:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case uint8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case uint16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case uint32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case uint64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case int:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case int8:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case int16:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case int32:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	case int64:
 		switch y := b.(type) {
 		case uint:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case uint64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int8:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int16:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int32:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		case int64:
-			return int(x) % int(y)
+			return int64(x) % int64(y)
 		}
 	}
 	panic(fmt.Sprintf("invalid operation: %T %% %T", a, b))

@@ -34,26 +34,22 @@ func Fetch(from, i any) any {
 
 	switch v.Kind() {
 	case reflect.Array, reflect.Slice, reflect.String:
-		index := ToInt(i)
-		l := v.Len()
+		// cairn: integers are int64 on every platform (see third_party/README.md):
+		// an index int cannot hold is out of range, not wrapped into it.
+		index, l := ToInt64(i), int64(v.Len())
 		if index < 0 {
 			index = l + index
 		}
 		if index < 0 || index >= l {
 			panic(fmt.Sprintf("index out of range: %v (array length is %v)", index, l))
 		}
-		value := v.Index(index)
+		value := v.Index(int(index))
 		if value.IsValid() {
 			return value.Interface()
 		}
 
 	case reflect.Map:
-		var value reflect.Value
-		if i == nil {
-			value = v.MapIndex(reflect.Zero(v.Type().Key()))
-		} else {
-			value = v.MapIndex(reflect.ValueOf(i))
-		}
+		value := MapIndex(v, i) // cairn: integers are int64 on every platform (see third_party/README.md).
 		if value.IsValid() {
 			return value.Interface()
 		} else {
@@ -150,8 +146,10 @@ func Slice(array, from, to any) any {
 
 	switch v.Kind() {
 	case reflect.Array, reflect.Slice, reflect.String:
-		length := v.Len()
-		a, b := ToInt(from), ToInt(to)
+		// cairn: integers are int64 on every platform (see third_party/README.md):
+		// bounds int cannot hold are clamped, not wrapped.
+		length := int64(v.Len())
+		a, b := ToInt64(from), ToInt64(to)
 		if a < 0 {
 			a = length + a
 		}
@@ -175,7 +173,7 @@ func Slice(array, from, to any) any {
 			newValue.Set(v)
 			v = newValue
 		}
-		value := v.Slice(a, b)
+		value := v.Slice(int(a), int(b))
 		if value.IsValid() {
 			return value.Interface()
 		}
@@ -210,12 +208,7 @@ func In(needle any, array any) bool {
 		return false
 
 	case reflect.Map:
-		var value reflect.Value
-		if needle == nil {
-			value = v.MapIndex(reflect.Zero(v.Type().Key()))
-		} else {
-			value = v.MapIndex(reflect.ValueOf(needle))
-		}
+		value := MapIndex(v, needle) // cairn: integers are int64 on every platform (see third_party/README.md).
 		if value.IsValid() {
 			return true
 		}
@@ -245,6 +238,39 @@ func In(needle any, array any) bool {
 	}
 
 	panic(fmt.Sprintf(`operator "in" not defined on %T`, array))
+}
+
+// MapIndex is m[key], or the zero Value where m has no such key; a nil key
+// is m's key type's zero. cairn: integers are int64 on every platform (see
+// third_party/README.md): an integer key of another integer type than m's
+// keys is converted (IntegerAs), and is not there where that type cannot
+// hold it.
+func MapIndex(m reflect.Value, key any) reflect.Value {
+	t := m.Type().Key()
+	if key == nil {
+		return m.MapIndex(reflect.Zero(t))
+	}
+	k, ok := IntegerAs(reflect.ValueOf(key), t)
+	if !ok {
+		return reflect.Value{}
+	}
+	return m.MapIndex(k)
+}
+
+// IntegerAs is v as type t where both are integers of different types, and
+// ok whether t holds v's value; v and true where they are not. cairn: integers
+// are int64 on every platform (see third_party/README.md), and one is
+// converted where Go wants another integer type: a map's key, a parameter.
+func IntegerAs(v reflect.Value, t reflect.Type) (_ reflect.Value, ok bool) {
+	if v.Type() == t || !isInteger(v.Kind()) || !isInteger(t.Kind()) {
+		return v, true
+	}
+	c := v.Convert(t)
+	return c, c.Convert(v.Type()).Interface() == v.Interface() && (c.CanInt() && c.Int() < 0) == (v.CanInt() && v.Int() < 0)
+}
+
+func isInteger(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Uint64
 }
 
 func Len(a any) int {
@@ -292,55 +318,46 @@ func Exponent(a, b any) float64 {
 	return math.Pow(ToFloat64(a), ToFloat64(b))
 }
 
-func MakeRange(min, max int) []int {
+// MakeRange is min..max. cairn: integers are int64 on every platform (see
+// third_party/README.md).
+func MakeRange(min, max int64) []int64 {
 	size := max - min + 1
 	if size <= 0 {
-		return []int{}
+		return []int64{}
 	}
-	rng := make([]int, size)
+	rng := make([]int64, size)
 	for i := range rng {
-		rng[i] = min + i
+		rng[i] = min + int64(i)
 	}
 	return rng
 }
 
+// ToInt is a number as an int. cairn: integers are int64 on every platform
+// (see third_party/README.md): it panics for a number int cannot hold (over
+// 2^31-1 where int has 32 bits) rather than wrap it.
 func ToInt(a any) int {
-	switch x := a.(type) {
-	case float32:
-		return int(x)
-	case float64:
-		return int(x)
-	case int:
-		return x
-	case int8:
-		return int(x)
-	case int16:
-		return int(x)
-	case int32:
-		return int(x)
-	case int64:
-		return int(x)
-	case uint:
-		return int(x)
-	case uint8:
-		return int(x)
-	case uint16:
-		return int(x)
-	case uint32:
-		return int(x)
-	case uint64:
-		return int(x)
+	switch a.(type) {
+	case float32, float64, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 	default:
-		panic(fmt.Sprintf("invalid operation: int(%T)", x))
+		panic(fmt.Sprintf("invalid operation: int(%T)", a))
 	}
+	i := ToInt64(a)
+	if int64(int(i)) != i {
+		panic(fmt.Sprintf("invalid operation: int(%v) overflows int", a))
+	}
+	return int(i)
 }
 
+// ToInt64 is a number as an int64, a float truncated toward zero.
+// cairn: integers are int64 on every platform (see third_party/README.md): it
+// panics for a float int64 cannot hold, NaN among them, whose conversion Go
+// leaves to the platform (amd64 gives -2^63 where arm64 saturates).
 func ToInt64(a any) int64 {
 	switch x := a.(type) {
 	case float32:
-		return int64(x)
+		return floatToInt64(float64(x))
 	case float64:
-		return int64(x)
+		return floatToInt64(x)
 	case int:
 		return int64(x)
 	case int8:
@@ -364,6 +381,13 @@ func ToInt64(a any) int64 {
 	default:
 		panic(fmt.Sprintf("invalid operation: int64(%T)", x))
 	}
+}
+
+func floatToInt64(x float64) int64 {
+	if !(x >= -1<<63 && x < 1<<63) {
+		panic(fmt.Sprintf("invalid operation: int(%v) overflows int64", x))
+	}
+	return int64(x)
 }
 
 func ToFloat64(a any) float64 {

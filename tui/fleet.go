@@ -256,10 +256,17 @@ func (f *Fleet) take(m api.FleetMessage) *gateway {
 	if !m.JSON {
 		switch strings.TrimSpace(string(m.Payload)) {
 		case "offline":
-			g.down, g.online, g.downAt = true, false, m.At
-			if m.Retained {
-				g.downAt = time.Time{} // it may have come long ago
+			// Every MQTT client of an agent carries the will, and a
+			// broker publishes each when that client's keepalive runs
+			// out: the first says when the gateway went down, the
+			// others are the same news.
+			if !g.down || g.downAt.IsZero() {
+				g.downAt = m.At
+				if m.Retained {
+					g.downAt = time.Time{} // it may have come long ago
+				}
 			}
+			g.down, g.online = true, false
 		case "online":
 			g.down, g.online = false, true
 		default:

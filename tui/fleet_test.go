@@ -244,6 +244,19 @@ func TestFleetOfflineAndBack(t *testing.T) {
 	}
 }
 
+// TestFleetOfflineSinceTheFirstWill: each MQTT client of an agent carries
+// the offline will, and the broker publishes each as its keepalive runs
+// out: a gateway is offline since the first, and the later ones do not
+// move that time.
+func TestFleetOfflineSinceTheFirstWill(t *testing.T) {
+	f := fleetModel(80, 24, plant(5)...)
+	f.Update(fleetBatch{presence("gw-004", "offline", fleetNow, false)})
+	f.Update(fleetBatch{presence("gw-004", "offline", fleetNow.Add(12*time.Second), false)})
+	if at := f.gateways["gw-004"].downAt; !at.Equal(fleetNow) {
+		t.Fatalf("gw-004 offline since %v after a second will 12 s later; want %v", at, fleetNow)
+	}
+}
+
 // TestFleetStatusAge: a retained status is as old as its own time says,
 // never older than when it came; a gateway whose statuses stop coming
 // goes silent after three intervals and a slack, as the clock moves.

@@ -108,7 +108,7 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 			if a.remote != nil && m.SameAs == 0 { // one that changed nothing was uploaded as SameAs
 				a.remote.uploads.Upload(m) // before a stop waiting for m goes on to close the uploader
 			}
-			done.completed(m.ID)
+			done.completed(m)
 		},
 		OnAbort: func(ab checkpoint.Abort) {
 			said.onAbort(ab)
@@ -297,7 +297,7 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 		log.Warn("no final checkpoint", "err", err)
 		return
 	}
-	if err := done.wait(ctx, id); err != nil {
+	if _, err := done.wait(ctx, id); err != nil {
 		log.Warn("no final checkpoint; the last completed one stands", "id", id, "err", err)
 		return
 	}
@@ -327,18 +327,20 @@ func drainOutput(backlog *mqttio.Backlog, log *slog.Logger) {
 // completions lets callers wait for a checkpoint to complete.
 type completions struct {
 	mu      sync.Mutex
-	last    uint64
-	aborted map[uint64]string // newer than last: why they were aborted
-	stop    error             // set when the job stopped
+	last    *checkpoint.Manifest // the newest completed
+	aborted map[uint64]string    // newer than last: why they were aborted
+	stop    error                // set when the job stopped
 	waiters []chan struct{}
 }
 
-func (c *completions) completed(id uint64) {
+func (c *completions) completed(m *checkpoint.Manifest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.last = max(c.last, id)
+	if c.last == nil || m.ID > c.last.ID {
+		c.last = m
+	}
 	for a := range c.aborted {
-		if a <= c.last {
+		if a <= c.last.ID {
 			delete(c.aborted, a)
 		}
 	}
@@ -349,7 +351,7 @@ func (c *completions) completed(id uint64) {
 func (c *completions) abort(id uint64, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if id <= c.last {
+	if c.last != nil && id <= c.last.ID {
 		return
 	}
 	if c.aborted == nil {
@@ -381,25 +383,27 @@ func (c *completions) wakeLocked() {
 func (c *completions) completedAny() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last > 0
+	return c.last != nil
 }
 
-// wait returns when checkpoint id (or a later one) completed, or with an
-// error when it was aborted or the job stopped first.
-func (c *completions) wait(ctx context.Context, id uint64) error {
+// wait returns the newest completed checkpoint when checkpoint id (or a
+// later one) completed, or an error when it was aborted or the job
+// stopped first. The job's Status may not show it yet: OnComplete, which
+// tells c, comes first.
+func (c *completions) wait(ctx context.Context, id uint64) (*checkpoint.Manifest, error) {
 	for {
 		c.mu.Lock()
-		if c.last >= id {
+		if last := c.last; last != nil && last.ID >= id {
 			c.mu.Unlock()
-			return nil
+			return last, nil
 		}
 		if why, ok := c.aborted[id]; ok {
 			c.mu.Unlock()
-			return fmt.Errorf("checkpoint %d was aborted: %s", id, why)
+			return nil, fmt.Errorf("checkpoint %d was aborted: %s", id, why)
 		}
 		if err := c.stop; err != nil {
 			c.mu.Unlock()
-			return err
+			return nil, err
 		}
 		w := make(chan struct{})
 		c.waiters = append(c.waiters, w)
@@ -407,7 +411,7 @@ func (c *completions) wait(ctx context.Context, id uint64) error {
 		select {
 		case <-w:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }

@@ -228,8 +228,13 @@ func TestOnAlignedAbandoned(t *testing.T) {
 		Checkpoints: checkpoint.Config{Mode: checkpoint.ExactlyOnce, Timeout: 300 * time.Millisecond, MaxConcurrent: 1, TolerableFailures: -1}})
 	id := g.alignOnQuick(t)
 	a := testwait.Recv(t, aligned, 10*time.Second, "the abandoned alignment")
-	st := g.job.Status()
-	if st.Failed != 1 || len(st.History) != 1 || g.gate().Alignment.ID != 0 {
+	// The status, published after the coordinator told the subtasks of
+	// the abort, may come after the report (under qemu it did).
+	var st Status
+	if !testwait.Poll(10*time.Second, func() bool {
+		st = g.job.Status()
+		return st.Failed == 1 && len(st.History) == 1 && g.gate().Alignment.ID == 0
+	}) {
 		t.Fatalf("after the abort: %d failed, history %+v, gate aligning %d", st.Failed, st.History, g.gate().Alignment.ID)
 	}
 	expired := st.History[0].Triggered + 300*time.Millisecond

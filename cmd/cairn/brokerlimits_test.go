@@ -169,11 +169,14 @@ func resident(t testing.TB, pid int) int64 {
 }
 
 // within fails t unless the agent's peak stayed under the memory limit
-// and the margin, and it used less than cpu during the attack.
+// and the margin, and it used less than cpu during the attack. Under an
+// emulator the peak is the emulator's too, and not checked.
 func (f attackFigures) within(t testing.TB, cpu time.Duration) {
 	t.Helper()
 	t.Logf("the attack cost %v", f)
-	if f.peak > attackMemoryLimit+attackMargin {
+	if emu := cairntest.Emulator(); emu != "" {
+		t.Logf("the peak is not checked: under %s, the agent's resident memory is the emulator's too (its translated code, its own heap)", emu)
+	} else if f.peak > attackMemoryLimit+attackMargin {
 		t.Errorf("the agent's resident memory peaked at %d MiB, over its memory limit of %d MiB and %d MiB", f.peak>>20, attackMemoryLimit>>20, attackMargin>>20)
 	}
 	if f.cpu > cpu {

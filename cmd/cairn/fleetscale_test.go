@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-edge/cairn/internal/procfs"
 	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 var (
@@ -161,7 +162,9 @@ func TestFleetTopAtScale(t *testing.T) {
 	term.awaitExit(t, 10*time.Second)
 }
 
-// panePid is the pid of the program the terminal runs.
+// panePid is the pid of the program the terminal runs, once it runs it:
+// tmux forks the pane's process, which then executes the program (under
+// qemu, the test asked before it had, now and then).
 func panePid(t *testing.T, term *terminal) int {
 	t.Helper()
 	out, err := exec.Command("tmux", "-L", term.socket, "display-message", "-p", "-t", "top", "#{pane_pid}").Output()
@@ -172,7 +175,11 @@ func panePid(t *testing.T, term *terminal) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "cairn" {
+	var comm []byte
+	if !testwait.Poll(10*time.Second, func() bool {
+		comm, err = os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return err == nil && strings.TrimSpace(string(comm)) == "cairn"
+	}) {
 		t.Fatalf("the terminal runs pid %d, %q, not cairn: %v", pid, comm, err)
 	}
 	return pid

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { os.Exit(cairntest.Main(m)) }
 func TestBinaryVersion(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "cairn")
 	const rev = "0123456789abcdef0123456789abcdef01234567"
-	build := exec.Command("go", "build", "-ldflags",
+	build := cairntest.GoBuild("-ldflags",
 		"-X main.version=v0.0.0-test -X main.commit="+rev+" -X main.date=2026-12-02T10:11:12Z", "-o", bin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -56,7 +56,7 @@ func TestBinaryVersion(t *testing.T) {
 // worktree, whose .git is a file.
 func TestVersionFromBuildInfo(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "cairn")
-	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".")
+	build := cairntest.GoBuild("-buildvcs=true", "-o", bin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,8 @@ import (
 // memory never comes near the messages' size (paho alone would hold the
 // huge one whole, twice; the keys, decoded and held in flight, took an
 // agent to 2.3 GB); nor after a kill, when the restart replays them.
+// (Under an emulator, the memory is not checked: it is the emulator's
+// too.)
 func TestHugeMessageCostsNoMemory(t *testing.T) {
 	t.Parallel() // its own broker, ports and directories; what it measures is the agent's memory, not time
 	r := newBrokerRun(t, "huge", "agent:\n  data_dir: %s\n  memory_limit: 48MiB\nbrokers:\n  local:\n    url: %s\n    client_id: huge\n"+
@@ -52,6 +54,17 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 		t.Fatalf("publish: %v", tok.Error())
 	}
 	const hostile = 1 + manyKeys
+	// Each message of many keys takes its time to be decoded and refused
+	// (under qemu, beside the other tests, some 50 a minute): a minute
+	// for each next dead letter, for as long as they come.
+	for letters := int64(-1); ; {
+		st := cairntest.AwaitStatus(t, socket, fmt.Sprintf("more than %d of the %d hostile messages dead-lettered", max(letters, 0), hostile), time.Minute, func(st api.Status) bool {
+			return st.DeadLetters > letters
+		})
+		if letters = st.DeadLetters; letters >= hostile {
+			break
+		}
+	}
 	cairntest.AwaitStatus(t, socket, "the hostile messages dead-lettered and the next one read", time.Minute, func(st api.Status) bool {
 		return st.DeadLetters == hostile && st.RecordsOut("readings") >= 2
 	})
@@ -62,7 +75,10 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 	}
 	peak := peakResident(t, p.Pid())
 	t.Logf("peak resident %d MB", peak>>20)
-	if peak > 80<<20 {
+	emu := cairntest.Emulator()
+	if emu != "" {
+		t.Logf("the peak is not checked: under %s, the agent's resident memory is the emulator's too (its translated code, its own heap)", emu)
+	} else if peak > 80<<20 {
 		t.Fatalf("the agent's resident memory peaked at %d MB for a 100 MB message and %d of many keys", peak>>20, manyKeys)
 	}
 	// A kill before the next checkpoint: the restart replays from the
@@ -70,7 +86,7 @@ func TestHugeMessageCostsNoMemory(t *testing.T) {
 	p.Kill()
 	p = startAgent(t, bin, file)
 	cairntest.AwaitStatus(t, socket, "the agent running again", time.Minute, func(st api.Status) bool { return st.State == "running" })
-	if peak := peakResident(t, p.Pid()); peak > 80<<20 {
+	if peak := peakResident(t, p.Pid()); emu == "" && peak > 80<<20 {
 		t.Fatalf("after a restart, the agent's resident memory peaked at %d MB", peak>>20)
 	}
 }

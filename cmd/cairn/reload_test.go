@@ -80,6 +80,11 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, file)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the agent's log:\n%s", p.Log())
+		}
+	})
 	p.Await(t, regexp.MustCompile(`embedded MQTT broker listening`), 30*time.Second)
 
 	// Collect the counts published after the reload's checkpoint.
@@ -114,8 +119,14 @@ func TestReloadKeepsStateAndRejectsInvalidEdits(t *testing.T) {
 	mu.Lock()
 	reloadedAt = final
 	mu.Unlock()
-	if got := p.Await(t, restoreLine, 30*time.Second)[1]; got != fmt.Sprint(final) {
-		t.Fatalf("after the reload the agent restored checkpoint %s, want the final one %d", got, final)
+	// The final checkpoint, or a periodic one that completed after it
+	// while the stop waited for the brokers to acknowledge the output:
+	// the coordinator goes on triggering them until the job ends (under
+	// qemu for linux/arm, two did now and then).
+	var restored uint64
+	fmt.Sscan(p.Await(t, restoreLine, 30*time.Second)[1], &restored)
+	if restored < final {
+		t.Fatalf("after the reload the agent restored checkpoint %d, older than the final one %d", restored, final)
 	}
 	for range 5 {
 		p.Await(t, completeLine, 30*time.Second)
@@ -175,8 +186,9 @@ operators:
 `
 
 // TestLogLevel runs the agent at log_level warn, where a healthy agent
-// says nothing, then reloads the file at debug: from then on the runtime's
-// debug lines appear, and none was written before the reload.
+// says next to nothing (under qemu, that its first checkpoints were late),
+// then reloads the file at debug: from then on the runtime's debug lines
+// appear, and no line below warn was written before the reload.
 func TestLogLevel(t *testing.T) {
 	bin := cairntest.Build(t, "cairn")
 	dir := t.TempDir()
@@ -191,11 +203,14 @@ func TestLogLevel(t *testing.T) {
 	p.Await(t, regexp.MustCompile(`level=DEBUG msg="checkpoint complete"`), 60*time.Second)
 	p.Signal(syscall.SIGTERM)
 	p.Await(t, finalLine, 30*time.Second)
-	first := regexp.MustCompile(`^time=(\S+)`).FindStringSubmatch(p.Log())
-	if first == nil {
-		t.Fatalf("the log does not start with a time:\n%s", p.Log())
-	}
-	if at, err := time.Parse(time.RFC3339Nano, first[1]); err != nil || at.Before(reloaded) {
-		t.Fatalf("a line was logged at warn level before the reload at %v:\n%s", reloaded.Format(time.RFC3339Nano), p.Log())
+	line := regexp.MustCompile(`^time=(\S+) level=(\S+) `)
+	for l := range strings.Lines(p.Log()) {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("a line without a time and level: %q\n%s", l, p.Log())
+		}
+		if at, err := time.Parse(time.RFC3339Nano, m[1]); err != nil || at.Before(reloaded) && m[2] != "WARN" && m[2] != "ERROR" {
+			t.Fatalf("a line was logged below warn level before the reload at %v:\n%s", reloaded.Format(time.RFC3339Nano), p.Log())
+		}
 	}
 }

@@ -88,11 +88,11 @@ func TestSavepointsAreRetained(t *testing.T) {
 	cairntest.AwaitStatus(t, filepath.Join(data, "cairn.sock"), "the agent running", 30*time.Second, func(st api.Status) bool { return st.State == "running" })
 	var paths []string
 	for range 3 {
-		out, err := exec.Command(bin, "savepoint", "-c", config).Output()
-		if err != nil {
-			t.Fatalf("cairn savepoint: %v", err)
+		code, out, stderr := cairntest.Run(t, bin, "savepoint", "-c", config)
+		if code != 0 {
+			t.Fatalf("cairn savepoint: exit status %d\n%s", code, stderr)
 		}
-		paths = append(paths, strings.TrimSpace(string(out)))
+		paths = append(paths, strings.TrimSpace(out))
 	}
 	for i, path := range paths {
 		_, err := os.Stat(path)

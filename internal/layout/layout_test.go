@@ -84,7 +84,7 @@ var rules = []rule{
 	{pkg: "internal/debcopyright", job: "a command of `.ci/release`: the .deb's copyright file from what a binary links, each licence identified by its text"},
 	{pkg: "internal/testing/boltcheck", job: "bbolt's check of the store's file, and the damage tests do to it",
 		allowed: []string{"go.etcd.io/bbolt"}},
-	{pkg: "internal/testing/cairntest", job: "cairn's binaries in tests: built once per test process, run, their logs awaited, a running agent's status awaited",
+	{pkg: "internal/testing/cairntest", job: "cairn's binaries in tests: built once per test process for the test's machine, run, their logs awaited, a running agent's status awaited; whether an emulator runs the test",
 		allowed: []string{"internal/testing/testwait"}},
 	{pkg: "internal/testing/fusecut", job: "a file system that loses unsynced writes below bbolt: FUSE, go-fuse",
 		allowed: []string{"github.com/hanwen/go-fuse/v2"}},

@@ -1,8 +1,9 @@
 // Package cairntest runs cairn's own binaries in tests: it builds them
-// once per test process, beside each other as a release ships them
-// (Build), starts them and reads their logs line by line (Start, Proc),
-// and waits on a running agent's status (AwaitStatus). The tests of
-// cmd/cairn, cmd/cairn-bench and torture share it.
+// once per test process, for the machine the test runs on, beside each
+// other as a release ships them (Build), starts them and reads their logs
+// line by line (Start, Proc), and waits on a running agent's status
+// (AwaitStatus); it tells a test that an emulator runs it (Emulator). The
+// tests of cmd/cairn, cmd/cairn-bench and torture share it.
 package cairntest
 
 import (
@@ -10,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -37,8 +40,9 @@ func Main(m *testing.M) int {
 }
 
 // Build builds the command ./cmd/name of this module, as go build does
-// by default, once per test process, and returns the binary's path. The
-// binaries are beside each other, named as their commands.
+// by default for the machine the test runs on (GoBuild), once per test
+// process, and returns the binary's path. The binaries are beside each
+// other, named as their commands.
 func Build(t testing.TB, name string) string {
 	t.Helper()
 	built.mu.Lock()
@@ -54,11 +58,31 @@ func Build(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatalf("go env GOMOD: %v", err)
 	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
+	build := GoBuild("-o", bin, "./cmd/"+name)
 	build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
 	built.bins[name] = true
 	return bin
+}
+
+// GoBuild returns the command `go build args...` for the machine the test
+// binary was built for: its GOOS, GOARCH and GOARM, and its CGO_ENABLED
+// (as its build information says), not the go tool's own. Natively that
+// is what go build does by default; a test binary cross-compiled for
+// linux/arm and run under qemu (.ci/run) gets binaries for linux/arm too,
+// to run as it is run.
+func GoBuild(args ...string) *exec.Cmd {
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Env = append(os.Environ(), "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "GOARM", "CGO_ENABLED":
+				cmd.Env = append(cmd.Env, s.Key+"="+s.Value)
+			}
+		}
+	}
+	return cmd
 }

@@ -292,7 +292,7 @@ func reportDropped(m *checkpoint.Manifest, cfg *config.Config, log *slog.Logger)
 func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
-	id, err := job.TriggerSavepoint(ctx) // aligned: a reload may change parallelism
+	id, err := job.TriggerFinal(ctx) // a savepoint (a reload may change parallelism), and the last checkpoint
 	if err != nil {
 		log.Warn("no final checkpoint", "err", err)
 		return

@@ -157,6 +157,7 @@ type Coordinator struct {
 	failures int // consecutive
 	failed   error
 	finished bool // a subtask finished: no further checkpoints
+	final    bool // RequestFinal was called: no further periodic checkpoints
 
 	ready Ready
 }
@@ -206,7 +207,7 @@ func (c *Coordinator) NextTick() (at time.Duration, ok bool) {
 			consider(p.triggered + c.cfg.Timeout)
 		}
 	}
-	if c.cfg.Interval == 0 || c.finished || c.failed != nil {
+	if c.cfg.Interval == 0 || c.finished || c.final || c.failed != nil {
 		return at, ok
 	}
 	next := c.cfg.Interval
@@ -228,7 +229,7 @@ func (c *Coordinator) NextTick() (at time.Duration, ok bool) {
 }
 
 func (c *Coordinator) periodicDue() bool {
-	if c.cfg.Interval == 0 || c.finished || c.failed != nil {
+	if c.cfg.Interval == 0 || c.finished || c.final || c.failed != nil {
 		return false
 	}
 	if c.triggeredOnce && c.now < c.lastTrigger+c.cfg.Interval || !c.triggeredOnce && c.now < c.cfg.Interval {
@@ -257,6 +258,18 @@ func (c *Coordinator) RequestSavepoint() uint64 {
 		return 0
 	}
 	return c.trigger(true, true)
+}
+
+// RequestFinal is RequestSavepoint for the final checkpoint of a job that
+// stops once it completes: no periodic checkpoint is triggered after it.
+// The caller holds the sources first, so one would hold nothing more; but
+// it could complete as the job ends, unannounced, and a start would
+// restore it instead of the final one. Requested checkpoints still are
+// taken.
+func (c *Coordinator) RequestFinal() uint64 {
+	id := c.RequestSavepoint()
+	c.final = c.final || id != 0
+	return id
 }
 
 func (c *Coordinator) trigger(manual, aligned bool) uint64 {

@@ -44,6 +44,9 @@ func formatReady(rd Ready) string {
 		if tr.Manual {
 			s += " (requested)"
 		}
+		if tr.Barrier.Aligned {
+			s += ", aligned at every subtask"
+		}
 		out = append(out, s)
 	}
 	if m := rd.Finalize; m != nil {
@@ -94,7 +97,11 @@ func TestCoordinatorScenarios(t *testing.T) {
 				now = durationArg(t, d, "at", now)
 				c.Tick(now)
 			case "request":
-				if id := c.RequestCheckpoint(); id == 0 {
+				request := c.RequestCheckpoint
+				if d.HasArg("final") {
+					request = c.RequestFinal
+				}
+				if id := request(); id == 0 {
 					return "refused\n" + formatReady(c.Ready())
 				}
 			case "ack":

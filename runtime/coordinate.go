@@ -27,35 +27,43 @@ type finalizeResult struct {
 	written *checkpoint.Manifest
 }
 
-// request asks the coordinator's loop for a checkpoint now.
+// request asks the coordinator's loop for a checkpoint now: a savepoint,
+// and the final one (Coordinator.RequestFinal).
 type request struct {
-	savepoint bool
-	reply     chan uint64
+	savepoint, final bool
+	reply            chan uint64
 }
 
 // TriggerCheckpoint starts a checkpoint now and returns its id. It fails
 // when the job is not running or a subtask has finished.
 func (j *Job) TriggerCheckpoint(ctx context.Context) (uint64, error) {
-	return j.trigger(ctx, false)
+	return j.trigger(ctx, request{})
 }
 
 // TriggerSavepoint is TriggerCheckpoint for a savepoint: a checkpoint
 // aligned in every mode, which holds no records in flight and so restores
 // under another parallelism too.
 func (j *Job) TriggerSavepoint(ctx context.Context) (uint64, error) {
-	return j.trigger(ctx, true)
+	return j.trigger(ctx, request{savepoint: true})
 }
 
-func (j *Job) trigger(ctx context.Context, savepoint bool) (uint64, error) {
-	reply := make(chan uint64, 1)
+// TriggerFinal is TriggerSavepoint for the final checkpoint of a job that
+// the caller ends once it completes, having held its sources: the job
+// triggers no periodic checkpoint after it (Coordinator.RequestFinal).
+func (j *Job) TriggerFinal(ctx context.Context) (uint64, error) {
+	return j.trigger(ctx, request{savepoint: true, final: true})
+}
+
+func (j *Job) trigger(ctx context.Context, r request) (uint64, error) {
+	r.reply = make(chan uint64, 1)
 	select {
-	case j.requests <- request{savepoint: savepoint, reply: reply}:
+	case j.requests <- r:
 	case <-j.done:
 		return 0, errStopped
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	if id := <-reply; id != 0 {
+	if id := <-r.reply; id != 0 {
 		return id, nil
 	}
 	return 0, errors.New("no checkpoint can be taken: a subtask has finished or the job failed")
@@ -100,7 +108,11 @@ func (j *Job) coordinate(coord *checkpoint.Coordinator) {
 		case r := <-j.requests:
 			coord.Tick(j.now())
 			if r.savepoint {
-				id := coord.RequestSavepoint()
+				request := coord.RequestSavepoint
+				if r.final {
+					request = coord.RequestFinal
+				}
+				id := request()
 				j.records.savepoint(id)
 				r.reply <- id
 			} else {

@@ -14,7 +14,6 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 	"github.com/cairn-edge/cairn/internal/testing/mosquittotest"
 	"github.com/cairn-edge/cairn/internal/testing/testwait"
@@ -139,14 +138,19 @@ func (w *outputWatcher) awaitCounts(t *testing.T, d time.Duration, want map[stri
 // connected publisher.
 type brokerRun struct {
 	broker                  *mosquittotest.Broker
+	name                    string
 	bin, data, file, socket string
 	pub                     paho.Client
+	// started is how many subscriptions the broker had logged when start
+	// last started an agent.
+	started int
 }
 
-// newBrokerRun sets up a brokerRun; name prefixes its clients' ids.
+// newBrokerRun sets up a brokerRun; name prefixes its clients' ids, and
+// the config's broker names it as its client_id.
 func newBrokerRun(t *testing.T, name, config string) *brokerRun {
 	t.Helper()
-	r := &brokerRun{broker: mosquittotest.Start(t, t.TempDir(), nil), bin: cairntest.Build(t, "cairn")}
+	r := &brokerRun{broker: mosquittotest.Start(t, t.TempDir(), nil), name: name, bin: cairntest.Build(t, "cairn")}
 	dir := t.TempDir()
 	r.data, r.file = filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml")
 	r.socket = filepath.Join(r.data, "cairn.sock")
@@ -161,12 +165,23 @@ func newBrokerRun(t *testing.T, name, config string) *brokerRun {
 	return r
 }
 
-// awaitSubscribed publishes probe to topic until the source has read a
-// record: its subscription then stands (it subscribes once connected).
-func (r *brokerRun) awaitSubscribed(t *testing.T, source, topic, probe string) {
+// start starts an agent on the run's pipeline file (startAgent), for
+// awaitSubscribed to wait for its subscriptions.
+func (r *brokerRun) start(t *testing.T, args ...string) *cairntest.Proc {
 	t.Helper()
-	cairntest.AwaitStatus(t, r.socket, "the source's subscription", time.Minute, func(st api.Status) bool {
-		r.pub.Publish(topic, 1, false, probe)
-		return st.RecordsOut(source) > 0
+	r.started = len(r.broker.Subscriptions())
+	return startAgent(t, r.bin, r.file, args...)
+}
+
+// awaitSubscribed returns once the client of source (of parallelism 1)
+// of the agent start started last has subscribed to filter, as the
+// broker logs it: from then on every message published to filter reaches
+// the source. It publishes nothing, so the records the source reads are
+// the test's readings alone, and a status count of them is exact.
+func (r *brokerRun) awaitSubscribed(t *testing.T, source, filter string) {
+	t.Helper()
+	want := mosquittotest.Subscription{Client: r.name + "-" + source + "-0", QoS: 1, Filter: filter}
+	testwait.For(t, time.Minute, fmt.Sprintf("%s's subscription to %s", want.Client, filter), func() bool {
+		return slices.Contains(r.broker.Subscriptions()[r.started:], want)
 	})
 }

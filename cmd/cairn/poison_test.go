@@ -95,17 +95,15 @@ func TestPoisonReadingsAreDeadLettered(t *testing.T) {
 		}
 		return poison
 	}
-	subscribed := func() { r.awaitSubscribed(t, "readings", "poison/probe/t", `{"seq":0,"humidity":10}`) } // filtered out
-
-	first := startAgent(t, bin, file)
-	subscribed()
+	first := r.start(t)
+	r.awaitSubscribed(t, "readings", "poison/+/t")
 	poison := feed(0, 150)
 	first.Await(t, regexp.MustCompile(`level=WARN msg="operator rejected a record" operator=humid subtask=0 on_error=dead-letter reason=`), time.Minute)
 	cairntest.AwaitStatus(t, socket, "the poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) == poison })
 	first.Kill()
 
-	second := startAgent(t, bin, file)
-	subscribed()
+	second := r.start(t)
+	r.awaitSubscribed(t, "readings", "poison/+/t")
 	poison = feed(150, 300)
 	st := cairntest.AwaitStatus(t, socket, "the second half's poison readings rejected", time.Minute, func(st api.Status) bool { return rejected(st) >= poison })
 	if st.State != "running" {

@@ -192,31 +192,27 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	bin, data, config := r.bin, r.data, r.file
 	out := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("fb-out"), "fb/out/#")
 	tally := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("fb-tally"), "fb/tally/#")
-	p := startAgent(t, bin, config)
-	// Probes that are dead letters, so that the records the source reads
-	// are the readings, and counted exactly: probes that were records made
-	// "every reading read" hold early under qemu, where 21 were read.
-	cairntest.AwaitStatus(t, r.socket, "the source's subscription", time.Minute, func(st api.Status) bool {
-		r.pub.Publish("fb/probe/t", 1, false, `{"v": "probe"}`)
-		return st.DeadLetters > 0
-	})
+	p := r.start(t)
+	r.awaitSubscribed(t, "readings", "fb/+/t")
 	pub := r.pub
-	// The input spreads over checkpoints, taken when asked for; the last
+	// The input spreads over checkpoints, taken when asked for, each once
+	// the source read every reading published (the records it read are
+	// the readings alone: awaitSubscribed publishes nothing); the last
 	// readings only the final checkpoint of the stop holds, so that the
 	// one before it, to which the restart falls back, does not.
-	const readings = 604
+	const readings, checkpointed = 604, 600
 	for i := range readings {
 		if tok := pub.Publish(fmt.Sprintf("fb/d%d/t", i%4), 1, false, fmt.Sprintf(`{"v": %d}`, i)); tok.Wait() && tok.Error() != nil {
 			t.Fatal(tok.Error())
 		}
-		if i%100 == 99 && i < 600 {
-			cairntest.AwaitStatus(t, r.socket, "the readings read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") > int64(i) })
+		if i%100 == 99 && i < checkpointed {
+			cairntest.AwaitStatus(t, r.socket, "the readings read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") == int64(i+1) })
 			if out, err := exec.Command(bin, "checkpoint", "-c", config).CombinedOutput(); err != nil {
 				t.Fatalf("cairn checkpoint: %v\n%s", err, out)
 			}
 		}
 	}
-	cairntest.AwaitStatus(t, r.socket, "every reading read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") >= readings })
+	cairntest.AwaitStatus(t, r.socket, "every reading read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") == readings })
 	p.Signal(syscall.SIGTERM)
 	final, _ := strconv.ParseUint(p.Await(t, finalLine, 30*time.Second)[1], 10, 64)
 	if err := p.Wait(); err != nil {
@@ -250,14 +246,14 @@ func TestFallbackRepublishesUnderTheSameIDs(t *testing.T) {
 	if err := boltcheck.FlipNewest(store); err != nil {
 		t.Fatal(err)
 	}
-	p = startAgent(t, bin, config)
+	p = r.start(t)
 	restored, _ := strconv.ParseUint(p.Await(t, restoreLine, 30*time.Second)[1], 10, 64)
 	if restored >= final {
 		t.Fatalf("restored %d, not older than the final %d", restored, final)
 	}
-	// The replay publishes again, at its first checkpoint, up to the last
-	// count of the first run.
-	cairntest.AwaitStatus(t, r.socket, "the replay read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") >= 4 })
+	// The replay, of the readings after the checkpoint restored, publishes
+	// again at its first checkpoint, up to the last count of the first run.
+	cairntest.AwaitStatus(t, r.socket, "the replay read", 30*time.Second, func(st api.Status) bool { return st.RecordsOut("readings") == readings-checkpointed })
 	if out, err := exec.Command(bin, "checkpoint", "-c", config).CombinedOutput(); err != nil {
 		t.Fatalf("cairn checkpoint: %v\n%s", err, out)
 	}

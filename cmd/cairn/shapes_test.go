@@ -81,9 +81,9 @@ func TestOutputShapes(t *testing.T) {
 	if tok := sub.Subscribe("shapes/#", 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
-	agent := startAgent(t, r.bin, r.file)
+	agent := r.start(t)
 	defer agent.Stop(time.Minute)
-	r.awaitSubscribed(t, "readings", "shapes/in/probe", `{"temp": 0, "ts": 1600000000000}`)
+	r.awaitSubscribed(t, "readings", "shapes/in/+")
 	const at = 1_700_000_000_000
 	for i, temp := range []float64{25, 35, 36, 15} {
 		r.pub.Publish("shapes/in/d1", 1, false, fmt.Sprintf(`{"temp": %v, "ts": %d}`, temp, at+int64(i)*1000)).Wait()

@@ -58,8 +58,8 @@ func TestSinkTopicPoisonKey(t *testing.T) {
 	bin, file, socket, pub := r.bin, r.file, r.socket, r.pub
 	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("sinktopic-watcher"), "sinktopic/out/#")
 
-	agent := startAgent(t, bin, file)
-	r.awaitSubscribed(t, "readings", "sinktopic/in", `{"device":"probe","seq":0}`)
+	agent := r.start(t)
+	r.awaitSubscribed(t, "readings", "sinktopic/in")
 	var held atomic.Bool
 	stop := make(chan struct{})
 	watched := make(chan struct{})

@@ -4,7 +4,9 @@
 // subscriber more than 1000 behind) and sessions kept across restarts —
 // and for the benchmarks (Run), with the settings they measure under; and
 // a Gate in front of one, which holds clients' connections while a test
-// does what must come before they reconnect.
+// does what must come before they reconnect. A Broker keeps the
+// subscriptions it logs (Subscriptions), so that a test can wait for a
+// client's subscription instead of publishing until one gets through.
 //
 // Without mosquitto installed, a test that asks for one is skipped, unless
 // CAIRN_REQUIRE_MOSQUITTO is set (as in CI): then its absence fails it.
@@ -19,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +41,8 @@ max_queued_messages 1000000
 max_inflight_messages 1000
 `
 
-// conf is a configuration's start: the listener, and the log on stderr.
+// conf is a configuration's start: the listener, and the log on stderr,
+// subscriptions included (Broker.Subscriptions).
 const conf = `listener %d 127.0.0.1
 allow_anonymous true
 log_dest stderr
@@ -46,6 +50,7 @@ log_type error
 log_type warning
 log_type notice
 log_type information
+log_type subscribe
 `
 
 // Broker is a running mosquitto.
@@ -55,6 +60,45 @@ type Broker struct {
 	conf string
 	log  io.Writer // what every incarnation writes
 	cmd  *exec.Cmd
+
+	mu   sync.Mutex
+	subs []Subscription // what every incarnation logged
+}
+
+// Subscription is one filter of a SUBSCRIBE the broker handled, as it
+// logged it.
+type Subscription struct {
+	Client string // the client's id
+	QoS    int
+	Filter string
+}
+
+// Subscriptions returns the filters the broker's clients subscribed to,
+// in the order it handled them, over its restarts: each filter of each
+// SUBSCRIBE, also one that the client's session held already. Once a
+// client's subscription is among them, a message published to its filter
+// from then on reaches the client's session: mosquitto handles one packet
+// at a time and logs a filter once it is subscribed.
+func (b *Broker) Subscriptions() []Subscription {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.subs)
+}
+
+// subscription parses a line of mosquitto's log of the type subscribe,
+// "<time>: <client> <qos> <filter>"; ok is false for a line of any other
+// type, but for one of three words whose second is 0, 1 or 2 ("Client 1
+// disconnected."), which takes a filter no one subscribes to.
+func subscription(line string) (s Subscription, ok bool) {
+	_, rest, ok := strings.Cut(line, ": ")
+	if !ok {
+		return s, false
+	}
+	f := strings.SplitN(rest, " ", 3)
+	if len(f) != 3 || len(f[1]) != 1 || f[1][0] < '0' || f[1][0] > '2' || f[2] == "" {
+		return s, false
+	}
+	return Subscription{Client: f[0], QoS: int(f[1][0] - '0'), Filter: f[2]}, true
 }
 
 // Start runs mosquitto with TestSettings and its persistence in dir,
@@ -142,7 +186,8 @@ func (b *Broker) start() error {
 			fmt.Fprintln(b.log, sc.Text())
 			if strings.Contains(sc.Text(), " running") {
 				close(running)
-				io.Copy(b.log, stderr)
+				b.follow(sc)
+				io.Copy(b.log, stderr) // the rest of a line too long to scan
 				return
 			}
 			lines = append(lines, sc.Text())
@@ -161,6 +206,19 @@ func (b *Broker) start() error {
 		b.cmd.Wait()
 		b.cmd = nil
 		return fmt.Errorf("mosquitto did not start within 10s:\n%s", <-seen)
+	}
+}
+
+// follow writes the lines of a running mosquitto's log to b.log, keeping
+// the subscriptions.
+func (b *Broker) follow(sc *bufio.Scanner) {
+	for sc.Scan() {
+		fmt.Fprintln(b.log, sc.Text())
+		if s, ok := subscription(sc.Text()); ok {
+			b.mu.Lock()
+			b.subs = append(b.subs, s)
+			b.mu.Unlock()
+		}
 	}
 }
 

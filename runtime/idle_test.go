@@ -161,21 +161,7 @@ func idleSourceClosesItsLastWindows(t *testing.T) {
 // while the other sends nothing at all.
 func TestIdleInputDoesNotHoldBackTheOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		idle := graph.WithIdleness(graph.Idleness{Timeout: time.Second, Horizon: time.Second})
-		busy, quiet := newFeed(), newFeed()
-		sink := &results{out: make(chan string, 64)}
-		var b graph.Builder
-		a := b.Source("busy", 1, busy.source(), graph.WithWatermarks(0), idle)
-		q := b.Source("quiet", 1, quiet.source(), graph.WithWatermarks(0), idle)
-		u := b.Operator("union", 1, graph.Union(), []graph.Input{graph.In(a, graph.Forward()), graph.In(q, graph.Forward())})
-		w := b.Operator("window", 1, graph.Window(graph.WindowSpec{Kind: graph.Tumbling, Size: time.Second, Aggregate: graph.AggCount}),
-			[]graph.Input{graph.In(u, graph.Hash(nil))})
-		b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(w, graph.Forward())})
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		runJob(t, topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+		busy, _, sink := idleSources(t, true)
 		time.Sleep(2 * time.Second) // both idle: nothing read yet
 		for i := range int64(50) {  // a reading every 100 ms, at the clock's time
 			busy.push(graph.Record{Key: "d", Time: time.Now().UnixMilli(), Value: 1})
@@ -308,20 +294,7 @@ func TestProcessingTimeWindowsAcrossClockSteps(t *testing.T) {
 // they come, are windowed, not late.
 func TestEndedInputBesideAnIdleOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		idle := graph.WithIdleness(graph.Idleness{Timeout: time.Second, Horizon: time.Second})
-		ending, quiet := newFeed(), newFeed()
-		sink := &results{out: make(chan string, 64)}
-		var b graph.Builder
-		a := b.Source("ending", 1, ending.source(), graph.WithWatermarks(0), idle)
-		q := b.Source("quiet", 1, quiet.source(), graph.WithWatermarks(0), idle)
-		w := b.Operator("window", 1, graph.Window(graph.WindowSpec{Kind: graph.Tumbling, Size: time.Second, Aggregate: graph.AggCount}),
-			[]graph.Input{graph.In(a, graph.Hash(nil)), graph.In(q, graph.Hash(nil))})
-		b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(w, graph.Forward())})
-		topo, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		runJob(t, topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+		ending, quiet, sink := idleSources(t, false)
 		time.Sleep(2 * time.Second) // both idle
 		ending.push(graph.Record{Key: "e", Time: time.Now().UnixMilli(), Value: 1})
 		ending.end() // active when it ends
@@ -342,4 +315,30 @@ func TestEndedInputBesideAnIdleOne(t *testing.T) {
 			}
 		}
 	})
+}
+
+// idleSources runs a job of two sources, each idle after a second without
+// input, into tumbling windows of a second, read through a union if union
+// or else straight from both; it returns the sources' feeds and the
+// windows' results.
+func idleSources(t *testing.T, union bool) (first, second *feed, sink *results) {
+	idle := graph.WithIdleness(graph.Idleness{Timeout: time.Second, Horizon: time.Second})
+	first, second, sink = newFeed(), newFeed(), &results{out: make(chan string, 64)}
+	var b graph.Builder
+	in := []graph.Input{
+		graph.In(b.Source("first", 1, first.source(), graph.WithWatermarks(0), idle), graph.Hash(nil)),
+		graph.In(b.Source("second", 1, second.source(), graph.WithWatermarks(0), idle), graph.Hash(nil)),
+	}
+	if union {
+		in[0].Partitioner, in[1].Partitioner = graph.Forward(), graph.Forward()
+		in = []graph.Input{graph.In(b.Operator("union", 1, graph.Union(), in), graph.Hash(nil))}
+	}
+	w := b.Operator("window", 1, graph.Window(graph.WindowSpec{Kind: graph.Tumbling, Size: time.Second, Aggregate: graph.AggCount}), in)
+	b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(w, graph.Forward())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runJob(t, topo, Options{Checkpoints: checkpoint.DefaultConfig()})
+	return first, second, sink
 }

@@ -192,7 +192,9 @@ func (c *controlAPI) checkpoints(w http.ResponseWriter, r *http.Request) {
 	for _, m := range ms {
 		info := CheckpointInfo(m)
 		if verify {
-			info.Damage = damage(inc.store, m)
+			if info.Damage = damage(inc.store, m); info.Damage != "" && !retained(inc.store, m.ID) {
+				continue // retention dropped it while it was read: no damage, and no longer listed
+			}
 		}
 		c.state.remote.uploadState(&info)
 		out = append(out, info)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cairn-edge/cairn/agent/api"
@@ -133,6 +134,13 @@ func damage(store checkpoint.Store, m *checkpoint.Manifest) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// retained reports whether store still holds completed checkpoint id: a
+// running agent's retention may drop the oldest while a listing reads it.
+func retained(store checkpoint.Store, id uint64) bool {
+	ms, err := store.Completed()
+	return err != nil || slices.ContainsFunc(ms, func(m *checkpoint.Manifest) bool { return m.ID == id })
 }
 
 // uploadState fills in info's upload state, when remote upload is on

@@ -65,6 +65,19 @@ func operatorOf(st api.Status, id string) api.Operator {
 	return api.Operator{}
 }
 
+// startClockRun starts mosquitto and an agent running clockConfig with
+// max_future maxFuture, watches its outputs, and sends one reading from
+// the year 9999 once the source has subscribed.
+func startClockRun(t *testing.T, maxFuture string) (*brokerRun, *outputWatcher, *cairntest.Proc) {
+	t.Helper()
+	r := newBrokerRun(t, "clock", fmt.Sprintf(clockConfig, maxFuture))
+	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("clock-watcher"), "clock/out/#")
+	agent := r.start(t)
+	r.awaitSubscribed(t, "readings", "clock/+")
+	publish(t, r.pub, "clock/broken", farFuture)
+	return r, outputs, agent
+}
+
 // publish publishes payload to topic at QoS 1 and waits for the broker's
 // acknowledgement.
 func publish(t *testing.T, pub paho.Client, topic, payload string) {
@@ -112,12 +125,7 @@ func awaitWindowOf(t *testing.T, outputs *outputWatcher, key string, newest, sin
 // and the clock passes the window's end, without a later reading, and
 // then the idle agent's checkpoints change nothing.
 func TestBadDeviceClockAndQuietSource(t *testing.T) {
-	r := newBrokerRun(t, "clock", fmt.Sprintf(clockConfig, "5m"))
-	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("clock-watcher"), "clock/out/#")
-	agent := r.start(t)
-	r.awaitSubscribed(t, "readings", "clock/+")
-
-	publish(t, r.pub, "clock/broken", farFuture)
+	r, outputs, agent := startClockRun(t, "5m")
 	cairntest.AwaitStatus(t, r.socket, "the reading from the year 9999 refused", time.Minute, func(st api.Status) bool {
 		return operatorOf(st, "readings").BadTimeRecords == 1
 	})
@@ -163,11 +171,7 @@ func TestBadDeviceClockAndQuietSource(t *testing.T) {
 // back to the clock and a WARN saying so; readings at the clock's time
 // are then windowed again rather than late.
 func TestPoisonedEventTimeIsBroughtBackOnRestore(t *testing.T) {
-	r := newBrokerRun(t, "clock", fmt.Sprintf(clockConfig, "0s"))
-	outputs := watchOutputs(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("poisoned-watcher"), "clock/out/#")
-	agent := r.start(t)
-	r.awaitSubscribed(t, "readings", "clock/+")
-	publish(t, r.pub, "clock/broken", farFuture)
+	r, outputs, agent := startClockRun(t, "0s")
 	cairntest.AwaitStatus(t, r.socket, "the window's event time at the end of time", time.Minute, func(st api.Status) bool {
 		return operatorOf(st, "avg").WatermarkUnixMS > time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	})

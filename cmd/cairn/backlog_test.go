@@ -138,13 +138,18 @@ func TestOutputBacklogHoldsInput(t *testing.T) {
 	}
 
 	// Every key's counts arrived in order without a gap.
+	var bad string
 	outputs.read(func(counts map[string][]float64) {
 		for key, cs := range counts {
 			for i, c := range cs {
-				if c != float64(i+1) {
-					t.Fatalf("key %s: count %v arrived as the %dth, after %v", key, c, i+1, cs[max(0, i-3):i])
+				if c != float64(i+1) && bad == "" {
+					bad = fmt.Sprintf("key %s: count %v arrived as the %dth, after %v", key, c, i+1, cs[max(0, i-3):i])
+					bad += "; what arrived for it, repeats included:\n" + outputs.arrivals(key, i-5, i+5)
 				}
 			}
 		}
 	})
+	if bad != "" {
+		t.Fatal(bad)
+	}
 }

@@ -68,6 +68,24 @@ func (w *outputWatcher) read(f func(values map[string][]float64)) {
 	f(w.values)
 }
 
+// arrivals lists, one per line, what arrived for key (id and value,
+// repeats included) from its from-th distinct value to its to-th; the
+// caller holds the watcher locked (read).
+func (w *outputWatcher) arrivals(key string, from, to int) string {
+	var b strings.Builder
+	seen := make(map[string]bool)
+	for _, o := range w.all {
+		if o.Key != key {
+			continue
+		}
+		if n := len(seen); n >= max(from, 0) && n <= to {
+			fmt.Fprintf(&b, "  %s %v\n", o.ID, o.Value)
+		}
+		seen[o.ID] = true
+	}
+	return b.String()
+}
+
 // await returns once f holds for the values heard, and fails the test
 // if it does not within d.
 func (w *outputWatcher) await(t *testing.T, d time.Duration, what string, f func(values map[string][]float64) bool) {

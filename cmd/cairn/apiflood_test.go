@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -279,4 +281,185 @@ func readAnswer(c net.Conn, d time.Duration) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// attack is one generated caller of the TCP control API's that is not
+// authorised: what it sends, and how.
+type attack struct {
+	kind string
+	// head is sent at once; then trickle, a byte every pause.
+	head, trickle []byte
+	pause         time.Duration
+}
+
+// anAttack generates an attack of one of the kinds a flood or a fuzzer
+// sends: random bytes, a partial request line, a header over the limit,
+// a wrong or missing token, a malformed header, a slow header, a slow
+// body, a connection that sends nothing.
+func anAttack(r *rand.Rand) attack {
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	}
+	token := [...]string{"", "Authorization: Bearer wrong\r\n", "Authorization: Bearer " + e2eToken[:len(e2eToken)-1] + "\r\n",
+		"Authorization: Basic " + e2eToken + "\r\n", "Authorization: bearer " + e2eToken + "x\r\n"}[r.IntN(5)]
+	path := [...]string{"/status", "/stop", "/checkpoint", "/events", "/../../etc/passwd", "/" + strings.Repeat("a", r.IntN(4000))}[r.IntN(6)]
+	method := [...]string{"GET", "POST", "DELETE", "BREW", "G\x00T"}[r.IntN(5)]
+	a := attack{pause: time.Duration(50+r.IntN(450)) * time.Millisecond}
+	switch r.IntN(8) {
+	case 0:
+		a.kind, a.head = "random bytes", random(1+r.IntN(8192))
+	case 1:
+		line := method + " " + path + " HTTP/1.1\r\n"
+		a.kind, a.head = "a partial request line", []byte(line[:r.IntN(len(line))])
+	case 2:
+		a.kind, a.head = "a header over the limit", fmt.Appendf(nil, "GET /status HTTP/1.1\r\nHost: gw\r\n%sX-Big: %s\r\n\r\n", token, strings.Repeat("b", 16<<10+r.IntN(64<<10)))
+	case 3:
+		a.kind, a.head = "a request without the token", fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: gw\r\n%s\r\n", method, path, token)
+	case 4:
+		a.kind, a.head = "a malformed header", fmt.Appendf(nil, "GET /status HTTP/1.1\r\nHost: gw\r\n%s%s\r\n\r\n", token, random(1+r.IntN(200)))
+	case 5:
+		a.kind, a.head, a.trickle = "a slow header", fmt.Appendf(nil, "GET /status HTTP/1.1\r\nHost: gw\r\n%s", token), random(20+r.IntN(200))
+	case 6:
+		a.trickle = random(1 + r.IntN(2000))
+		a.kind, a.head = "a slow body", fmt.Appendf(nil, "POST /stop HTTP/1.1\r\nHost: gw\r\n%sContent-Length: %d\r\n\r\n", token, len(a.trickle))
+	default:
+		a.kind = "a silent connection"
+	}
+	return a
+}
+
+// run makes the attack on addr and returns the agent's answer (0: the
+// connection closed without one), and what went wrong: an answer that is
+// not a refusal, or a connection neither answered nor closed in time.
+func (a attack) run(ctx context.Context, addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, nil // the agent's backlog is full; nothing to hold it to
+	}
+	defer c.Close()
+	if _, err := c.Write(a.head); err != nil {
+		return 0, nil // closed already
+	}
+	answered := make(chan struct{})
+	var code int
+	var readErr error
+	go func() {
+		// The header deadline is 5 s, so an idle connection closes
+		// within it; a slow body's request is answered at once.
+		code, readErr = readAnswer(c, 15*time.Second)
+		close(answered)
+	}()
+	trickle := time.NewTicker(a.pause)
+	defer trickle.Stop()
+sending:
+	for _, b := range a.trickle {
+		select {
+		case <-answered:
+			break sending
+		case <-ctx.Done():
+			break sending
+		case <-trickle.C:
+		}
+		if _, err := c.Write([]byte{b}); err != nil {
+			break // the agent closed it
+		}
+	}
+	<-answered
+	switch {
+	case readErr != nil:
+		return 0, fmt.Errorf("%s: %v", a.kind, readErr)
+	case code != 0 && !refusals[code]:
+		return code, fmt.Errorf("%s: answered %d without the token", a.kind, code)
+	}
+	return code, nil
+}
+
+// refusals are the answers the TCP control API may give a caller without
+// its token: the agent's 401, and net/http's to a request it cannot read
+// (400), a header over the limit (431), a transfer coding it does not
+// know (501), a version it does not speak (505).
+var refusals = map[int]bool{400: true, 401: true, 431: true, 501: true, 505: true}
+
+var apiSeed = flag.Uint64("apiflood.seed", 0, "seed of TestAPIUnderGeneratedRequests (0: from the clock)")
+
+// TestAPIUnderGeneratedRequests is the API's part of item 7 of issue 41:
+// 600 generated callers without the token (anAttack: random bytes,
+// partial request lines, headers over the limit, wrong tokens, slow
+// headers and bodies, silent connections), some of them in bursts of up
+// to 100 at once, against the TCP control API over about 10 s. Each must
+// be refused (refusals) or closed, never served, and never held open
+// past its header deadline; an authorised GET /status and a GET /metrics,
+// once a second meanwhile, must each be answered within answerBound; the
+// agent must not end. The seed is logged; -apiflood.seed runs one again.
+func TestAPIUnderGeneratedRequests(t *testing.T) {
+	seed := *apiSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (-apiflood.seed=%d runs it again)", seed, seed)
+	r := rand.New(rand.NewPCG(seed, 41))
+	a := startListenersAgent(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		wrong    []string
+		attacks  sync.WaitGroup
+		kinds    = make(map[string]int)
+		answers  = make(map[int]int) // by status code; 0: closed
+		launched = make(chan struct{})
+	)
+	go func() {
+		defer close(launched)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; n < 600; {
+			<-tick.C
+			burst := 1
+			if r.IntN(50) == 0 {
+				burst = 20 + r.IntN(81)
+			}
+			for ; burst > 0 && n < 600; burst, n = burst-1, n+1 {
+				at := anAttack(r)
+				kinds[at.kind]++
+				attacks.Go(func() {
+					code, err := at.run(ctx, a.api)
+					mu.Lock()
+					defer mu.Unlock()
+					answers[code]++
+					if err != nil {
+						wrong = append(wrong, err.Error())
+					}
+				})
+			}
+		}
+	}()
+	probes, probed := context.WithCancel(context.Background())
+	defer probed()
+	go func() {
+		<-launched
+		attacks.Wait()
+		probed()
+	}()
+	failures, slowest := newProber(a).answers(probes)
+	t.Logf("callers: %v; answers: %v (0: closed); the slowest authorised answer took %v", kinds, answers, slowest)
+	if len(failures) > 0 {
+		t.Errorf("authorised callers under the generated requests (seed %d):\n%s", seed, strings.Join(failures, "\n"))
+	}
+	if len(wrong) > 0 {
+		t.Errorf("generated requests (seed %d):\n%s", seed, strings.Join(wrong, "\n"))
+	}
+	select {
+	case <-a.p.Ended():
+		t.Fatalf("the agent ended (seed %d): %v\n%s", seed, a.p.Wait(), a.p.Log())
+	default:
+	}
+	if log := a.p.Log(); strings.Contains(log, "panic") {
+		t.Fatalf("the agent logged a panic (seed %d):\n%s", seed, log)
+	}
 }

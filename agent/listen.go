@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // SocketPath is the control socket under a data directory.
@@ -173,21 +171,27 @@ func listenTCP(addr, token string, api http.Handler, log *slog.Logger) (listener
 }
 
 // What one listener of the agent's (the control socket, the TCP control
-// API, the metrics) holds at most: maxConnections connections at once (more
-// wait in the kernel's accept queue, costing the agent no descriptor),
-// none that sends no request header within 5 s or stays idle for
-// idleTimeout, headers of maxHeaderBytes. A flood of connections, from a
-// scanner or an attacker on the plant network, so cannot take the file
-// descriptors and memory the agent's broker connections and files need.
+// API, the metrics) holds at most: maxConnections connections at once (a
+// new one displaces one waiting for its request: boundedListener), none
+// that has not sent a whole request header headerTimeout after it was
+// accepted, or after the first bytes of its next request (however slowly
+// its bytes trickle in), nor one idle for idleTimeout, headers of
+// maxHeaderBytes. A flood of connections, from a scanner or an attacker
+// on the plant network, so cannot take the file descriptors and memory
+// the agent's broker connections and files need (a listener's
+// connections hold some 2 MiB at most), nor keep an authorised caller
+// waiting behind it.
 const (
-	maxConnections = 32
+	maxConnections = 64
+	headerTimeout  = 5 * time.Second
 	idleTimeout    = 10 * time.Second
 	maxHeaderBytes = 16 << 10
 )
 
 func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
-	l = netutil.LimitListener(l, maxConnections)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+	l = &boundedListener{Listener: l, max: maxConnections}
+	srv := &http.Server{Handler: served(h), ConnContext: withConn,
+		ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: log.New(io.Discard, "", 0)} // a caller's broken request is its own business, not the agent's log
 	go func() {
 		<-ctx.Done()

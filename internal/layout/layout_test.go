@@ -60,7 +60,7 @@ var rules = []rule{
 		allowed: []string{"checkpoint", "github.com/minio/minio-go/v7"}, tests: []string{"graph", "runtime", "localrecovery", "bench"}},
 	{pkg: "agent", job: "the daemon: builds the graph from a pipeline file, runs it with its stores, control API, reload, metrics, disk wear, the fleet status it publishes (and that `cairn top --fleet` watches), on one processor while the load is light (`procs.go`), systemd notification",
 		allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "datadir", "seglog", "ingest", "mqttio", "remote", "agent/api", "agent/config", "agent/savepoint", "internal/procfs",
-			"github.com/fsnotify/fsnotify", "golang.org/x/net/netutil", "golang.org/x/sys/unix"},
+			"github.com/fsnotify/fsnotify", "golang.org/x/sys/unix"},
 		tests: []string{"github.com/eclipse/paho.mqtt.golang"}},
 	{pkg: "agent/config", job: "pipeline files: yaml.v3 nodes, every error with its position and none showing a value from the environment; `docs/config.md` made from its types; the operator kinds, each defined once: settings, checks, docs and constructor (section 5)",
 		allowed: []string{"graph", "graph/exprop", "checkpoint", "mqttio", "remote", "go.yaml.in/yaml/v3", "github.com/dustin/go-humanize"}},

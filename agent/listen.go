@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cairn-edge/cairn/agent/config"
 )
 
 // SocketPath is the control socket under a data directory.
@@ -130,17 +132,10 @@ func listenMetrics(addr string, metrics http.Handler, log *slog.Logger) (listene
 const minTokenBytes = 16
 
 // readToken reads the control API's token from path, which only its owner
-// (and group) may read: a token others can read, or one short enough to
-// guess, lets anyone on the network control the agent.
+// may read (config.ReadSecret): a token others can read, or one short
+// enough to guess, lets anyone on the network control the agent.
 func readToken(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if st.Mode().Perm()&0o004 != 0 {
-		return "", fmt.Errorf("%s may be read by every user (mode %v): chmod o-r it", path, st.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
+	b, err := config.ReadSecret(path)
 	if err != nil {
 		return "", err
 	}

@@ -108,12 +108,13 @@ func UploadStates(c *config.Remote, infos []api.CheckpointInfo) {
 }
 
 // secret is value, or the content of file without its trailing newline:
-// a password, key or token a config names by field.
+// a password, key or token a config names by field. A file its group or
+// other users may read is refused (config.ReadSecret).
 func secret(value, file, field string) (string, error) {
 	if file == "" {
 		return value, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := config.ReadSecret(file)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", field, err)
 	}

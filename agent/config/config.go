@@ -31,7 +31,6 @@ import (
 	"maps"
 	"math"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,8 +128,8 @@ type Agent struct {
 	API string `yaml:"api"`
 	// A file holding the control API's token, 16 characters or more
 	// (spaces and line breaks around it are not part of it), which
-	// callers send as `Authorization: Bearer TOKEN`. The agent does not
-	// start if every user may read the file.
+	// callers send as `Authorization: Bearer TOKEN`. Only its owner may
+	// read the file, as any that holds a secret.
 	APITokenFile string `yaml:"api_token_file"`
 	// How the agent logs to stderr: `text`, a line of logfmt
 	// `key=value` pairs each, or `json`, a JSON object a line. Read when
@@ -591,7 +590,7 @@ type logLevel struct {
 // resolved against the directory of the file at path, where the agent then
 // finds it. The error, if any, is Errors.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -641,7 +640,7 @@ func LogFormat(path string) string {
 // parseLeniently parses the file at path with every environment variable
 // set: an unset one is left as it was written.
 func parseLeniently(path string) (*Config, Errors, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, nil, err
 	}

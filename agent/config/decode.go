@@ -74,6 +74,16 @@ type decoder struct {
 	lines  []string                    // the file, for verbatim
 	at     positions
 	env    fromEnv
+
+	// What the file's values cost so far (spend), and whether that
+	// stopped the decoding; dropped, that the string just decoded was
+	// over maxStringBytes and is not kept in its list or mapping.
+	values, scalarBytes int
+	exhausted, dropped  bool
+	// The byte offset of each character of line offsetsOf, when it holds
+	// more than ASCII (noteVerbatim's).
+	offsetsOf int
+	offsets   []int
 }
 
 // note records where n, the value of the field or item at key, is, and
@@ -104,11 +114,48 @@ func (d *decoder) noteVerbatim(field any, n *yaml.Node, s string) {
 	default:
 		return
 	}
-	line := []rune(d.lines[n.Line-1])
-	if n.Column-1 > len(line) || !strings.HasPrefix(string(line[n.Column-1:]), quote+s+quote) {
+	line := d.lines[n.Line-1]
+	at, ok := d.offset(n.Line, n.Column)
+	if !ok || !strings.HasPrefix(line[at:], quote+s+quote) {
 		return // escapes, ${VAR}, a tag, or lines yaml counts otherwise
 	}
 	d.at[verbatim{field}] = Pos{n.Line, n.Column + len(quote)}
+}
+
+// offset returns the byte offset in the file's line l of its character at
+// col (both from 1, as yaml.v3 counts them): the line's end for the
+// column after its last character, and false beyond that. It costs a
+// line's length once, however many values the line holds.
+func (d *decoder) offset(l, col int) (int, bool) {
+	line := d.lines[l-1]
+	if d.offsetsOf != l {
+		d.offsetsOf, d.offsets = l, nil
+		if !isASCII(line) {
+			d.offsets = make([]int, 0, len(line))
+			for i := range line {
+				d.offsets = append(d.offsets, i)
+			}
+		}
+	}
+	switch {
+	case d.offsets == nil && col-1 <= len(line):
+		return col - 1, true
+	case d.offsets == nil || col-1 > len(d.offsets):
+		return 0, false
+	case col-1 == len(d.offsets):
+		return len(line), true
+	}
+	return d.offsets[col-1], true
+}
+
+// isASCII reports whether s holds ASCII only.
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
@@ -122,8 +169,10 @@ var (
 )
 
 // scalar returns n's value after ${VAR} substitution.
+// It counts the value's bytes against the file's bounds (spend): "" once
+// they are crossed.
 func (d *decoder) scalar(n *yaml.Node) string {
-	return envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+	s := envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 		name := ref[2 : len(ref)-1]
 		v, ok := d.lookup(name)
 		if !ok {
@@ -131,6 +180,10 @@ func (d *decoder) scalar(n *yaml.Node) string {
 		}
 		return v
 	})
+	if !d.spend(n, 0, len(s)) {
+		return ""
+	}
+	return s
 }
 
 func isNull(n *yaml.Node) bool {
@@ -159,6 +212,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 	}
 	if isNull(n) {
 		return // leave the zero value
+	}
+	if !d.spend(n, 1, 0) {
+		return
 	}
 	switch {
 	case v.Type() == durationType:
@@ -191,15 +247,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			d.errorf(n, "want a list, not %s", kindName(n))
 			return
 		}
-		s := reflect.MakeSlice(v.Type(), 0, len(n.Content))
-		for _, item := range n.Content {
+		items := d.entries(n, 1)
+		s := reflect.MakeSlice(v.Type(), 0, len(items))
+		for _, item := range items {
 			if isNull(item) {
 				d.errorf(item, "empty list entry")
 				continue
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
+			d.dropped = false
 			d.decode(item, elem)
-			if elem.Kind() == reflect.Pointer && elem.IsNil() {
+			if elem.Kind() == reflect.Pointer && elem.IsNil() || elem.Kind() == reflect.String && d.dropped {
 				continue
 			}
 			if v.CanAddr() {
@@ -214,15 +272,20 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			return
 		}
 		m := reflect.MakeMap(v.Type())
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
+		content := d.entries(n, 2)
+		for i := 0; i+1 < len(content); i += 2 {
+			k, val := content[i], content[i+1]
+			if !d.spend(k, 0, len(k.Value)) || d.overlong(k, k.Value) {
+				continue
+			}
 			if isNull(val) {
 				d.errorf(k, "%q is empty", k.Value)
 				continue
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
+			d.dropped = false
 			d.decode(val, elem)
-			if elem.Kind() == reflect.Pointer && elem.IsNil() {
+			if elem.Kind() == reflect.Pointer && elem.IsNil() || elem.Kind() == reflect.String && d.dropped {
 				continue
 			}
 			if v.CanAddr() {
@@ -236,7 +299,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			d.errorf(n, "want a string, not %s", kindName(n))
 			return
 		}
-		v.SetString(d.scalar(n))
+		s := d.scalar(n)
+		if d.overlong(n, s) {
+			d.dropped = true
+			return
+		}
+		v.SetString(s)
 		if v.CanAddr() {
 			d.noteVerbatim(v.Addr().Interface(), n, v.String())
 		}
@@ -286,8 +354,12 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 		}
 	}
 	seen := make(map[string]bool)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
+	content := d.entries(n, 2)
+	for i := 0; i+1 < len(content); i += 2 {
+		k, val := content[i], content[i+1]
+		if !d.spend(k, 0, len(k.Value)) {
+			return
+		}
 		idx, ok := fields[k.Value]
 		if !ok {
 			d.errorf(k, "unknown field %q (known: %s)", k.Value, strings.Join(known, ", "))
@@ -349,6 +421,9 @@ func fileFields(t reflect.Type) []fileField {
 // in at where the file gave each field's value and in env the text of
 // those that took something from the environment.
 func parse(file string, data []byte, v any, lookup func(string) (string, bool), at positions, env fromEnv) Errors {
+	if e, ok := tooLarge(file, data); ok {
+		return Errors{e}
+	}
 	d := &decoder{file: file, lookup: lookup, lines: strings.Split(string(data), "\n"), at: at, env: env}
 	if bad := invalidUTF8(data); bad < len(data) {
 		// yaml.v3 would read a UTF-16 file, but count its lines and

@@ -11,39 +11,42 @@ import (
 )
 
 // namedFile is a file a config names: the field holding its path, the
-// field's name in errors, and where to report it if the file did not say.
+// field's name in errors, where to report it if the file did not say, and
+// whether it holds a secret (secretfile.go).
 type namedFile struct {
-	path *string
-	name string
-	def  Pos
+	path   *string
+	name   string
+	def    Pos
+	secret bool
 }
 
 // files are the files c names, in a stable order.
 func (c *Config) files() []namedFile {
-	out := []namedFile{{&c.Agent.APITokenFile, "agent.api_token_file", c.Agent.Pos}}
+	out := []namedFile{{&c.Agent.APITokenFile, "agent.api_token_file", c.Agent.Pos, true}}
 	for _, name := range slices.Sorted(maps.Keys(c.Brokers)) {
 		b := c.Brokers[name]
 		for _, f := range []struct {
-			path  *string
-			field string
-		}{{&b.PasswordFile, "password_file"}, {&b.CAFile, "ca_file"}, {&b.CertFile, "cert_file"}, {&b.KeyFile, "key_file"}} {
-			out = append(out, namedFile{f.path, fmt.Sprintf("broker %q: %s", name, f.field), b.Pos})
+			path   *string
+			field  string
+			secret bool
+		}{{&b.PasswordFile, "password_file", true}, {&b.CAFile, "ca_file", false}, {&b.CertFile, "cert_file", false}, {&b.KeyFile, "key_file", true}} {
+			out = append(out, namedFile{f.path, fmt.Sprintf("broker %q: %s", name, f.field), b.Pos, f.secret})
 		}
 		for _, u := range b.Users {
-			out = append(out, namedFile{&u.PasswordFile, fmt.Sprintf("broker %q: user %s: password_file", name, c.show(&u.Username)), u.Pos})
+			out = append(out, namedFile{&u.PasswordFile, fmt.Sprintf("broker %q: user %s: password_file", name, c.show(&u.Username)), u.Pos, true})
 		}
 	}
 	if r := c.Remote; r != nil {
-		out = append(out, namedFile{&r.AccessKeyFile, "remote: access_key_file", r.Pos},
-			namedFile{&r.SecretKeyFile, "remote: secret_key_file", r.Pos}, namedFile{&r.CAFile, "remote: ca_file", r.Pos})
+		out = append(out, namedFile{&r.AccessKeyFile, "remote: access_key_file", r.Pos, true},
+			namedFile{&r.SecretKeyFile, "remote: secret_key_file", r.Pos, true}, namedFile{&r.CAFile, "remote: ca_file", r.Pos, false})
 	}
 	return out
 }
 
 // checkFiles resolves the files c names, if relative, against the
 // directory of the pipeline file at path, as it does data_dir (the agent
-// opens them where they resolve), and finds those it cannot read. It
-// reads none: what is wrong inside a file (a CA file without a
+// opens them where they resolve), and finds those it cannot read, and the
+// secret ones that others than their owner may (exposed). It reads none: what is wrong inside a file (a CA file without a
 // certificate, say) the agent finds when it opens it; and it names no
 // secret, nor a path from the environment. A file whose field already has
 // an error (an unset ${VAR}) is not looked for.
@@ -63,7 +66,11 @@ func (c *Config) checkFiles(path string, errs Errors) Errors {
 		if reported[p] {
 			continue
 		}
-		if err := readable(*f.path); err != nil {
+		err := readable(*f.path)
+		if err == nil && f.secret {
+			err = exposedFile(*f.path)
+		}
+		if err != nil {
 			where := *f.path
 			switch {
 			case c.fromEnv(f.path):
@@ -96,6 +103,16 @@ func readable(path string) error {
 		return pathErr(err)
 	}
 	return f.Close()
+}
+
+// exposedFile says why the secret file at path may not be used, if it may
+// not (exposed).
+func exposedFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return pathErr(err)
+	}
+	return exposed(st.Mode())
 }
 
 // pathErr is err without the operation and path it names.
@@ -134,7 +151,7 @@ type Watched struct {
 // variables this shell lacks, which are left as written. An error is
 // returned only when the file cannot be read or parsed at all.
 func WatchedBrokers(path string) (map[string]Watched, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}

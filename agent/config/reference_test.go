@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
@@ -323,7 +325,7 @@ func operatorKindsTable() string {
 }
 
 // referenceIntro is the start of docs/config.md.
-const referenceIntro = `<!-- Made by ` + "`" + regenerate + "`" + ` from the definitions in agent/config: edit those, not this file. -->
+var referenceIntro = `<!-- Made by ` + "`" + regenerate + "`" + ` from the definitions in agent/config: edit those, not this file. -->
 
 # Pipeline files: the reference
 
@@ -340,7 +342,10 @@ how the parts of a file fit; ` + "`configs/`" + ` has whole files.
   ` + "`\"\"`" + ` too; where one cannot run, the error says what to write instead.
 - A field that takes one of a few words (` + "`json`, `tumbling`, `dead-letter`" + `) takes it in any case.
 - A relative path, in ` + "`agent.data_dir`" + ` and every ` + "`*_file`" + `, is taken beside the pipeline file, not in the working
-  directory.
+  directory. A file that holds a secret, every ` + "`*_file`" + ` but ` + "`ca_file`" + ` and ` + "`cert_file`" + `, is a problem if its group or
+  other users may read it: ` + "`chmod go-r`" + ` it.
+- A pipeline file holds at most ` + humanize.IBytes(MaxFileBytes) + `, lists and mappings of at most ` + humanize.Comma(maxEntries) + ` entries, strings of at most ` + humanize.Comma(maxStringBytes) + ` bytes
+  (MQTT's limit) and ` + humanize.Comma(maxValues) + ` values, an alias (` + "`*name`" + `) counted as what it repeats ([security.md](security.md#pipeline-files)).
 
 The top level:
 `

@@ -654,16 +654,53 @@ func parseLeniently(path string) (*Config, Errors, error) {
 }
 
 // Parse decodes and validates a config, with lookup as the environment.
+// Where the errors come of a line indented less than the block it belongs
+// to, which YAML reads as a key of the mapping around that block, the
+// error is that line's, alone (dedented).
 func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, Errors) {
-	c := &Config{pos: make(positions), env: make(fromEnv)}
-	errs := parse(file, data, c, lookup, c.pos, c.env)
+	c, errs, _ := check(file, data, lookup, 0)
+	if len(errs) == 0 || c.Pos == (Pos{}) {
+		return c, errs // valid, or not YAML (whose dedents syntaxError finds)
+	}
+	fits := func(lines []string, key int) bool {
+		_, moved, found := check(file, []byte(strings.Join(lines, "\n")), lookup, key)
+		return (key == 0 || found) && fewerErrors(moved, errs)
+	}
+	if p, msg, ok := dedented(strings.Split(string(data), "\n"), fits); ok {
+		return c, Errors{{File: file, Pos: p, Msg: msg}}
+	}
+	return c, errs
+}
+
+// check decodes and validates a config; keyFound is parse's.
+func check(file string, data []byte, lookup func(string) (string, bool), key int) (c *Config, errs Errors, keyFound bool) {
+	c = &Config{pos: make(positions), env: make(fromEnv)}
+	errs, keyFound = parse(file, data, c, lookup, c.pos, c.env, key)
 	if c.Pos == (Pos{}) {
-		return c, errs // not YAML, or not a mapping: nothing to validate
+		return c, errs, keyFound // not YAML, or not a mapping: nothing to validate
 	}
 	v := validator{file: file, errs: errs, c: c}
 	v.validate()
 	sortErrors(v.errs)
-	return c, v.errs
+	return c, v.errs, keyFound
+}
+
+// fewerErrors reports whether errs, those of a file changed only in the
+// indentation of a line, are some of was, the original's, and fewer:
+// the change made no new error. Lines are compared, not columns.
+func fewerErrors(errs, was Errors) bool {
+	left := make(map[string]int)
+	for _, e := range was {
+		left[fmt.Sprintf("%d %s", e.Line, e.Msg)]++
+	}
+	for _, e := range errs {
+		k := fmt.Sprintf("%d %s", e.Line, e.Msg)
+		if left[k] == 0 {
+			return false
+		}
+		left[k]--
+	}
+	return len(errs) < len(was)
 }
 
 // sortErrors puts errs in file order, as Errors promises: the checks run

@@ -84,6 +84,14 @@ type decoder struct {
 	// more than ASCII (noteVerbatim's).
 	offsetsOf int
 	offsets   []int
+
+	// shape counts the errors that say a value is in the wrong place
+	// (shapef's); keyLine is a line whose key dedented's fits wants
+	// read as a field's or an entry's of a mapping of sections (not of
+	// strings, which takes any key), keyFound whether it was.
+	shape    int
+	keyLine  int
+	keyFound bool
 }
 
 // note records where n, the value of the field or item at key, is, and
@@ -162,6 +170,14 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 	d.errs = append(d.errs, Error{File: d.file, Pos: Pos{n.Line, n.Column}, Msg: fmt.Sprintf(format, args...)})
 }
 
+// shapef is errorf for an error that says a value is in the wrong place
+// (an unknown or missing field, a mapping where a list belongs): the
+// mark of a line indented less than it should be (dedented).
+func (d *decoder) shapef(n *yaml.Node, format string, args ...any) {
+	d.shape++
+	d.errorf(n, format, args...)
+}
+
 var (
 	durationType = reflect.TypeOf(time.Duration(0))
 	posType      = reflect.TypeOf(Pos{})
@@ -233,7 +249,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			// Left nil, and dropped from a list or mapping: a section
 			// that is not one must not also fail the checks of an empty
 			// one, at no position.
-			d.errorf(n, "want a mapping, not %s", kindName(n))
+			d.shapef(n, "want a mapping, not %s", kindName(n))
 			return
 		}
 		if v.IsNil() {
@@ -244,14 +260,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 		d.decodeStruct(n, v)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.errorf(n, "want a list, not %s", kindName(n))
+			d.shapef(n, "want a list, not %s", kindName(n))
 			return
 		}
 		items := d.entries(n, 1)
 		s := reflect.MakeSlice(v.Type(), 0, len(items))
 		for _, item := range items {
 			if isNull(item) {
-				d.errorf(item, "empty list entry")
+				d.shapef(item, "empty list entry")
 				continue
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()
@@ -268,7 +284,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 		v.Set(s)
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			d.errorf(n, "want a mapping, not %s", kindName(n))
+			d.shapef(n, "want a mapping, not %s", kindName(n))
 			return
 		}
 		m := reflect.MakeMap(v.Type())
@@ -277,6 +293,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			k, val := content[i], content[i+1]
 			if !d.spend(k, 0, len(k.Value)) || d.overlong(k, k.Value) {
 				continue
+			}
+			if k.Line == d.keyLine && v.Type().Elem().Kind() != reflect.String {
+				d.keyFound = true // a name, such as a broker's: not free text
 			}
 			if isNull(val) {
 				d.errorf(k, "%q is empty", k.Value)
@@ -336,7 +355,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n, "want a mapping, not %s", kindName(n))
+		d.shapef(n, "want a mapping, not %s", kindName(n))
 		return
 	}
 	t := v.Type()
@@ -362,11 +381,14 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 		}
 		idx, ok := fields[k.Value]
 		if !ok {
-			d.errorf(k, "unknown field %q (known: %s)", k.Value, strings.Join(known, ", "))
+			d.shapef(k, "unknown field %q (known: %s)", k.Value, strings.Join(known, ", "))
 			continue
 		}
+		if k.Line == d.keyLine {
+			d.keyFound = true
+		}
 		if seen[k.Value] {
-			d.errorf(k, "field %q given twice", k.Value)
+			d.shapef(k, "field %q given twice", k.Value)
 		}
 		seen[k.Value] = true
 		f := v.FieldByIndex(idx)
@@ -381,7 +403,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value) {
 	}
 	for _, name := range known {
 		if required[name] && !seen[name] {
-			d.errorf(n, "missing required field %q", name)
+			d.shapef(n, "missing required field %q", name)
 		}
 	}
 }
@@ -419,35 +441,36 @@ func fileFields(t reflect.Type) []fileField {
 
 // parse decodes the YAML in data into v, reporting every problem, noting
 // in at where the file gave each field's value and in env the text of
-// those that took something from the environment.
-func parse(file string, data []byte, v any, lookup func(string) (string, bool), at positions, env fromEnv) Errors {
+// those that took something from the environment. keyFound is whether
+// line key (from 1) holds the key of a field (dedented's fits).
+func parse(file string, data []byte, v any, lookup func(string) (string, bool), at positions, env fromEnv, key int) (errs Errors, keyFound bool) {
 	if e, ok := tooLarge(file, data); ok {
-		return Errors{e}
+		return Errors{e}, false
 	}
-	d := &decoder{file: file, lookup: lookup, lines: strings.Split(string(data), "\n"), at: at, env: env}
+	d := &decoder{file: file, lookup: lookup, lines: strings.Split(string(data), "\n"), at: at, env: env, keyLine: key}
 	if bad := invalidUTF8(data); bad < len(data) {
 		// yaml.v3 would read a UTF-16 file, but count its lines and
 		// columns in the decoded text, not in the file as an editor shows
 		// it; anything else is not text.
 		line := 1 + bytes.Count(data[:bad], []byte("\n"))
-		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not UTF-8 text: save the file as UTF-8"}}
+		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not UTF-8 text: save the file as UTF-8"}}, false
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		if p, msg, ok := syntaxError(d.lines, err.Error()); ok {
-			return Errors{{File: file, Pos: p, Msg: "not valid YAML: " + msg}}
+		if p, msg, ok := syntaxError(d.lines, err.Error(), d.fitsLike(v)); ok {
+			return Errors{{File: file, Pos: p, Msg: "not valid YAML: " + msg}}, false
 		}
 		line := 0
 		if _, err2 := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); err2 != nil {
 			line = 1
 		}
-		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		return Errors{{File: file, Pos: Pos{line, 1}, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}, false
 	}
 	if len(root.Content) == 0 || isNull(root.Content[0]) {
-		return Errors{{File: file, Pos: Pos{1, 1}, Msg: "the file is empty"}}
+		return Errors{{File: file, Pos: Pos{1, 1}, Msg: "the file is empty"}}, false
 	}
 	d.decode(root.Content[0], reflect.ValueOf(v).Elem())
-	return d.errs
+	return d.errs, d.keyFound
 }
 
 // invalidUTF8 returns the offset of the first byte of data that is not

@@ -335,6 +335,8 @@ are problems, and so is what would fail once the agent runs, as far as the file 
 lack, an address that is no host:port, a named file that cannot be read, a topic no broker takes. [pipelines.md](pipelines.md) shows
 how the parts of a file fit; ` + "`configs/`" + ` has whole files.
 
+- A line indented less than the block it belongs to is reported at its own line, with the column to indent it to, not
+  where YAML finds the block broken or the key out of place.
 - ` + "`${VAR}`" + ` in a value is the environment variable VAR; an unset one is a problem. An error never shows such a value,
   only the text the file writes, for it is often a secret.
 - A duration is written as ` + "`500ms`, `10s`, `1m30s` or `2h`" + `; a size as ` + "`64KiB`, `32MiB` or `48MB`" + `.

@@ -11,7 +11,8 @@ import (
 // parser's (did not find expected key). syntaxError says, of the usual
 // mistakes in a file written by hand, which line and column are wrong and
 // what to do, in words of its own: a tab that indents, a line indented
-// between the levels around it or deeper than a line that opens no block,
+// less than the block it belongs to (dedented's), a line indented between
+// the levels around it or deeper than a line that opens no block,
 // a string begun and not ended, a topic with {key} in a {...} mapping, a
 // value with ": " in it. Where it finds none of them, go-yaml's own error
 // stands.
@@ -25,13 +26,16 @@ type yamlLine struct {
 
 // syntaxError explains yamlErr, go-yaml's error about the file of lines,
 // at the line and column at fault; ok is false where it finds no fault it
-// knows.
-func syntaxError(lines []string, yamlErr string) (p Pos, msg string, ok bool) {
+// knows. fits is dedented's.
+func syntaxError(lines []string, yamlErr string, fits func([]string, int) bool) (p Pos, msg string, ok bool) {
 	for i, l := range lines {
 		lead := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
 		if j := strings.IndexByte(lead, '\t'); j >= 0 {
 			return Pos{i + 1, j + 1}, "a tab indents this line: YAML indents with spaces only", true
 		}
+	}
+	if p, msg, ok := dedented(lines, fits); ok {
+		return p, msg, true
 	}
 	if p, msg, ok := misindented(lines); ok {
 		return p, msg, true
@@ -74,19 +78,17 @@ func misindented(lines []string) (Pos, string, bool) {
 	}
 	var open []level // the levels a line may have, innermost last
 	opens := true    // the line above opens a block: the next may be deeper
-	scalar := -1     // the indent of a block scalar's key (| or >) being skipped
-	for _, l := range parseLines(lines) {
-		if scalar >= 0 {
-			if l.indent > scalar {
-				continue // the block scalar's text
-			}
-			scalar = -1
+	pl := parseLines(lines)
+	text := blockText(pl)
+	for i, l := range pl {
+		if text[i] {
+			continue
 		}
 		top := -1
 		if len(open) > 0 {
 			top = open[len(open)-1].indent
 		}
-		item := l.text == "-" || strings.HasPrefix(l.text, "- ")
+		item := isItem(l.text)
 		switch {
 		case l.indent > top:
 			if top >= 0 && !opens {
@@ -121,14 +123,9 @@ func misindented(lines []string) (Pos, string, bool) {
 				open = append(open, level{l.indent + len(l.text) - len(strings.TrimLeft(l.text[1:], " ")), false})
 			}
 		}
+		// A block scalar's text or a flow collection's next lines
+		// (blockText's) may be deeper, and are not read.
 		opens = rest == "" || strings.HasSuffix(rest, ":")
-		if strings.HasSuffix(rest, ": |") || strings.HasSuffix(rest, ": >") || strings.HasSuffix(rest, ": |-") || strings.HasSuffix(rest, ": >-") {
-			scalar, opens = l.indent, false
-		}
-		if strings.HasPrefix(rest, "[") && !strings.HasSuffix(rest, "]") || strings.HasPrefix(rest, "{") && !strings.HasSuffix(rest, "}") ||
-			strings.Contains(rest, ": [") && !strings.HasSuffix(rest, "]") || strings.Contains(rest, ": {") && !strings.HasSuffix(rest, "}") {
-			return Pos{}, "", false // a flow collection over lines: not read here
-		}
 	}
 	return Pos{}, "", false
 }

@@ -12,9 +12,9 @@ import (
 func TestSyntaxErrorsAtTheirLine(t *testing.T) {
 	for _, c := range []struct{ name, file, want string }{
 		{"an item dedented", "sources:\n  - id: t\n    topics:\n      - a/b\n     - c/d\n    key: k\n",
-			"x.yaml:5:6: not valid YAML: this item is indented less than the list it belongs to: its items above start at column 7 (the block around the list at column 5)"},
+			"x.yaml:5:6: not valid YAML: this item is indented less than the list of \"topics\" it seems to belong to (line 3): indent it to column 7"},
 		{"a key between two levels", "agent:\n  data_dir: d\n log_level: info\n",
-			"x.yaml:3:2: not valid YAML: this line is indented to column 2, between the block above it (column 3) and the one around that (column 1)"},
+			"x.yaml:3:2: not valid YAML: \"log_level\" is indented less than the \"agent\" mapping it seems to belong to (line 1): indent it to column 3"},
 		{"a key deeper than its sibling", "agent:\n  data_dir: d\n   log_level: info\n",
 			"x.yaml:3:4: not valid YAML: this line is indented more than the one above it (to column 4, not 3), which opens no block"},
 		{"a key deeper in a list item", "sources:\n  - id: t\n     broker: b\n",
@@ -39,7 +39,7 @@ func TestSyntaxErrorsAtTheirLine(t *testing.T) {
 	// nothing syntaxError finds fault with.
 	valid := "# a comment\nagent:\n  data_dir: d # here\nsources:\n  - id: s\n    topics: [a/b, 'c/d']\n    simulator:\n      devices: 1\n" +
 		"notes: |\n      any text\n    at any: depth\n"
-	if _, msg, ok := syntaxError(strings.Split(valid, "\n"), "whatever"); ok {
+	if _, msg, ok := syntaxError(strings.Split(valid, "\n"), "whatever", (&decoder{}).fitsLike(&Config{})); ok {
 		t.Errorf("a valid file found at fault: %s", msg)
 	}
 }

@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,9 +95,13 @@ func (c *controlAPI) checkpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/savepoint" {
-		resp, err := takeSavepoint(r.Context(), inc, "", c.log)
+		to, ok := savepointTarget(w, r, inc, true)
+		if !ok {
+			return
+		}
+		resp, err := takeSavepoint(r.Context(), inc, to, c.log)
 		if err != nil {
-			reply(w, http.StatusConflict, api.Error{Error: err.Error()})
+			reply(w, savepointStatus(err), api.Error{Error: err.Error()})
 			return
 		}
 		reply(w, http.StatusOK, resp)
@@ -115,10 +121,80 @@ func (c *controlAPI) checkpoint(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusOK, api.CheckpointResponse{ID: id})
 }
 
+// savepointDest is where a savepoint asked for is written: the file name
+// in the incarnation's savepoints directory ("": the agent's numbering,
+// savepoint.FileName), replacing an earlier savepoint of that name if
+// force.
+type savepointDest struct {
+	name  string
+	force bool
+}
+
+// savepointTarget reads the destination r asks for (name=NAME, force=1)
+// and answers 400 for a name that is not a savepoint name or is the name
+// of an entry the agent keeps (entries), and for the path= of earlier
+// versions; with inc (nil: not known yet) it answers 409 for a name taken
+// already, before any checkpoint is taken for it. Unless withSavepoint (a
+// stop without one), name and force are refused.
+func savepointTarget(w http.ResponseWriter, r *http.Request, inc *incarnation, withSavepoint bool) (savepointDest, bool) {
+	q := r.URL.Query()
+	to := savepointDest{name: q.Get("name")}
+	var err error
+	if f := q.Get("force"); f != "" {
+		to.force, err = strconv.ParseBool(f)
+		if err != nil {
+			err = fmt.Errorf("force=%.16q: want 1 or 0", f)
+		}
+	}
+	switch {
+	case err != nil:
+	case q.Has("path"):
+		err = errors.New("path= is not taken: a savepoint is written only in the data directory's savepoints/; pass name=NAME, a plain file name, and copy the file elsewhere afterwards")
+	case !withSavepoint && (to.name != "" || to.force):
+		err = errors.New("name= and force= are for a stop with a savepoint: add savepoint=1")
+	case to.name != "":
+		err = checkSavepointName(to.name)
+	}
+	if err != nil {
+		reply(w, http.StatusBadRequest, api.Error{Error: err.Error()})
+		return to, false
+	}
+	if inc != nil && to.name != "" {
+		if _, err := savepoint.Target(inc.savepoints, to.name, to.force); err != nil {
+			reply(w, savepointStatus(err), api.Error{Error: err.Error()})
+			return to, false
+		}
+	}
+	return to, true
+}
+
+// checkSavepointName refuses what savepoint.CheckName refuses, and the
+// names of the entries the agent keeps in its data directory, so that no
+// savepoint is ever taken for one of them.
+func checkSavepointName(name string) error {
+	if err := savepoint.CheckName(name); err != nil {
+		return err
+	}
+	if slices.Contains(entries, name) {
+		return fmt.Errorf("%q is %w: it is the name of an entry the agent keeps in its data directory; choose another", name, savepoint.ErrBadName)
+	}
+	return nil
+}
+
+// savepointStatus is the HTTP status of a savepoint that failed with err:
+// 400 for a name refused, 409 otherwise.
+func savepointStatus(err error) int {
+	if errors.Is(err, savepoint.ErrBadName) {
+		return http.StatusBadRequest
+	}
+	return http.StatusConflict
+}
+
 // takeSavepoint takes a savepoint of inc's job (a checkpoint aligned in
-// every mode) and writes it to path, or, if "", to the data directory's
-// savepoints, of which it keeps agent.retained_savepoints.
-func takeSavepoint(ctx context.Context, inc *incarnation, path string, log *slog.Logger) (api.CheckpointResponse, error) {
+// every mode) and writes it as to says in the data directory's
+// savepoints; of those of the agent's numbering it keeps
+// agent.retained_savepoints.
+func takeSavepoint(ctx context.Context, inc *incarnation, to savepointDest, log *slog.Logger) (api.CheckpointResponse, error) {
 	id, err := inc.job.TriggerSavepoint(ctx)
 	if err != nil {
 		return api.CheckpointResponse{}, err
@@ -132,15 +208,12 @@ func takeSavepoint(ctx context.Context, inc *incarnation, path string, log *slog
 	if err != nil {
 		return api.CheckpointResponse{}, fmt.Errorf("checkpoint %d did not complete: %w", id, err)
 	}
-	prune := path == ""
-	if prune {
-		path = filepath.Join(inc.savepoints, savepoint.FileName(m.ID))
-	}
-	if err := savepoint.Write(path, m, inc.store); err != nil {
+	path, err := savepoint.WriteIn(inc.savepoints, to.name, to.force, m, inc.store)
+	if err != nil {
 		return api.CheckpointResponse{}, err
 	}
 	log.Info("savepoint written", "id", m.ID, "path", path)
-	if prune {
+	if to.name == "" {
 		removed, err := savepoint.Prune(inc.savepoints, inc.retainedSavepoints)
 		if len(removed) > 0 {
 			log.Info("older savepoints deleted (agent.retained_savepoints)", "deleted", strings.Join(removed, " "), "kept", inc.retainedSavepoints)

@@ -103,7 +103,7 @@ sinks:
 	testwait.For(t, time.Minute, "a savepoint", func() bool {
 		sctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 		defer stop()
-		_, err := client.Savepoint(sctx)
+		_, err := client.Savepoint(sctx, "", false)
 		return err == nil
 	})
 	list := func() []string {

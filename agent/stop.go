@@ -24,7 +24,7 @@ import (
 // savepoint.
 type stopRequest struct {
 	savepoint bool
-	path      string // the savepoint's file; "": in the data directory's savepoints
+	to        savepointDest // where the savepoint is written
 	reply     chan stopReply
 	// answered is closed once the reply is on the caller's connection:
 	// the agent, which ends after a stop, waits for it so that its exit
@@ -51,9 +51,9 @@ type stopReply struct {
 // stop is POST /stop: it hands the request to the incarnation's loop and
 // answers once the pipeline stopped, or the savepoint failed.
 func (c *controlAPI) stop(w http.ResponseWriter, r *http.Request) {
-	req := stopRequest{savepoint: r.URL.Query().Get("savepoint") != "", path: r.URL.Query().Get("path"), reply: make(chan stopReply, 1), answered: make(chan struct{})}
-	if req.path != "" && !filepath.IsAbs(req.path) {
-		reply(w, http.StatusBadRequest, api.Error{Error: fmt.Sprintf("savepoint path %q: want an absolute path", req.path)})
+	req := stopRequest{savepoint: r.URL.Query().Get("savepoint") != "", reply: make(chan stopReply, 1), answered: make(chan struct{})}
+	var ok bool
+	if req.to, ok = savepointTarget(w, r, c.state.current.Load(), req.savepoint); !ok {
 		return
 	}
 	select {
@@ -66,7 +66,7 @@ func (c *controlAPI) stop(w http.ResponseWriter, r *http.Request) {
 		defer close(req.answered)
 		code, body := http.StatusOK, any(rep.resp)
 		if rep.err != nil {
-			code, body = http.StatusConflict, api.Error{Error: rep.err.Error()}
+			code, body = savepointStatus(rep.err), api.Error{Error: rep.err.Error()}
 		}
 		reply(w, code, body)
 		http.NewResponseController(w).Flush() // on the connection before answered
@@ -171,7 +171,7 @@ func syncDir(dir string) error {
 }
 
 // stopWith stops the job of inc as req asks, once its sources hold: a
-// savepoint written where req says, or a final checkpoint; then the
+// savepoint written as req says, or a final checkpoint; then the
 // output drained. A savepoint that fails is an error, and the job goes on.
 func (a *Agent) stopWith(ctx context.Context, inc *incarnation, req stopRequest, hold func(bool)) (api.CheckpointResponse, error) {
 	hold(true)
@@ -180,7 +180,7 @@ func (a *Agent) stopWith(ctx context.Context, inc *incarnation, req stopRequest,
 		drainOutput(inc.backlog, a.log)
 		return api.CheckpointResponse{}, nil
 	}
-	resp, err := takeSavepoint(ctx, inc, req.path, a.log)
+	resp, err := takeSavepoint(ctx, inc, req.to, a.log)
 	if err != nil {
 		hold(false)
 		a.state.stopping.Store(false)

@@ -320,7 +320,9 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, keys.Checkpoint):
 		return m.request("checkpoint", m.client.Checkpoint)
 	case key.Matches(msg, keys.Savepoint):
-		return m.request("savepoint", m.client.Savepoint)
+		return m.request("savepoint", func(ctx context.Context) (api.CheckpointResponse, error) {
+			return m.client.Savepoint(ctx, "", false) // numbered, as cairn savepoint without --name
+		})
 	}
 	return nil
 }

@@ -67,28 +67,41 @@ func (c *Client) Checkpoint(ctx context.Context) (CheckpointResponse, error) {
 	return out, c.call(ctx, http.MethodPost, "/checkpoint", &out)
 }
 
-// Savepoint takes a checkpoint and writes it as a savepoint file.
-func (c *Client) Savepoint(ctx context.Context) (CheckpointResponse, error) {
+// Savepoint takes a checkpoint and writes it as a savepoint file in the
+// agent's savepoints directory: named name, a plain file name, replacing
+// an earlier savepoint of that name only if force; name "": numbered
+// savepoint-ID.cairn, of which the agent keeps the newest
+// agent.retained_savepoints. The response's Path is the file written.
+func (c *Client) Savepoint(ctx context.Context, name string, force bool) (CheckpointResponse, error) {
 	var out CheckpointResponse
-	return out, c.call(ctx, http.MethodPost, "/savepoint", &out)
+	return out, c.call(ctx, http.MethodPost, "/savepoint?"+savepointQuery(url.Values{}, name, force).Encode(), &out)
 }
 
 // Stop asks the agent to stop: to hold its sources, take a final
-// checkpoint, or with savepoint a savepoint written to path ("": its data
-// directory's savepoints), publish what it committed, and exit with
-// status 0. It returns once the agent has stopped its pipeline; a failed
-// savepoint leaves the agent running, and is the error.
-func (c *Client) Stop(ctx context.Context, savepoint bool, path string) (CheckpointResponse, error) {
+// checkpoint, or with savepoint a savepoint written as Savepoint writes
+// it, publish what it committed, and exit with status 0. It returns once
+// the agent has stopped its pipeline; a failed savepoint leaves the agent
+// running, and is the error.
+func (c *Client) Stop(ctx context.Context, savepoint bool, name string, force bool) (CheckpointResponse, error) {
 	q := url.Values{}
 	if savepoint {
 		q.Set("savepoint", "1")
-	}
-	if path != "" {
-		q.Set("path", path)
+		savepointQuery(q, name, force)
 	}
 	var out CheckpointResponse
 	err := c.call(ctx, http.MethodPost, "/stop?"+q.Encode(), &out)
 	return out, err
+}
+
+// savepointQuery adds a savepoint's name and force to q, and returns q.
+func savepointQuery(q url.Values, name string, force bool) url.Values {
+	if name != "" {
+		q.Set("name", name)
+	}
+	if force {
+		q.Set("force", "1")
+	}
+	return q
 }
 
 // DeadLetters returns up to limit (0: as many as the agent gives at once)

@@ -138,8 +138,9 @@ type Agent struct {
 	// How often an info line says what the checkpoints did since the
 	// last (each one is logged at debug level); at least `1s`.
 	LogSummaryInterval time.Duration `yaml:"log_summary_interval" default:"5m"`
-	// How many savepoint files `cairn savepoint` keeps in
-	// `savepoints` in `data_dir`, the newest; at least 1.
+	// How many of the savepoint files `cairn savepoint` numbers itself
+	// (without `--name`) it keeps in `savepoints` in `data_dir`, the
+	// newest; at least 1. Named savepoints stay until deleted.
 	RetainedSavepoints int `yaml:"retained_savepoints" default:"5"`
 	// A soft limit on the Go runtime's memory, a size such as `48MiB` or
 	// `64MB`, at least 8MiB (`debug.SetMemoryLimit`): near it the

@@ -31,8 +31,8 @@ func FuzzRead(f *testing.F) {
 		{Task: task, ID: 2, State: inc, Base: []checkpoint.StateHandle{base}},
 		{Task: checkpoint.TaskID{Operator: "mqtt"}, ID: 2, State: src, Source: true, Offset: 77},
 	}}
-	path := filepath.Join(f.TempDir(), "seed.cairn")
-	if err := Write(path, m, store); err != nil {
+	path, err := WriteIn(f.TempDir(), "seed.cairn", false, m, store)
+	if err != nil {
 		f.Fatal(err)
 	}
 	file, err := os.ReadFile(path)
@@ -67,8 +67,8 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("state %q fails without ErrCorrupt: %v", h.Key, err)
 			}
 		}
-		out := filepath.Join(dir, "out.cairn")
-		if err := Write(out, sp.Manifest, sp); err != nil {
+		out, err := WriteIn(dir, "out.cairn", false, sp.Manifest, sp)
+		if err != nil {
 			if !errors.Is(err, checkpoint.ErrCorrupt) {
 				t.Fatalf("writing it back failed without ErrCorrupt: %v", err)
 			}
@@ -90,8 +90,8 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("state %q: %q, read back as %q (%v)", h.Key, a, b, err)
 			}
 		}
-		again := filepath.Join(dir, "again.cairn")
-		if err := Write(again, back.Manifest, back); err != nil {
+		again, err := WriteIn(dir, "again.cairn", false, back.Manifest, back)
+		if err != nil {
 			t.Fatal(err)
 		}
 		first, _ := os.ReadFile(out)

@@ -40,8 +40,8 @@ func sampleCheckpoint(t *testing.T) (*checkpoint.Manifest, checkpoint.Store) {
 // the same checkpoint is written as the same bytes today.
 func TestStoredSavepoint(t *testing.T) {
 	m, store := sampleCheckpoint(t)
-	now := filepath.Join(t.TempDir(), "now.cairn")
-	if err := Write(now, m, store); err != nil {
+	now, err := WriteIn(t.TempDir(), "now.cairn", false, m, store)
+	if err != nil {
 		t.Fatal(err)
 	}
 	current, err := os.ReadFile(now)

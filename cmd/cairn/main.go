@@ -7,8 +7,8 @@
 //	cairn validate -c FILE
 //	cairn status [--json] (-c FILE | --data-dir DIR)
 //	cairn checkpoint (-c FILE | --data-dir DIR)
-//	cairn savepoint (-c FILE | --data-dir DIR)
-//	cairn stop [--savepoint [FILE]] (-c FILE | --data-dir DIR)
+//	cairn savepoint [--name NAME] [--force] (-c FILE | --data-dir DIR)
+//	cairn stop [--savepoint [NAME] [--force]] (-c FILE | --data-dir DIR)
 //	cairn checkpoints [--verify] (-c FILE | --data-dir DIR)
 //	cairn deadletters [--json] [--follow] (-c FILE | --data-dir DIR)
 //	cairn top [--stall DURATION] (-c FILE | --data-dir DIR) | --fleet (-c FILE | --broker URL --topic FILTER)
@@ -29,7 +29,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -72,20 +71,15 @@ type command struct {
 
 // commands are cairn's subcommands, in the order the usage lists them.
 func commands() []command {
-	checkpoint := func(kind string) func(*flag.FlagSet, []string, io.Writer, io.Writer) int {
-		return func(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-			return cmdCheckpoint(fs, args, stdout, stderr, kind)
-		}
-	}
 	const agent = "(-c FILE | --data-dir DIR)"
 	return []command{
 		{name: "run", args: "-c FILE [--data-dir DIR] [--log-level LEVEL] [--control-group GROUP] [--from-savepoint FILE [--allow-dropped-state]] [--accept-state-loss]",
 			summary: "run a pipeline in the foreground", main: cmdRun},
 		{name: "validate", args: "-c FILE", summary: "check a pipeline file", main: cmdValidate},
 		{name: "status", args: "[--json] " + agent, summary: "a running agent's state", main: cmdStatus},
-		{name: "checkpoint", args: agent, summary: "take a checkpoint now, print its id", main: checkpoint("checkpoint")},
-		{name: "savepoint", args: agent, summary: "write a savepoint file, print its path", main: checkpoint("savepoint")},
-		{name: "stop", args: "[--savepoint [FILE]] " + agent, summary: "stop the agent, with a final checkpoint or a savepoint", main: cmdStop},
+		{name: "checkpoint", args: agent, summary: "take a checkpoint now, print its id", main: cmdCheckpoint},
+		{name: "savepoint", args: "[--name NAME] [--force] " + agent, summary: "write a savepoint file, print its path", main: cmdSavepoint},
+		{name: "stop", args: "[--savepoint [NAME] [--force]] " + agent, summary: "stop the agent, with a final checkpoint or a savepoint", main: cmdStop},
 		{name: "checkpoints", args: "[--verify] " + agent, summary: "list the retained checkpoints", main: cmdCheckpoints},
 		{name: "deadletters", args: "[--json] [--follow] " + agent, summary: "the input set aside, and why", main: cmdDeadLetters},
 		{name: "top", args: "[--stall DURATION] " + agent + " | --fleet (-c FILE | --broker URL --topic FILTER)", summary: "live terminal UI: barriers, stalls, history; every gateway with --fleet", main: cmdTop},
@@ -614,35 +608,32 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 
 // cmdStop stops the running agent as SIGTERM does (the sources hold, a
 // final checkpoint, the output published), or with --savepoint with a
-// savepoint written to FILE (default: the data directory's savepoints),
+// savepoint written as cmdSavepoint writes it, named NAME if one follows,
 // whose path it prints; it returns once the agent is gone. A savepoint
 // that fails leaves the agent running: exit status 1.
 func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	var withSavepoint bool
-	// --savepoint takes a file, if one follows it.
-	var file string
+	var withSavepoint, force bool
+	// --savepoint takes a name, if one follows it.
+	var name string
 	for i, a := range args {
 		if (a == "--savepoint" || a == "-savepoint") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			file = args[i+1]
+			name = args[i+1]
 			args = append(args[:i+1:i+1], args[i+2:]...)
 			break
 		}
 	}
 	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) {
-		fs.BoolVar(&withSavepoint, "savepoint", false, "stop with a savepoint, written to FILE if one follows, else to the data directory's savepoints")
+		fs.BoolVar(&withSavepoint, "savepoint", false, "stop with a savepoint, in the data directory's savepoints/, named NAME (a plain file name) if one follows")
+		fs.BoolVar(&force, "force", false, "with --savepoint, replace an earlier savepoint of the same name")
 	})
 	if !ok {
 		return code
 	}
-	if file != "" {
-		abs, err := filepath.Abs(file)
-		if err != nil {
-			return usageError(fs, "savepoint file %q: %v", file, err)
-		}
-		file = abs
+	if !withSavepoint && force {
+		return usageError(fs, "--force is for --savepoint")
 	}
 	c := client(dataDir)
-	resp, err := c.Stop(context.Background(), withSavepoint, file)
+	resp, err := c.Stop(context.Background(), withSavepoint, name, force)
 	if err != nil {
 		return exitCode(dataDir, err, stderr)
 	}
@@ -665,26 +656,41 @@ func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cmdCheckpoint takes a checkpoint, or a savepoint (kind), on the running
-// agent.
-func cmdCheckpoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, kind string) int {
+// cmdCheckpoint takes a checkpoint on the running agent and prints its id.
+func cmdCheckpoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	dataDir, code, ok := dataDirOf(fs, args, stdout)
 	if !ok {
 		return code
 	}
-	call := client(dataDir).Checkpoint
-	if kind == "savepoint" {
-		call = client(dataDir).Savepoint
-	}
-	resp, err := call(context.Background())
+	resp, err := client(dataDir).Checkpoint(context.Background())
 	if err != nil {
 		return exitCode(dataDir, err, stderr)
 	}
-	if kind == "savepoint" {
-		fmt.Fprintln(stdout, resp.Path)
-	} else {
-		fmt.Fprintln(stdout, resp.ID)
+	fmt.Fprintln(stdout, resp.ID)
+	return 0
+}
+
+// cmdSavepoint takes a savepoint on the running agent, written in its
+// data directory's savepoints/ and nowhere else, and prints its path:
+// named --name, a plain file name (the agent refuses a path, and says
+// so), replacing an earlier savepoint of that name only with --force;
+// without a name, savepoint-ID.cairn, of which the agent keeps the newest
+// agent.retained_savepoints.
+func cmdSavepoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	var name string
+	var force bool
+	dataDir, code, ok := dataDirOf(fs, args, stdout, func(fs *flag.FlagSet) {
+		fs.StringVar(&name, "name", "", "name the savepoint file `NAME`, a plain file name (default savepoint-ID.cairn, of which the agent keeps the newest agent.retained_savepoints)")
+		fs.BoolVar(&force, "force", false, "replace an earlier savepoint of the same name")
+	})
+	if !ok {
+		return code
 	}
+	resp, err := client(dataDir).Savepoint(context.Background(), name, force)
+	if err != nil {
+		return exitCode(dataDir, err, stderr)
+	}
+	fmt.Fprintln(stdout, resp.Path)
 	return 0
 }
 

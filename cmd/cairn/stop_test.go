@@ -38,9 +38,10 @@ var (
 	ignoredLine        = regexp.MustCompile(`msg="ignoring --from-savepoint: the savepoint was restored before, and a checkpoint completed since; restoring that" path=\S+ savepoint=(\d+) checkpoint=(\d+)`)
 )
 
-// TestStopWithSavepointThenRestoreItOnce: `cairn stop --savepoint FILE`
-// holds the sources, writes the savepoint, publishes what it holds and
-// ends the agent with status 0; a start with --from-savepoint FILE
+// TestStopWithSavepointThenRestoreItOnce: `cairn stop --savepoint NAME`
+// holds the sources, writes the savepoint NAME in the data directory's
+// savepoints, publishes what it holds and ends the agent with status 0;
+// a start with --from-savepoint FILE
 // restores it; killed with -9 once a checkpoint completed and started
 // again with the flag still given (as a unit would), the agent restores
 // that checkpoint, not the savepoint, and says so; killed before one
@@ -65,8 +66,8 @@ func TestStopWithSavepointThenRestoreItOnce(t *testing.T) {
 	feed(0, 100)
 	cairntest.AwaitStatus(t, r.socket, "the readings read", time.Minute, func(st api.Status) bool { return st.RecordsOut("readings") == 100 })
 
-	file := filepath.Join(t.TempDir(), "before-upgrade.cairn")
-	out, err := exec.Command(r.bin, "stop", "--savepoint", file, "-c", r.file).CombinedOutput()
+	file := filepath.Join(r.data, "savepoints", "before-upgrade.cairn")
+	out, err := exec.Command(r.bin, "stop", "--savepoint", "before-upgrade.cairn", "-c", r.file).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != file {
 		t.Fatalf("cairn stop --savepoint: %v\n%s", err, out)
 	}

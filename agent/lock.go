@@ -57,8 +57,8 @@ func lockDataDir(dataDir string) (func() error, error) {
 // of them (TestDataDirHoldsOnlyItsEntries). The checkpoint store is
 // checkpoints.db (and checkpoints.db.moving while an earlier store moves
 // into it); of an earlier cairn's, it reads checkpoints/ and ingest.db
-// to move them. A damaged store set aside (checkpoints.db.damaged-N) is
-// never written again.
+// to move them. A store set aside, damaged or not cairn's
+// (checkpoints.db.damaged-N, .foreign-N), is never written again.
 var entries = map[string]datadir.Kind{"LOCK": datadir.File, pidFile: datadir.File, "cairn.sock": datadir.Socket,
 	"checkpoint-id": datadir.File, "checkpoints.db": datadir.File, "checkpoints.db.moving": datadir.File, "ingest": datadir.Dir,
 	"savepoints": datadir.Dir, savepointMark: datadir.File, savepointMark + ".new": datadir.File, "checkpoints": datadir.Dir, "ingest.db": datadir.File}

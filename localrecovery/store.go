@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/datadir"
+	"github.com/cairn-edge/cairn/seglog"
 )
 
 // ChunkSize is the largest piece of a snapshot stored under one key
@@ -93,7 +94,8 @@ type Store struct {
 	hwFile    *os.File
 	// damage is what Open found (Damage).
 	damage []string
-	// found says Open found a store of cairn's at its path (Fresh).
+	// found says Open found a whole store of cairn's at its path (Fresh);
+	// what a damaged one holds shows in the ids salvaged from it.
 	found bool
 }
 
@@ -184,7 +186,6 @@ func (s *Store) open() error {
 		if err := salvage(s.path, damage, s.opts); err != nil {
 			return err
 		}
-		s.found = true
 	case errors.Is(err, errMissing):
 	case err != nil:
 		return fmt.Errorf("checkpoint store %s: %w", s.path, err)
@@ -321,16 +322,24 @@ func readIndex(db *bolt.DB, log *slog.Logger) (index, error) {
 // readHighWater reads Options.HighWater and raises lastID to it: the store
 // lost the checkpoints above its own ids. A mark that is not a file of the
 // store's own (datadir.OpenFile) is an error; one that does not verify is
-// logged, and ids continue from the store's.
+// logged and, opened to write, set aside untouched (setAside: the mark is
+// written in place, which would change it), and ids continue from the
+// store's.
 func (s *Store) readHighWater() error {
 	if s.opts.HighWater == "" {
 		return nil
 	}
 	hw, err := readHighWater(s.opts.HighWater)
-	if errors.Is(err, datadir.ErrNotOwn) {
+	switch {
+	case errors.Is(err, datadir.ErrNotOwn):
 		return fmt.Errorf("checkpoint id mark: %w", err)
-	}
-	if err != nil {
+	case errors.Is(err, seglog.ErrCorrupt) && !s.opts.ReadOnly:
+		aside, serr := setAside(s.opts.HighWater, "damaged")
+		if serr != nil {
+			return fmt.Errorf("setting aside %w: %w", err, serr)
+		}
+		s.opts.Logger.Error("checkpoint id mark unreadable: it is set aside untouched, and ids continue from the store's", "err", err, "aside", aside)
+	case err != nil:
 		s.opts.Logger.Error("checkpoint id mark unreadable; ids continue from the store's", "err", err)
 	}
 	s.highWater = hw
@@ -368,9 +377,10 @@ func (s *Store) raiseHighWater(id uint64) error {
 }
 
 // Fresh says that Open found nothing of a store: no file of cairn's at
-// its path (none, an empty one, or one set aside as not cairn's), and no
-// id in the id mark (Options.HighWater). Nothing shows that checkpoints
-// were ever taken here.
+// its path (none, an empty one, or one set aside as not cairn's) or a
+// damaged one of which no id was salvaged, and no id in the id mark
+// (Options.HighWater; none where it was set aside unreadable). Nothing
+// shows that checkpoints were ever taken here.
 func (s *Store) Fresh() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

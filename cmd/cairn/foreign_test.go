@@ -207,3 +207,35 @@ func TestOthersStoreIsRefused(t *testing.T) {
 	os.Chmod(store, 0o600)
 	r.checkpointed(t)
 }
+
+// TestUnreadableStoreAndMarkAreSetAside (issue 41, item 7's cases): with
+// checkpoints.db and checkpoint-id both overwritten with other bytes,
+// each is set aside byte for byte (the mark was written over in place
+// before), and as nothing shows checkpoints were taken, the start says
+// that the state was rebuilt from the log, which holds everything.
+func TestUnreadableStoreAndMarkAreSetAside(t *testing.T) {
+	r := newForeignRun(t)
+	r.logMessages(t, 100, 0, 0)
+	r.checkpointed(t)
+	store, mark := filepath.Join(r.data, "checkpoints.db"), filepath.Join(r.data, "checkpoint-id")
+	junk := map[string][]byte{store: bytes.Repeat([]byte("not cairn's "), 2000), mark: []byte("not a checkpoint id mark")}
+	for path, b := range junk {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startAgent(t, r.bin, r.file)
+	p.Await(t, regexp.MustCompile(`level=ERROR msg="checkpoint id mark unreadable: it is set aside untouched`), time.Minute)
+	p.Await(t, regexp.MustCompile(`level=WARN msg="no checkpoint store and no checkpoint id mark, but an ingest log that holds every message from offset 1`), time.Minute)
+	cairntest.AwaitStatus(t, filepath.Join(r.data, "cairn.sock"), "the log replayed", time.Minute, func(st api.Status) bool {
+		return st.Rebuilt != "" && st.RecordsOut("readings") == 100
+	})
+	if err := p.Stop(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for path, b := range junk {
+		if aside, err := os.ReadFile(path + ".damaged-1"); err != nil || !bytes.Equal(aside, b) {
+			t.Errorf("%s set aside: %q (%v), want the bytes put there", path, aside, err)
+		}
+	}
+}

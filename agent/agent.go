@@ -115,13 +115,17 @@ type Agent struct {
 	unlock    func() error              // the data directory's lock
 	brokers   map[string]*mqttio.Broker // the embedded brokers, by name
 	store     *localrecovery.Store
-	remote    *remoteSide // nil: remote storage is off
-	logs      *ingest.Logs
-	changes   <-chan struct{} // the pipeline file's changes
-	stopWatch func()
-	state     *state // what the status says, across incarnations
-	metrics   *exporter
-	api       *controlAPI
+	// freshStore says the store showed nothing of checkpoints taken
+	// (localrecovery.Store.Fresh), until the first incarnation looked
+	// at the ingest logs (rebuiltFromLog).
+	freshStore bool
+	remote     *remoteSide // nil: remote storage is off
+	logs       *ingest.Logs
+	changes    <-chan struct{} // the pipeline file's changes
+	stopWatch  func()
+	state      *state // what the status says, across incarnations
+	metrics    *exporter
+	api        *controlAPI
 	// stopServing stops the wear sampler, the data directory's watcher
 	// and the listeners' servers.
 	stopServing context.CancelFunc
@@ -202,6 +206,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if a.store, err = localrecovery.Open(StorePath(dataDir), localrecovery.Options{Retain: cfg.Checkpoints.Retained, HighWater: HighWaterPath(dataDir), Logger: log}); err != nil {
 		return err
 	}
+	a.freshStore = a.store.Fresh()
 	if a.remote, err = openRemote(cfg.Remote, a.store, log); err != nil {
 		return err
 	}

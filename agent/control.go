@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,7 +174,7 @@ func checkSavepointName(name string) error {
 	if err := savepoint.CheckName(name); err != nil {
 		return err
 	}
-	if slices.Contains(entries, name) {
+	if _, kept := entries[name]; kept {
 		return fmt.Errorf("%q is %w: it is the name of an entry the agent keeps in its data directory; choose another", name, savepoint.ErrBadName)
 	}
 	return nil

@@ -74,6 +74,9 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 	if err != nil {
 		return nil, false, nothingRestored(err)
 	}
+	if err := a.rebuiltFromLog(len(restore.Candidates) > 0); err != nil {
+		return nil, false, err
+	}
 	mode, _ := checkpoint.ParseMode(cfg.Checkpoints.Mode)
 	done := new(completions)
 	// holding, once set, holds the sources: a stop or a reload takes its
@@ -217,6 +220,37 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 		}
 		return next, done.completedAny(), nil
 	}
+}
+
+// rebuiltFromLog says, once, when the agent starts with nothing restored
+// on a data directory whose store showed nothing of checkpoints taken
+// (no store of cairn's, no id mark) but which holds ingest logs: where
+// every log holds everything from its first offset, 1, the pipeline's
+// state is rebuilt by replaying them, which a warning and the status
+// (api.Status.Rebuilt) say. Where a log was truncated at its front, the
+// state of what it lost is gone: its source refuses the start as for a
+// lost store, unless the loss is accepted (mqttio's checkOffset).
+func (a *Agent) rebuiltFromLog(restored bool) error {
+	fresh := a.freshStore
+	a.freshStore = false
+	if !fresh || restored {
+		return nil
+	}
+	fronts, err := a.logs.Fronts()
+	if err != nil || len(fronts) == 0 {
+		return err
+	}
+	for _, first := range fronts {
+		if first > 1 {
+			return nil
+		}
+	}
+	why := fmt.Sprintf("no checkpoint store and no checkpoint id mark in %s, but ingest logs that hold every message from offset 1: "+
+		"the pipeline's state was rebuilt by replaying them", a.dataDir)
+	a.log.Warn("no checkpoint store and no checkpoint id mark, but an ingest log that holds every message from offset 1: "+
+		"the pipeline's state is rebuilt by replaying it", "data_dir", a.dataDir, "logs", len(fronts))
+	a.state.setRebuilt(why)
+	return nil
 }
 
 // nothingRestored names --accept-state-loss in err when no checkpoint

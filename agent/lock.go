@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -55,21 +57,25 @@ func lockDataDir(dataDir string) (func() error, error) {
 // of them (TestDataDirHoldsOnlyItsEntries). The checkpoint store is
 // checkpoints.db (and checkpoints.db.moving while an earlier store moves
 // into it); of an earlier cairn's, it reads checkpoints/ and ingest.db
-// to move them. A damaged store set aside (checkpoints.db.damaged-N) is
-// never written again.
-var entries = []string{"LOCK", pidFile, "cairn.sock", "checkpoint-id", "checkpoints.db", "checkpoints.db.moving", "ingest", "savepoints",
-	savepointMark, savepointMark + ".new", "checkpoints", "ingest.db"}
+// to move them. A store set aside, damaged or not cairn's
+// (checkpoints.db.damaged-N, .foreign-N), is never written again.
+var entries = map[string]datadir.Kind{"LOCK": datadir.File, pidFile: datadir.File, "cairn.sock": datadir.Socket,
+	"checkpoint-id": datadir.File, "checkpoints.db": datadir.File, "checkpoints.db.moving": datadir.File, "ingest": datadir.Dir,
+	"savepoints": datadir.Dir, savepointMark: datadir.File, savepointMark + ".new": datadir.File, "checkpoints": datadir.Dir, "ingest.db": datadir.File}
 
 // checkEntries refuses a data directory in which one of the entries the
-// agent keeps is a symbolic link, or a file with more than one name
+// agent keeps, or one under those that are directories, is a symbolic
+// link, a file with more than one name, of another kind than the agent
+// keeps there, of another user or one that other users may write
 // (datadir.CheckEntry): whoever could write the directory could point the
 // agent's stores, and the files it writes as its user (root, perhaps),
-// anywhere. The directory itself may be a link (to another disk, say).
-// The files are also opened without following links
-// (datadir.OpenFile), so that none can be put there after this check.
+// anywhere, or decide what it restores. The directory itself may be a
+// link (to another disk, say). The files are also opened without
+// following links (datadir.OpenFile), so that none can be put there
+// after this check.
 func checkEntries(dataDir string) error {
-	for _, name := range entries {
-		if err := datadir.CheckEntry(filepath.Join(dataDir, name)); err != nil {
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		if err := datadir.CheckEntry(filepath.Join(dataDir, name), entries[name]); err != nil {
 			return fmt.Errorf("data directory %s: %w", dataDir, err)
 		}
 	}

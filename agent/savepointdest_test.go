@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -126,7 +127,7 @@ func (m destModel) answer(name string, force bool) int {
 			return http.StatusBadRequest
 		}
 	}
-	if !nameChars.MatchString(name) || name[0] == '.' || slices.Contains(entries, name) {
+	if _, kept := entries[name]; kept || !nameChars.MatchString(name) || name[0] == '.' {
 		return http.StatusBadRequest
 	}
 	isSavepoint, taken := m.taken[name]
@@ -164,7 +165,8 @@ func genName(rng *rand.Rand, m destModel) string {
 		}
 		return "again"
 	case 3:
-		return entries[rng.IntN(len(entries))]
+		kept := slices.Sorted(maps.Keys(entries))
+		return kept[rng.IntN(len(kept))]
 	case 4:
 		return strings.Repeat(string(plain[rng.IntN(len(plain))]), 120+rng.IntN(20))
 	}

@@ -39,11 +39,19 @@ type state struct {
 
 	mu          sync.Mutex
 	configError string // why the last change of the file was not applied
+	rebuilt     string // api.Status.Rebuilt
 }
 
 func (s *state) set(inc incarnation) {
 	s.current.Store(&inc)
 	s.restoring.Store(false)
+}
+
+// setRebuilt sets api.Status.Rebuilt to why.
+func (s *state) setRebuilt(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rebuilt = why
 }
 
 func (s *state) setConfigError(err error) {
@@ -64,7 +72,7 @@ func (s *state) status() api.Status {
 		out.Disk = s.wear.status(now.mono)
 	}
 	s.mu.Lock()
-	out.ConfigError = s.configError
+	out.ConfigError, out.Rebuilt = s.configError, s.rebuilt
 	s.mu.Unlock()
 	if s.logs != nil {
 		out.Ingest = ingestStatus(s.logs.Health(), s.dataDir, now)

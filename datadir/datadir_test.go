@@ -45,7 +45,7 @@ func TestOpenFileFollowsNoLink(t *testing.T) {
 		if !errors.Is(err, datadir.ErrNotOwn) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), c.name) {
 			t.Fatalf("%s: %v, want ErrNotOwn saying %q", c.name, err, c.says)
 		}
-		if err := datadir.CheckEntry(filepath.Join(dir, c.name)); !errors.Is(err, datadir.ErrNotOwn) {
+		if err := datadir.CheckEntry(filepath.Join(dir, c.name), datadir.File); !errors.Is(err, datadir.ErrNotOwn) {
 			t.Fatalf("CheckEntry(%s): %v", c.name, err)
 		}
 	}
@@ -56,8 +56,8 @@ func TestOpenFileFollowsNoLink(t *testing.T) {
 		t.Fatal("the dangling link's target was created")
 	}
 	os.Mkdir(filepath.Join(dir, "sub"), 0o700)
-	for _, name := range []string{"own", "sub", "missing"} {
-		if err := datadir.CheckEntry(filepath.Join(dir, name)); err != nil {
+	for name, kind := range map[string]datadir.Kind{"own": datadir.File, "sub": datadir.Dir, "missing": datadir.File} {
+		if err := datadir.CheckEntry(filepath.Join(dir, name), kind); err != nil {
 			t.Fatalf("CheckEntry(%s): %v", name, err)
 		}
 	}

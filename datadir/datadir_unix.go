@@ -21,3 +21,13 @@ func links(st os.FileInfo) uint64 {
 	}
 	return 1
 }
+
+// owner is the uid that owns st, and whether it is the process's
+// effective one.
+func owner(st os.FileInfo) (uid int, own bool) {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, true
+	}
+	return int(s.Uid), int(s.Uid) == os.Geteuid()
+}

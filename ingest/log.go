@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,6 +201,33 @@ func (d *Logs) Close() error {
 	errs = append(errs, d.dead.close())
 	d.unlock()
 	return errors.Join(errs...)
+}
+
+// Fronts returns the first offset of every log in the directory that
+// holds a segment, by its name ("source/0"), as seglog.Front reads it: 1
+// for a log that was never truncated at its front. The logs need not be
+// open.
+func (d *Logs) Fronts() (map[string]uint64, error) {
+	names, err := d.opts.FS.List(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	fronts := make(map[string]uint64)
+	for _, n := range names {
+		escaped, ok := strings.CutPrefix(n, "log-")
+		name, err := url.PathUnescape(escaped)
+		if !ok || err != nil {
+			continue
+		}
+		first, ok, err := seglog.Front(d.opts.FS, filepath.Join(d.dir, n))
+		if err != nil {
+			return nil, fmt.Errorf("ingest log %s: %w", name, err)
+		}
+		if ok {
+			fronts[name] = first
+		}
+	}
+	return fronts, nil
 }
 
 // logDir is the directory of the log called name ("source/0").

@@ -133,7 +133,9 @@ func padTo(path string, size int64) error {
 
 // checkFile checks the store's file before it is opened to write, and
 // returns errMissing when there is none (or it is empty), a *damageError
-// when it is damaged, or another error (it is locked, or cannot be read):
+// when it is damaged, a *foreignError when it is a whole bbolt file that
+// is not cairn's (ownerless), or another error (it is locked, or cannot
+// be read):
 // its header (checkHeader); then, opened read-only, a walk of every
 // bucket, branch and leaf page and every key, in this goroutine, where a
 // memory fault is an error (a page number that points past the end of
@@ -168,6 +170,7 @@ func checkFile(path string, opts Options) error {
 		return err
 	}
 	defer guard(db.Close)
+	var foreign string
 	err := guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			if err := walk(tx.Cursor(), tx.Bucket); err != nil {
@@ -180,6 +183,7 @@ func checkFile(path string, opts Options) error {
 			if len(errs) > 0 {
 				return fmt.Errorf("bbolt's check: %w", errors.Join(errs...))
 			}
+			foreign = ownerless(tx)
 			return nil
 		})
 	})
@@ -190,8 +194,17 @@ func checkFile(path string, opts Options) error {
 		}
 		return err
 	}
+	if foreign != "" {
+		return &foreignError{foreign}
+	}
 	return nil
 }
+
+// foreignError says a whole bbolt file is not cairn's store (ownerless):
+// it is set aside untouched, never salvaged or written.
+type foreignError struct{ why string }
+
+func (e *foreignError) Error() string { return "not a checkpoint store of cairn's: " + e.why }
 
 // walk reads every key under c, and every bucket's under it: the pages
 // that hold them. bucket opens a nested bucket by name.

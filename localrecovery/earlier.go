@@ -301,7 +301,7 @@ func readEarlierState(tx *bolt.Tx, h checkpoint.StateHandle) ([]byte, error) {
 // moves the segmented log of the cairn before into the file. (Store.load
 // moves a file of the earliest builds' formats.)
 func upgrade(path string, opts Options) error {
-	if err := finishMove(path); err != nil {
+	if err := finishMove(path, opts); err != nil {
 		return err
 	}
 	return moveSegments(path, segmentsDir(path), opts)
@@ -313,9 +313,10 @@ func moving(path string) string { return path + ".moving" }
 
 // finishMove deals with a rebuild (rebuild) that a crash interrupted: a
 // whole one, whose file says what it was moved from, is renamed into
-// place if nothing is there; any other is removed, and will be done
-// again.
-func finishMove(path string) error {
+// place if nothing is there; another file of cairn's, whole, or empty, is
+// removed, and the move will be done again. Anything else there, damaged
+// or not cairn's, is set aside untouched (setAside).
+func finishMove(path string, opts Options) error {
 	tmp := moving(path)
 	if _, err := os.Lstat(tmp); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -323,7 +324,25 @@ func finishMove(path string) error {
 	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) && movedMark(tmp) != "" {
 		return renameDurable(tmp, path)
 	}
-	return os.Remove(tmp)
+	err := checkFile(tmp, opts)
+	var damage *damageError
+	var foreign *foreignError
+	switch {
+	case err == nil, errors.Is(err, errMissing):
+		return os.Remove(tmp)
+	case errors.As(err, &damage), errors.As(err, &foreign):
+		what := "damaged"
+		if foreign != nil {
+			what = "foreign"
+		}
+		aside, serr := setAside(tmp, what)
+		if serr != nil {
+			return serr
+		}
+		opts.Logger.Error("an unfinished move of the checkpoint store is set aside untouched", "path", tmp, "aside", aside, "reason", err.Error())
+		return nil
+	}
+	return fmt.Errorf("checkpoint store %s: %w", tmp, err)
 }
 
 // movedMark is what the file at path says it was moved from; "" if
@@ -388,9 +407,11 @@ func replace(path, what string, aside bool, opts Options) error {
 		return fmt.Errorf("moving the checkpoint store %s (%s) into format %d: %w", path, what, formatVersion, err)
 	}
 	if aside || from.damaged() {
-		if err := setAside(path, opts.Logger); err != nil {
+		aside, err := setAside(path, "damaged")
+		if err != nil {
 			return err
 		}
+		opts.Logger.Warn("the damaged checkpoint store is kept aside", "path", aside)
 	}
 	if err := renameDurable(moving(path), path); err != nil {
 		return err
@@ -455,19 +476,24 @@ func moveSegments(path, dir string, opts Options) error {
 	}
 	opts.Logger.Info("checkpoint store moved into a bbolt file", "from", dir, "to", path, "checkpoints", moved, "lost", lost)
 	if from.damaged() {
-		return setAside(dir, opts.Logger)
+		aside, err := setAside(dir, "damaged")
+		if err == nil {
+			opts.Logger.Warn("the damaged checkpoint store is kept aside", "path", aside)
+		}
+		return err
 	}
 	return removeDurable(dir)
 }
 
-// setAside renames the damaged store at path (a file or a directory) to
-// path.damaged-N, the first N free, for whoever wants to look at it.
-func setAside(path string, log *slog.Logger) error {
+// setAside renames the store at path (a file or a directory) that is
+// damaged or foreign (what) to path.what-N, the first N free, for
+// whoever wants to look at it, and returns that name. The rename changes
+// nothing of what it holds.
+func setAside(path, what string) (string, error) {
 	for n := 1; ; n++ {
-		aside := fmt.Sprintf("%s.damaged-%d", path, n)
+		aside := fmt.Sprintf("%s.%s-%d", path, what, n)
 		if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
-			log.Warn("the damaged checkpoint store is kept aside", "path", aside)
-			return renameDurable(path, aside)
+			return aside, renameDurable(path, aside)
 		}
 	}
 }

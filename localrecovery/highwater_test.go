@@ -64,7 +64,8 @@ func TestHighWaterOutlivesTheStore(t *testing.T) {
 }
 
 // TestDamagedHighWaterIsNotTrusted: a mark that fails its checksum is
-// reported and ignored; the store's own ids count.
+// reported and set aside as it was; the store's own ids count, and the
+// next id taken is marked in a new file.
 func TestDamagedHighWaterIsNotTrusted(t *testing.T) {
 	root := t.TempDir()
 	dir, mark := filepath.Join(root, "checkpoints.db"), filepath.Join(root, "checkpoint-id")
@@ -84,8 +85,16 @@ func TestDamagedHighWaterIsNotTrusted(t *testing.T) {
 	if id, _ := s.LastID(); id != 4 {
 		t.Fatalf("last id %d, want the store's 4", id)
 	}
-	if !strings.Contains(logs.String(), "checkpoint id mark unreadable") {
+	if !strings.Contains(logs.String(), "checkpoint id mark unreadable: it is set aside untouched") {
 		t.Fatalf("damage not reported:\n%s", logs.String())
+	}
+	complete(t, s, 5, 100)
+	s.Close()
+	if aside, err := os.ReadFile(mark + ".damaged-1"); err != nil || !bytes.Equal(aside, b) {
+		t.Fatalf("the mark set aside holds %x (%v), want %x", aside, err, b)
+	}
+	if hw, err := readHighWater(mark); err != nil || hw != 5 {
+		t.Fatalf("new mark %d (%v), want 5", hw, err)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/cairn-edge/cairn/checkpoint"
 )
 
@@ -21,7 +23,9 @@ import (
 // why it is so). Its names are text, for the bbolt command (`bbolt
 // buckets`, `bbolt keys`: docs/checkpoints.md). Top-level buckets:
 //
-//	"meta"                 "format"     → 1 byte: 3
+//	"meta"                 "magic"      → "cairn checkpoint store": the
+//	                                      file is cairn's (ownerless)
+//	                       "format"     → 1 byte: 3
 //	                       "last_id"    → 8 bytes big-endian: an id taken (SaveLastID)
 //	                       "moved_from" → what an earlier store held when it was
 //	                                      moved into this file (rebuild)
@@ -37,10 +41,20 @@ import (
 // store of format 2 kept under a checkpoint whose record had gone, which
 // a retained checkpoint's chain names. Formats 1 and 2 (earlier.go) are
 // moved into format 3 when opened.
+//
+// A file is cairn's by its magic. Files written before the magic, of
+// every format, are cairn's by their shape: a format of 1 to 3 in meta,
+// and no top-level bucket but those of that format; they are given the
+// magic when opened to write (those of formats 1 and 2 with the new file
+// they move into). A bbolt file without a bucket is one bbolt made and
+// cairn had not written to yet. Any other file is not cairn's store, and
+// is set aside untouched (Open).
 const formatVersion = 3
 
 var (
 	bucketMeta      = []byte("meta")
+	keyMagic        = []byte("magic")
+	magic           = []byte("cairn checkpoint store")
 	keyFormat       = []byte("format")
 	keyLastID       = []byte("last_id")
 	keyMoved        = []byte("moved_from")
@@ -48,6 +62,61 @@ var (
 	checkpointNamed = "checkpoint "
 	statePrefix     = "state/"
 )
+
+// ownerless returns why the file tx reads is not a checkpoint store of
+// cairn's, "" if it is one (the layout's doc): it holds the magic; or a
+// format of 1 to 3 in meta and no top-level bucket but that format's; or
+// no bucket at all.
+func ownerless(tx *bolt.Tx) string {
+	meta := tx.Bucket(bucketMeta)
+	if meta != nil && bytes.Equal(meta.Get(keyMagic), magic) {
+		return ""
+	}
+	var names []string
+	tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		names = append(names, string(name))
+		return nil
+	})
+	if len(names) == 0 {
+		return ""
+	}
+	if meta == nil || len(meta.Get(keyFormat)) != 1 {
+		return fmt.Sprintf("it has no cairn mark, nor a format in a bucket %q (its buckets: %s)", bucketMeta, quoted(names))
+	}
+	format := meta.Get(keyFormat)[0]
+	for _, name := range names {
+		ok := name == string(bucketMeta)
+		switch format {
+		case 1:
+			ok = ok || name == string(legacyBlobs) || name == string(bucketCheckpoints)
+		case 2:
+			ok = ok || name == string(bucketSnapshots) || name == string(bucketCheckpoints)
+		case formatVersion:
+			_, isCheckpoint := parseCheckpointBucket([]byte(name))
+			ok = ok || isCheckpoint
+		}
+		if !ok {
+			return fmt.Sprintf("it has no cairn mark, and a bucket %q, which cairn's store of format %d does not have", name, format)
+		}
+	}
+	return ""
+}
+
+// quoted lists names, quoted, the first 5 of them.
+func quoted(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i == 5 {
+			fmt.Fprintf(&b, " and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", n)
+	}
+	return b.String()
+}
 
 // crc32c is the Castagnoli table of every checksum the store writes.
 var crc32c = crc32.MakeTable(crc32.Castagnoli)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/datadir"
+	"github.com/cairn-edge/cairn/seglog"
 )
 
 // ChunkSize is the largest piece of a snapshot stored under one key
@@ -93,6 +94,9 @@ type Store struct {
 	hwFile    *os.File
 	// damage is what Open found (Damage).
 	damage []string
+	// found says Open found a whole store of cairn's at its path (Fresh);
+	// what a damaged one holds shows in the ids salvaged from it.
+	found bool
 }
 
 // snapshot is one subtask's snapshot taken in and not written yet.
@@ -164,7 +168,17 @@ func Open(path string, opts Options) (*Store, error) {
 func (s *Store) open() error {
 	err := checkFile(s.path, s.opts)
 	var damage *damageError
+	var foreign *foreignError
 	switch {
+	case errors.As(err, &foreign) && s.opts.ReadOnly:
+		return fmt.Errorf("%s is %w; `cairn run` sets it aside when it starts", s.path, foreign)
+	case errors.As(err, &foreign):
+		aside, err := setAside(s.path, "foreign")
+		if err != nil {
+			return fmt.Errorf("setting aside %s, %w: %w", s.path, foreign, err)
+		}
+		s.opts.Logger.Error("the checkpoint store's file is not cairn's: it is set aside untouched, and a new store made in its place",
+			"path", s.path, "aside", aside, "reason", foreign.why)
 	case errors.As(err, &damage) && s.opts.ReadOnly:
 		s.damage = append(s.damage, damage.Error())
 		s.opts.Logger.Error("checkpoint store damaged", "path", s.path, "err", damage.cause)
@@ -172,8 +186,11 @@ func (s *Store) open() error {
 		if err := salvage(s.path, damage, s.opts); err != nil {
 			return err
 		}
-	case err != nil && !errors.Is(err, errMissing):
+	case errors.Is(err, errMissing):
+	case err != nil:
 		return fmt.Errorf("checkpoint store %s: %w", s.path, err)
+	default:
+		s.found = true
 	}
 	if err := guard(func() (err error) {
 		s.db, err = bolt.Open(s.path, 0o600, boltOptions(s.opts))
@@ -198,9 +215,12 @@ func (s *Store) open() error {
 // completion records and snapshots, and the id taken; it makes the
 // buckets of a new file.
 func (s *Store) load() error {
-	format := byte(0)
+	format, marked := byte(0), false
 	if err := s.view(func(tx *bolt.Tx) error {
 		format = formatOf(tx)
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			marked = bytes.Equal(meta.Get(keyMagic), magic)
+		}
 		return nil
 	}); err != nil {
 		if s.opts.ReadOnly {
@@ -210,13 +230,14 @@ func (s *Store) load() error {
 		return err
 	}
 	switch {
-	case format == 0 && !s.opts.ReadOnly:
+	case (format == 0 || format == formatVersion && !marked) && !s.opts.ReadOnly:
+		// A new file, or one written before the magic (ownerless).
 		if err := s.update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 			if err != nil {
 				return err
 			}
-			return meta.Put(keyFormat, []byte{formatVersion})
+			return errors.Join(meta.Put(keyFormat, []byte{formatVersion}), meta.Put(keyMagic, magic))
 		}); err != nil {
 			return fmt.Errorf("checkpoint store %s: %w", s.path, err)
 		}
@@ -301,16 +322,24 @@ func readIndex(db *bolt.DB, log *slog.Logger) (index, error) {
 // readHighWater reads Options.HighWater and raises lastID to it: the store
 // lost the checkpoints above its own ids. A mark that is not a file of the
 // store's own (datadir.OpenFile) is an error; one that does not verify is
-// logged, and ids continue from the store's.
+// logged and, opened to write, set aside untouched (setAside: the mark is
+// written in place, which would change it), and ids continue from the
+// store's.
 func (s *Store) readHighWater() error {
 	if s.opts.HighWater == "" {
 		return nil
 	}
 	hw, err := readHighWater(s.opts.HighWater)
-	if errors.Is(err, datadir.ErrNotOwn) {
+	switch {
+	case errors.Is(err, datadir.ErrNotOwn):
 		return fmt.Errorf("checkpoint id mark: %w", err)
-	}
-	if err != nil {
+	case errors.Is(err, seglog.ErrCorrupt) && !s.opts.ReadOnly:
+		aside, serr := setAside(s.opts.HighWater, "damaged")
+		if serr != nil {
+			return fmt.Errorf("setting aside %w: %w", err, serr)
+		}
+		s.opts.Logger.Error("checkpoint id mark unreadable: it is set aside untouched, and ids continue from the store's", "err", err, "aside", aside)
+	case err != nil:
 		s.opts.Logger.Error("checkpoint id mark unreadable; ids continue from the store's", "err", err)
 	}
 	s.highWater = hw
@@ -345,6 +374,17 @@ func (s *Store) raiseHighWater(id uint64) error {
 	}
 	s.highWater = id
 	return nil
+}
+
+// Fresh says that Open found nothing of a store: no file of cairn's at
+// its path (none, an empty one, or one set aside as not cairn's) or a
+// damaged one of which no id was salvaged, and no id in the id mark
+// (Options.HighWater; none where it was set aside unreadable). Nothing
+// shows that checkpoints were ever taken here.
+func (s *Store) Fresh() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.found && s.highWater == 0 && s.lastID == 0
 }
 
 // Damage describes the damage Open found: what it set aside and why (and,

@@ -30,7 +30,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	l := &Log{dir: dir, opts: opts, next: 1, synced: 1, dirty: dirtyPages{through: -1}}
 	fs := opts.FS
 	if fs == OS {
-		if err := datadir.CheckEntry(dir); err != nil {
+		if err := datadir.CheckEntry(dir, datadir.Dir); err != nil {
 			return nil, err
 		}
 	}
@@ -251,4 +251,21 @@ func (l *Log) cutLog(msg string, args ...any) {
 		return // Damage says it; the mode that cuts logs it
 	}
 	l.opts.Logger.Warn(msg, args...)
+}
+
+// Front returns the first offset of the log in dir by the names of its
+// segments, without opening it: ok is false where it has none (no log, or
+// an empty one). A log that was never truncated at its front (TruncateFront)
+// nor reset (Reset) starts at 1.
+func Front(fs FS, dir string) (first uint64, ok bool, err error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, name := range names {
+		if f, isSeg := parseSegmentName(name); isSeg && (!ok || f < first) {
+			first, ok = f, true
+		}
+	}
+	return first, ok, nil
 }

@@ -52,6 +52,11 @@ type Status struct {
 	// ConfigError, if set, says why the last change of the pipeline file
 	// was not applied; the pipeline runs as before.
 	ConfigError string `json:"config_error,omitempty"`
+	// Rebuilt, if set, says that the agent started with no checkpoint
+	// store and no checkpoint id mark but an ingest log that holds every
+	// message from its first offset: the pipeline's state was rebuilt by
+	// replaying the log, not restored.
+	Rebuilt string `json:"rebuilt,omitempty"`
 	// InFlight are the checkpoints in flight, oldest first.
 	InFlight []InFlight `json:"in_flight"`
 	// History holds this run's newest checkpoint outcomes, completed and

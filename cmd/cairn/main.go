@@ -557,6 +557,9 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	if r := st.RestoredFrom; r != nil {
 		fmt.Fprintf(stdout, "restored from %s checkpoint %d\n", r.Source, r.ID)
 	}
+	if st.Rebuilt != "" {
+		fmt.Fprintf(stdout, "state rebuilt from the ingest log: %s\n", st.Rebuilt)
+	}
 	if st.ConfigError != "" {
 		fmt.Fprintf(stdout, "pipeline file changed but NOT applied (the running pipeline goes on): %s\n", strings.ReplaceAll(st.ConfigError, "\n", "; "))
 	}

@@ -60,7 +60,7 @@ func cmdDeadLetters(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 			fmt.Fprintln(stderr, "cairn deadletters: the agent stopped")
 			return 0
 		case err != nil:
-			return exitCode(dataDir, err, stderr)
+			return exitCode(err, stderr)
 		}
 		print(page.DeadLetters)
 		from = max(from, page.Next)

@@ -455,14 +455,14 @@ func dataDirOf(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*
 // client returns a client of the agent running on dataDir.
 func client(dataDir string) *api.Client { return api.NewClient(agent.SocketPath(dataDir)) }
 
-// exitCode reports a failed call to the agent on dataDir and returns the
-// exit status: 3 when no agent is running, 1 otherwise.
-func exitCode(dataDir string, err error, stderr io.Writer) int {
+// exitCode reports a failed call to the agent and returns the exit
+// status: 3 when no agent is running, 1 otherwise. The client's errors
+// name the agent's socket, and so its data directory.
+func exitCode(err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "cairn: %v\n", err)
 	if errors.Is(err, api.ErrNoAgent) {
-		fmt.Fprintf(stderr, "cairn: no agent is running on %s (%v)\n", dataDir, err)
 		return 3
 	}
-	fmt.Fprintf(stderr, "cairn: %v\n", err)
 	return 1
 }
 
@@ -542,7 +542,7 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	st, err := client(dataDir).Status(context.Background())
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -644,7 +644,7 @@ func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	c := client(dataDir)
 	resp, err := c.Stop(context.Background(), withSavepoint, file)
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	// The agent answered once its pipeline stopped; it exits next.
 	deadline := time.Now().Add(time.Minute)
@@ -678,7 +678,7 @@ func cmdCheckpoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, ki
 	}
 	resp, err := call(context.Background())
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	if kind == "savepoint" {
 		fmt.Fprintln(stdout, resp.Path)

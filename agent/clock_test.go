@@ -98,7 +98,7 @@ func statusAcrossStep(t *testing.T, step time.Duration) {
 			t.Fatal(err)
 		}
 		st := s.status()
-		return seen{st, gatewayStatus(st, "v", 10*time.Second, time.Time{}, time.Now()), brokerStatus("plant", broker, readClocks()),
+		return seen{st, gatewayStatus(st, statusBroker{agent: "cairn-gw", interval: 10 * time.Second}, "v", time.Time{}, time.Now()), brokerStatus("plant", broker, readClocks()),
 			e.values["cairn_input_unacknowledged_seconds{}"]}
 	}
 	time.Sleep(10 * time.Minute) // 15 minutes in
@@ -213,7 +213,7 @@ func TestWallClockStepsThroughTheAgent(t *testing.T) {
 				}
 			}
 		}
-		g := gatewayStatus(after, "v", time.Second, time.Time{}, time.Now())
+		g := gatewayStatus(after, statusBroker{agent: "cairn-gw", interval: time.Second}, "v", time.Time{}, time.Now())
 		if l := g.Checkpoints.Last; l == nil || l.AgeMS > up || g.Time != after.TimeUnixMS {
 			t.Errorf("step %v: fleet status at %d, last checkpoint %+v; want one completed within the job's %dms", step, g.Time, l, up)
 		}

@@ -3,7 +3,9 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"strconv"
 	"syscall"
 
@@ -55,6 +57,11 @@ func DeadLetters(dataDir string, from uint64, limit int) (api.DeadLetters, error
 	release, err := seglog.LockDir(dataDir)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return api.DeadLetters{}, ErrAgentRunning
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(dataDir); errors.Is(serr, fs.ErrNotExist) {
+			return api.DeadLetters{}, fmt.Errorf("no data directory at %s: no agent has run there yet", dataDir)
+		}
 	}
 	if err != nil {
 		return api.DeadLetters{}, fmt.Errorf("data directory %s: %w", dataDir, err)

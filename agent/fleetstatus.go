@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,7 @@ type fleetStatus struct {
 
 type statusBroker struct {
 	name     string
+	agent    string // the agent's name on this broker: its client id base
 	interval time.Duration
 	pub      *mqttio.StatusPublisher
 }
@@ -66,7 +68,7 @@ func startFleetStatus(cfg *config.Config, d *deps, st *state, version string) (*
 			f.close()
 			return nil, fmt.Errorf("broker %q: status: %w", name, err)
 		}
-		f.brokers = append(f.brokers, statusBroker{name: name, interval: b.StatusInterval, pub: pub})
+		f.brokers = append(f.brokers, statusBroker{name: name, agent: cmp.Or(b.ClientID, d.clientID), interval: b.StatusInterval, pub: pub})
 	}
 	if len(f.brokers) == 0 {
 		return nil, nil
@@ -91,7 +93,7 @@ func (f *fleetStatus) run(ctx context.Context) {
 		now := time.Now()
 		st := f.state.status()
 		for i, b := range f.brokers {
-			msg := gatewayStatus(st, f.version, b.interval, last[i].at, now)
+			msg := gatewayStatus(st, b, f.version, last[i].at, now)
 			// Due a tick early rather than late: the ticks come a poll
 			// apart, give or take the time a status takes.
 			due := now.Sub(last[i].at) >= b.interval-statusPoll/2
@@ -118,7 +120,7 @@ func (f *fleetStatus) close() {
 	now := time.Now()
 	st := f.state.status()
 	for _, b := range f.brokers {
-		msg := gatewayStatus(st, f.version, b.interval, now, now)
+		msg := gatewayStatus(st, b, f.version, now, now)
 		msg.State = "stopped"
 		b.pub.Close(encodeGateway(msg), statusCloseTimeout)
 	}
@@ -132,15 +134,16 @@ func encodeGateway(msg api.GatewayStatus) []byte {
 	return b
 }
 
-// gatewayStatus is the fleet status of st, taken at now, for a broker
-// whose status interval is interval and to which the last status went at
-// since (zero: none yet). since and now are read from time.Now: only the
+// gatewayStatus is the fleet status of st, taken at now, for the broker
+// b, to which the last status went at since (zero: none yet): named by
+// b's agent, the agent's client id base there (agents whose client_id is
+// ${GATEWAY} each have their own name), at b's interval. since and now are read from time.Now: only the
 // time between them counts. Its ages are st's time less st's times, what
 // the monotonic clock measured (api.Status.TimeUnixMS): a step of the
 // wall clock changes none.
-func gatewayStatus(st api.Status, version string, interval time.Duration, since, now time.Time) api.GatewayStatus {
-	g := api.GatewayStatus{V: api.GatewayVersion, Agent: st.Agent, Version: version, Pipeline: filepath.Base(st.Pipeline),
-		State: st.State, Time: st.TimeUnixMS, IntervalMS: interval.Milliseconds(), UptimeS: int64(st.UptimeSeconds), Mode: st.Mode,
+func gatewayStatus(st api.Status, b statusBroker, version string, since, now time.Time) api.GatewayStatus {
+	g := api.GatewayStatus{V: api.GatewayVersion, Agent: b.agent, Version: version, Pipeline: filepath.Base(st.Pipeline),
+		State: st.State, Time: st.TimeUnixMS, IntervalMS: b.interval.Milliseconds(), UptimeS: int64(st.UptimeSeconds), Mode: st.Mode,
 		IngestLag: st.IngestLag, DeadLetters: st.DeadLetters, IngestLost: st.Ingest.LostMessages, OutputBacklog: st.OutputBacklogBytes,
 		Memory:     api.GatewayMemory{Resident: st.Memory.Resident, HeapLive: st.Memory.HeapLive, Limit: st.Memory.Limit},
 		DiskPerDay: st.Disk.PerDayBytes, ConfigRejected: st.ConfigError != ""}

@@ -63,7 +63,7 @@ func skewedGateway() api.Status {
 func TestGatewayStatus(t *testing.T) {
 	st := skewedGateway()
 	now := time.UnixMilli(st.TimeUnixMS)
-	g := gatewayStatus(st, "v0.4.0", 10*time.Second, now.Add(-10*time.Second), now)
+	g := gatewayStatus(st, statusBroker{agent: "cairn-gw-07", interval: 10 * time.Second}, "v0.4.0", now.Add(-10*time.Second), now)
 	c := g.Checkpoints
 	if c.RecentFailed != 1 || c.RecentLate != 2 || c.Late != 2 || c.LastFailed == nil || c.LastFailed.ID != 939 || c.LastFailed.Cause != "expired" {
 		t.Errorf("checkpoints %+v", c)
@@ -80,7 +80,7 @@ func TestGatewayStatus(t *testing.T) {
 		t.Errorf("status %+v", g)
 	}
 	// A status since which no stall ended shows the one in progress.
-	later := gatewayStatus(st, "v0.4.0", 10*time.Second, now, now)
+	later := gatewayStatus(st, statusBroker{agent: "cairn-gw-07", interval: 10 * time.Second}, "v0.4.0", now, now)
 	if s := later.Stall; s == nil || s.Ended || s.DurationMS != 1_600 || s.WaitsFor != "score/0" || s.Backlog != 3+512 {
 		t.Errorf("stall in progress %+v: want drift/0 waiting 1.6s for score/0 with 515 before it", s)
 	}
@@ -105,7 +105,7 @@ func TestGatewayStatus(t *testing.T) {
 func TestGatewayChanged(t *testing.T) {
 	st := skewedGateway()
 	now := time.UnixMilli(st.TimeUnixMS)
-	base := gatewayStatus(st, "v", time.Second, now, now)
+	base := gatewayStatus(st, statusBroker{agent: "cairn-gw-07", interval: time.Second}, "v", now, now)
 	for _, tc := range []struct {
 		what    string
 		change  func(*api.Status)
@@ -125,7 +125,7 @@ func TestGatewayChanged(t *testing.T) {
 		next := skewedGateway()
 		next.Brokers = append([]api.Broker(nil), next.Brokers...)
 		tc.change(&next)
-		if got := gatewayChanged(base, gatewayStatus(next, "v", time.Second, now, now)); got != tc.changed {
+		if got := gatewayChanged(base, gatewayStatus(next, statusBroker{agent: "cairn-gw-07", interval: time.Second}, "v", now, now)); got != tc.changed {
 			t.Errorf("%s: changed %v, want %v", tc.what, got, tc.changed)
 		}
 	}
@@ -196,6 +196,7 @@ const fleetPipeline = `agent:
 brokers:
   local:
     url: %s
+    client_id: gw-07
     status_topic: plant/gw-07/status
     status_interval: 1h
 checkpoints:
@@ -216,10 +217,11 @@ sinks:
 `
 
 // TestFleetStatusOnTheBroker runs an agent whose broker has a status
-// topic: its status comes as JSON beside online, retained, at once on a
-// change that matters though the interval is an hour (the pipeline
-// running, a change of the file refused), and when it stops, its last
-// status says so and the status topic says offline.
+// topic: its status comes as JSON beside online, retained, named by the
+// broker's client id, at once on a change that matters though the
+// interval is an hour (the pipeline running, a change of the file
+// refused), and when it stops, its last status says so and the status
+// topic says offline.
 func TestFleetStatusOnTheBroker(t *testing.T) {
 	dir := t.TempDir()
 	// mosquitto: the embedded broker acknowledges a publish before it
@@ -248,7 +250,7 @@ func TestFleetStatusOnTheBroker(t *testing.T) {
 		return isJSON(r) && gatewayJSON(t, r).State == "running"
 	})
 	g := gatewayJSON(t, running)
-	if g.V != 1 || g.Agent == "" || g.Version != "v9.8.7" || g.Pipeline != "pipeline.yaml" || g.IntervalMS != 3_600_000 || len(g.Brokers) != 1 || g.Brokers[0].Name != "local" {
+	if g.V != 1 || g.Agent != "gw-07" || g.Version != "v9.8.7" || g.Pipeline != "pipeline.yaml" || g.IntervalMS != 3_600_000 || len(g.Brokers) != 1 || g.Brokers[0].Name != "local" {
 		t.Fatalf("status %s", running.payload)
 	}
 	t.Logf("the status is %d bytes: %s", len(running.payload), running.payload)

@@ -185,7 +185,11 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 			}
 			cancel()
 			err = <-ran
-			log.Info("stopped as asked", "savepoint", resp.Path)
+			if resp.Path != "" {
+				log.Info("stopped as asked", "savepoint", resp.Path)
+			} else {
+				log.Info("stopped as asked")
+			}
 			req.reply <- stopReply{resp: resp, err: err}
 			req.awaitAnswered() // the agent ends next: not before the caller has its answer
 			return nil, false, err
@@ -322,20 +326,22 @@ func reportDropped(m *checkpoint.Manifest, cfg *config.Config, log *slog.Logger)
 }
 
 // finalCheckpoint takes a checkpoint before a stop and waits for it, at
-// most StopTimeout.
-func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) {
+// most StopTimeout; it returns its id, 0 when none completed (the log
+// says why).
+func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
 	id, err := job.TriggerFinal(ctx) // a savepoint (a reload may change parallelism), and the last checkpoint
 	if err != nil {
 		log.Warn("no final checkpoint", "err", err)
-		return
+		return 0
 	}
 	if _, err := done.wait(ctx, id); err != nil {
 		log.Warn("no final checkpoint; the last completed one stands", "id", id, "err", err)
-		return
+		return 0
 	}
 	log.Info("final checkpoint complete", "id", id)
+	return id
 }
 
 // holdForever holds the sources of a job that stops.

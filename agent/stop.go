@@ -176,9 +176,9 @@ func syncDir(dir string) error {
 func (a *Agent) stopWith(ctx context.Context, inc *incarnation, req stopRequest, hold func(bool)) (api.CheckpointResponse, error) {
 	hold(true)
 	if !req.savepoint {
-		finalCheckpoint(inc.job, inc.completions, a.log)
+		id := finalCheckpoint(inc.job, inc.completions, a.log)
 		drainOutput(inc.backlog, a.log)
-		return api.CheckpointResponse{}, nil
+		return api.CheckpointResponse{ID: id}, nil
 	}
 	resp, err := takeSavepoint(ctx, inc, req.to, a.log)
 	if err != nil {

@@ -1,11 +1,13 @@
 package tui
 
 import (
-	"fmt"
+	"context"
+	"errors"
+	"net"
 	"os"
 	"slices"
 	"strings"
-	"syscall"
+	"testing"
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/api"
@@ -157,6 +159,37 @@ func lostAt(s int64, attempt int, err error) lostMsg {
 	return lostMsg{err: err, attempt: attempt, at: time.Unix(s, 0)}
 }
 
-// refused is the error of a dial that nothing answered.
-var refused = fmt.Errorf("%w on /run/cairn-test/cairn.sock: %w", api.ErrNoAgent,
-	&os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED})
+// noAgent is what a real client says when no agent has started on its
+// socket, /run/cairn-test/cairn.sock: there is no such file.
+func noAgent(t *testing.T) error {
+	t.Helper()
+	const socket = "/run/cairn-test/cairn.sock"
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s is there (%v): the fixture needs it not to be", socket, err)
+	}
+	_, err := api.NewClient(socket).Status(context.Background())
+	return err
+}
+
+// refused is what a real client says of a socket nothing listens on, as
+// an agent killed leaves it: cairn.sock, in a directory the test works in
+// while it dials (the tests of this package run one at a time).
+func refused(t *testing.T) error {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	l, err := net.Listen("unix", "cairn.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	_, err = api.NewClient("cairn.sock").Status(context.Background())
+	return err
+}

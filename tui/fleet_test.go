@@ -130,6 +130,16 @@ func fleetModel(w, h int, msgs ...any) *Fleet {
 	return f
 }
 
+// justStarted is the detail view, w×h, of a gateway up for 2 minutes: too
+// soon for a day's rate of what it writes.
+func justStarted(w, h int) *Fleet {
+	st := healthy(5, time.Second)
+	st.Agent, st.UptimeS, st.DiskPerDay = "gw-005", 120, 0
+	f := fleetModel(w, h, presence("gw-005", "online", fleetNow.Add(-2*time.Minute), false), status("gw-005", st, fleetNow.Add(-time.Second), false))
+	press(f, "enter")
+	return f
+}
+
 // fleetScreen renders f as the terminal shows it without colour.
 func fleetScreen(t *testing.T, f *Fleet) string {
 	t.Helper()
@@ -162,6 +172,15 @@ func TestFleetView(t *testing.T) {
 			press(f, "/", "b", "r", "o", "k", "e", "r", "enter")
 			return f
 		}, []string{"filter broker (esc clears)", "› gw-031  running  input held: output backlog (+1)"}},
+		{"offline-later-wills", func() *Fleet {
+			// gw-017's other clients' wills, as their keepalives run out.
+			return fleetModel(80, 24, append(plant(20), presence("gw-017", "offline", fleetNow.Add(-2*time.Second), false),
+				presence("gw-017", "offline", fleetNow, false))...)
+		}, []string{"› gw-017  OFFLINE  offline since 11:07:44"}},
+		{"detail-just-started", func() *Fleet { return justStarted(80, 24) },
+			[]string{"1 gateway · 1 up", "gw-005  running · gw-005 · pipeline.yaml", " · disk a day: measured once it has run\n10 minutes\n"}},
+		{"detail-just-started-wide", func() *Fleet { return justStarted(120, 30) },
+			[]string{"up 2m00s", "memory 30MB resident, heap 8.6MB of 96MB · disk a day: measured once it has run 10 minutes\n"}},
 		{"detail", func() *Fleet {
 			f := fleetModel(80, 24, append(earlier(7), plant(12)...)...)
 			press(f, "enter")

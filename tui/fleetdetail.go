@@ -69,7 +69,12 @@ func (f *Fleet) detailLines(w int) []string {
 	if st.Memory.Limit > 0 {
 		mem += " of " + bytes(st.Memory.Limit)
 	}
-	lines = append(lines, mem+fmt.Sprintf(" · disk %s/day", bytes(st.DiskPerDay)))
+	if st.DiskPerDay > 0 {
+		mem += fmt.Sprintf(" · disk %s/day", bytes(st.DiskPerDay))
+	} else {
+		mem += " · disk a day: measured once it has run 10 minutes"
+	}
+	lines = append(lines, sentence(mem, w)...)
 	lines = append(lines, f.problemLines(g)...)
 	lines = append(lines, dimStyle.Render("── Checkpoints its statuses told of since this view started ──"))
 	lines = append(lines, f.historyLines(g)...)

@@ -53,7 +53,11 @@ func (f *Fleet) header(w int) []string {
 	if c.down > 0 {
 		down = badStyle.Render(down)
 	}
-	counters := fmt.Sprintf("%d gateways · %d up · %s", c.all, c.up, down)
+	gateways := fmt.Sprintf("%d gateways", c.all)
+	if c.all == 1 {
+		gateways = "1 gateway"
+	}
+	counters := fmt.Sprintf("%s · %d up · %s", gateways, c.up, down)
 	for _, n := range []struct {
 		n    int
 		what string
@@ -171,7 +175,9 @@ func (f *Fleet) table(w, h int) []string {
 			if st.Memory.Resident > 0 {
 				mem = bytes(st.Memory.Resident)
 			}
-			disk = bytes(st.DiskPerDay)
+			if st.DiskPerDay > 0 { // else not measured yet
+				disk = bytes(st.DiskPerDay)
+			}
 		}
 		cursor := "  "
 		if i == sel {

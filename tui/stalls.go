@@ -84,7 +84,9 @@ func (m *Model) stallsPanel(w, h int) []string {
 		lines = append(lines, fmt.Sprintf("%s %s %s ◀%s", at, s.Subtask, millis(s.DurationMS), s.WaitedFor))
 	}
 	if len(stalls) == 0 {
-		lines = append(lines, dimStyle.Render(fmt.Sprintf("no alignment of %s or more among the recent checkpoints'", millis(m.opts.Stall.Milliseconds()))))
+		for _, l := range sentence(fmt.Sprintf("no subtask aligned for %s or more in the recent checkpoints", millis(m.opts.Stall.Milliseconds())), w) {
+			lines = append(lines, dimStyle.Render(l))
+		}
 	}
 	return lines
 }

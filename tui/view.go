@@ -1,11 +1,9 @@
 package tui
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -118,7 +116,7 @@ func (m *Model) header(w int) []string {
 	if m.st == nil {
 		line := titleStyle.Render("cairn top") + "  connecting to " + m.client.Socket() + "…"
 		if m.lost != nil {
-			return []string{line, m.lostLine()}
+			return append([]string{line}, sentence(m.lostLine(), w)...)
 		}
 		return []string{line}
 	}
@@ -135,8 +133,8 @@ func (m *Model) header(w int) []string {
 		}
 		lines = append(lines, fmt.Sprintf("%s  %s · %s · %s since %s · last seen %s", titleStyle.Render("cairn top"),
 			st.Agent, filepath.Base(st.Pipeline), alarmStyle.Render("unreachable"),
-			m.lostSince.In(m.opts.Location).Format("15:04:05"), st.State),
-			reconnecting)
+			m.lostSince.In(m.opts.Location).Format("15:04:05"), st.State))
+		lines = append(lines, sentence(reconnecting, w)...)
 	} else {
 		state := st.State
 		if state != "running" {
@@ -202,18 +200,18 @@ func (m *Model) header(w int) []string {
 			if b.LastError != "" {
 				line += ": " + b.LastError
 			}
-			lines = append(lines, line)
+			lines = append(lines, sentence(line, w)...)
 		}
 	}
 	if st.ConfigError != "" {
-		lines = append(lines, warnStyle.Render("config change not applied: ")+st.ConfigError)
+		lines = append(lines, sentence(warnStyle.Render("config change not applied: ")+st.ConfigError, w)...)
 	}
 	if st.InputHeld {
 		lines = append(lines, warnStyle.Render("input held: ")+fmt.Sprintf("the sinks hold %s their brokers have not taken", bytes(st.OutputBacklogBytes)))
 	}
 	if since := st.Ingest.NotAcknowledgingSinceUnixMS; since != 0 {
-		lines = append(lines, alarmStyle.Render("input NOT acknowledged")+fmt.Sprintf(" since %s: %s",
-			time.UnixMilli(since).In(m.opts.Location).Format("15:04:05"), st.Ingest.NotAcknowledgingReason))
+		lines = append(lines, sentence(alarmStyle.Render("input NOT acknowledged")+fmt.Sprintf(" since %s: %s",
+			time.UnixMilli(since).In(m.opts.Location).Format("15:04:05"), st.Ingest.NotAcknowledgingReason), w)...)
 	}
 	if in := st.Ingest; in.DamagedRecords > 0 {
 		lines = append(lines, badStyle.Render("ingest log damaged")+fmt.Sprintf(": %d messages lost in %d ranges, dead letters of their sources", in.LostMessages, in.DamagedRecords))
@@ -232,20 +230,10 @@ func (m *Model) header(w int) []string {
 }
 
 // lostLine says that the UI reconnects to the agent, and why the last
-// attempt failed.
+// attempt failed: the client's errors are sentences that name the socket
+// ("agent not running: no control socket at …").
 func (m *Model) lostLine() string {
-	return warnStyle.Render("⟳ reconnecting") + fmt.Sprintf(", attempt %d: %s", m.lost.attempt, reason(m.lost.err))
-}
-
-// reason is why a connection to the agent failed, in short: the system's
-// word for a failed dial or read ("connection refused"), without the
-// socket's path the wrappers repeat, or else the error's own text.
-func reason(err error) string {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno.Error()
-	}
-	return fmt.Sprint(err)
+	return warnStyle.Render("⟳ reconnecting") + fmt.Sprintf(", attempt %d: %v", m.lost.attempt, m.lost.err)
 }
 
 // inFlightLine shows the oldest checkpoint in flight, or the last one.
@@ -654,6 +642,29 @@ func uploadState(s string) string {
 		return "skip"
 	}
 	return s
+}
+
+// sentence is s, which may be longer than a line, on lines of at most w
+// cells: broken between words, and a word longer than a line (a path)
+// across lines, rather than cut.
+func sentence(s string, w int) []string {
+	var words []string
+	line := ""
+	for _, word := range strings.Split(s, " ") {
+		switch {
+		case line == "":
+			line = word
+		case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+			line += " " + word
+		default:
+			words, line = append(words, line), word
+		}
+	}
+	var lines []string
+	for _, l := range append(words, line) {
+		lines = append(lines, strings.Split(ansi.Hardwrap(l, w, true), "\n")...)
+	}
+	return lines
 }
 
 // fit makes lines exactly h lines of at most w cells.

@@ -77,6 +77,7 @@ func terminalShows(t *testing.T, out string, w, h int) string {
 // TestView compares views of fixed statuses with golden files (rewrite
 // them with -update), at 80x24 and on a wide terminal.
 func TestView(t *testing.T) {
+	noAgent, refused := noAgent(t), refused(t)
 	for _, tc := range []struct {
 		name string
 		m    func() *Model
@@ -108,16 +109,31 @@ func TestView(t *testing.T) {
 		}, []string{"checkpoint", "▲ STALL: a subtask aligning for 1.0s or more"}},
 		{"reconnecting", func() *Model {
 			m := model(80, 24, skewedNow)
-			m.Update(lostAt(1_795_000_070, 3, refused))
+			m.Update(lostAt(1_795_000_070, 3, noAgent))
 			return m
 		}, []string{"unreachable since 11:07:50 · last seen running",
-			"⟳ reconnecting, attempt 3: connection refused · showing the last status received"}},
+			"⟳ reconnecting, attempt 3: agent not running: no control socket at\n/run/cairn-test/cairn.sock"}},
+		{"reconnecting-wide", func() *Model {
+			m := model(120, 30, skewedNow)
+			m.Update(lostAt(1_795_000_070, 5, noAgent))
+			return m
+		}, []string{"⟳ reconnecting, attempt 5: agent not running: no control socket at /run/cairn-test/cairn.sock\n"}},
+		{"not-running", func() *Model {
+			m := model(80, 24)
+			m.Update(lostAt(1_795_000_070, 5, noAgent))
+			return m
+		}, []string{"connecting to /run/cairn-test/cairn.sock…", "⟳ reconnecting, attempt 5: agent not running: no control socket at\n"}},
+		{"not-running-wide", func() *Model {
+			m := model(120, 30)
+			m.Update(lostAt(1_795_000_070, 5, noAgent))
+			return m
+		}, []string{"⟳ reconnecting, attempt 5: agent not running: no control socket at /run/cairn-test/cairn.sock\n"}},
 		{"unreachable-wide", func() *Model {
 			m := model(120, 30, crowdedStatus(90, 10), crowdedStatus(91, 11))
 			m.Update(lostAt(1_795_000_070, 1, errors.New("the agent closed the status stream")))
 			m.Update(lostAt(1_795_000_072, 2, refused))
 			return m
-		}, []string{"unreachable since 11:07:50 · last seen running", "⟳ reconnecting, attempt 2: connection refused"}},
+		}, []string{"unreachable since 11:07:50 · last seen running", "⟳ reconnecting, attempt 2: agent not running: nothing listens on cairn.sock"}},
 		{"crowded-wide", func() *Model { return model(120, 30, crowdedStatus(90, 10), crowdedStatus(91, 11)) },
 			[]string{"hot-per-site", "+4 more · ↑/↓ scroll", "↑/↓ scroll • / filter"}},
 		{"crowded-wide-scrolled", func() *Model {
@@ -142,14 +158,14 @@ func TestView(t *testing.T) {
 			trouble.Ingest = api.Ingest{DamagedRecords: 2, LostMessages: 102, NotAcknowledgingSinceUnixMS: 1_795_000_044_000,
 				NotAcknowledgingReason: "appending to ingest log fleet/0: write data/ingest/log-fleet%2F0/00000000000000000001.seg: no space left on device"}
 			return model(100, 24, skewedBefore, trouble)
-		}, []string{"input NOT acknowledged since 11:07:24: appending to ingest log fleet/0: write data/ingest/log-fleet",
+		}, []string{"input NOT acknowledged since 11:07:24: appending to ingest log fleet/0: write\ndata/ingest/log-fleet%2F0/00000000000000000001.seg: no space left on device\n",
 			"ingest log damaged: 102 messages lost in 2 ranges, dead letters of their sources"}},
 		{"broker-down", func() *Model {
 			down := skewedNow
 			down.Brokers = []api.Broker{{ID: "local", Connected: true, Clients: 2, ConnectedClients: 2},
 				{ID: "plant", Clients: 2, SinceUnixMS: 1_795_000_004_000, LastError: "dial tcp 10.0.0.9:1883: connect: connection refused"}}
 			return model(100, 24, skewedBefore, down)
-		}, []string{"broker plant NOT CONNECTED (0 of 2 clients) since 11:06:44: dial tcp 10.0.0.9:1883", "brokers 1/2 up"}},
+		}, []string{"broker plant NOT CONNECTED (0 of 2 clients) since 11:06:44: dial tcp 10.0.0.9:1883: connect:\nconnection refused\n", "brokers 1/2 up"}},
 		{"narrow-stalls", func() *Model {
 			m := model(80, 24, skewedBefore, skewedNow)
 			m.opts.Stall = 500 * time.Millisecond
@@ -157,6 +173,18 @@ func TestView(t *testing.T) {
 			return m
 		}, []string{"[Stalls]", "11:07:45 #41     drift/0          score/0             1.1s    1.0k  aligned",
 			"11:07:42 #40     drift/0          score/0              59s     48k  abandoned", "timed out"}},
+		{"no-stalls", func() *Model {
+			calm := skewedNow
+			calm.Stalls = nil
+			m := model(80, 24, skewedBefore, calm)
+			press(m, "tab", "tab", "tab")
+			return m
+		}, []string{"no subtask aligned for 1.0s or more in the recent checkpoints\n"}},
+		{"no-stalls-wide", func() *Model {
+			calm := skewedNow
+			calm.Stalls = nil
+			return model(120, 30, skewedBefore, calm)
+		}, []string{"│ no subtask aligned for 1.0s or\n", "│ more in the recent checkpoints\n"}},
 		{"stall-held", func() *Model { return model(80, 24, skewedBefore, settled(skewedNow, 2*time.Second)) },
 			[]string{"▲ STALL drift/0 waited 1.1s for score/0 (backlog 1.0k) · #41 · ended 2.0s ago",
 				"no checkpoint in flight · last ✓ #41 in 1.2s LATE, 72KB Δ"}},
@@ -262,9 +290,9 @@ func TestUnreachableSince(t *testing.T) {
 	if out := screen(t, m); !strings.Contains(out, "attempt 1: the agent closed the status stream") {
 		t.Fatalf("the first failure's reason is missing:\n%s", out)
 	}
-	m.Update(lostAt(1_795_000_075, 2, refused))
+	m.Update(lostAt(1_795_000_075, 2, refused(t)))
 	out := screen(t, m)
-	for _, want := range []string{"unreachable since 11:07:50 · last seen running", "attempt 2: connection refused"} {
+	for _, want := range []string{"unreachable since 11:07:50 · last seen running", "attempt 2: agent not running: nothing listens on cairn.sock"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the screen lacks %q:\n%s", want, out)
 		}
@@ -275,7 +303,7 @@ func TestUnreachableSince(t *testing.T) {
 		}
 	}
 	m.Update(statusMsg(skewedNow))
-	m.Update(lostAt(1_795_000_100, 1, refused))
+	m.Update(lostAt(1_795_000_100, 1, noAgent(t)))
 	if out := screen(t, m); !strings.Contains(out, "unreachable since 11:08:20") {
 		t.Fatalf("lost again after a reconnection, the time is not the new one:\n%s", out)
 	}

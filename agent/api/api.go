@@ -405,8 +405,11 @@ type Ack struct {
 	AtMS int64 `json:"at_ms,omitempty"`
 }
 
-// CheckpointResponse answers POST /checkpoint and POST /savepoint.
+// CheckpointResponse answers POST /checkpoint, POST /savepoint and POST
+// /stop.
 type CheckpointResponse struct {
+	// ID is the checkpoint taken; for POST /stop without a savepoint, the
+	// final checkpoint, 0 if none completed (the last completed stands).
 	ID uint64 `json:"id"`
 	// Path is the savepoint file written, for POST /savepoint.
 	Path string `json:"path,omitempty"`

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"syscall"
 )
 
 // Client calls an agent's control API over its unix socket.
@@ -33,8 +35,39 @@ func NewClient(path string) *Client {
 func (c *Client) Socket() string { return c.socket }
 
 // ErrNoAgent is wrapped by the errors of calls that could not reach an
-// agent: nothing listens on the socket, or the connection broke.
+// agent: nothing listens on the socket, or the connection broke. Their
+// text is a sentence for the user that names the socket and says what
+// the system's error means there (notRunning).
 var ErrNoAgent = errors.New("no agent answers")
+
+// noAgent is a call's error when it could not reach an agent: ErrNoAgent
+// and the system's error, said as msg.
+type noAgent struct {
+	msg string
+	err error
+}
+
+func (e *noAgent) Error() string   { return e.msg }
+func (e *noAgent) Unwrap() []error { return []error{ErrNoAgent, e.err} }
+
+// notRunning says why a call to the agent on socket failed with err, the
+// dial's or the connection's system error, in the user's terms: no socket
+// means no agent started there (or it stopped); a socket nothing listens
+// on is what an agent killed leaves.
+func notRunning(socket string, err error) error {
+	var msg string
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		msg = "agent not running: no control socket at " + socket
+	case errors.Is(err, syscall.ECONNREFUSED):
+		msg = "agent not running: nothing listens on " + socket
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		msg = "the agent on " + socket + " closed the connection before it answered (is it stopping?)"
+	default:
+		msg = fmt.Sprintf("no agent answers on its control socket %s: %v", socket, err)
+	}
+	return &noAgent{msg: msg, err: err}
+}
 
 // AgentError is an error the agent answered with.
 type AgentError struct {
@@ -141,7 +174,7 @@ func (c *Client) do(ctx context.Context, method, path string) (*http.Response, e
 			"or as a member of the group the agent's --control-group names", c.socket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w on %s: %w", ErrNoAgent, c.socket, cause(err))
+		return nil, notRunning(c.socket, cause(err))
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()

@@ -19,7 +19,8 @@ const GatewayVersion = 1
 // docs/fleet.md lists the fields for consumers.
 type GatewayStatus struct {
 	V int `json:"v"` // GatewayVersion
-	// Agent is the agent's name (its client id base: cairn-<host>);
+	// Agent is the agent's name: its client id base on the broker (the
+	// broker's client_id, else cairn-<host>);
 	// Version is cairn's; Pipeline the pipeline file's name, without its
 	// directory.
 	Agent    string `json:"agent"`
@@ -67,7 +68,8 @@ type GatewayStatus struct {
 	// Memory is the agent's resident memory, live heap and memory limit.
 	Memory GatewayMemory `json:"mem"`
 	// DiskPerDay is what the agent writes to its data directory a day, at
-	// the last hour's rate.
+	// the last hour's rate; left out until the agent has run 10 minutes
+	// (Disk.PerDayBytes).
 	DiskPerDay int64 `json:"disk_per_day,omitempty"`
 	// ConfigRejected: the last change of the pipeline file was not
 	// applied (`cairn status` on the gateway says why).

@@ -51,7 +51,7 @@ func cmdDeadLetters(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 		return agent.DeadLetters(dataDir, from, 0)
 	}
 	var from uint64
-	for {
+	for first := true; ; first = false {
 		page, err := read(from)
 		switch {
 		case ctx.Err() != nil:
@@ -60,9 +60,16 @@ func cmdDeadLetters(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 			fmt.Fprintln(stderr, "cairn deadletters: the agent stopped")
 			return 0
 		case err != nil:
-			return exitCode(dataDir, err, stderr)
+			return exitCode(err, stderr)
 		}
 		print(page.DeadLetters)
+		if first && len(page.DeadLetters) == 0 && !asJSON {
+			none := "no dead letters"
+			if follow && !stopped {
+				none += " yet: waiting for new ones (Ctrl-C stops)"
+			}
+			fmt.Fprintln(stdout, none)
+		}
 		from = max(from, page.Next)
 		switch {
 		case len(page.DeadLetters) > 0:
@@ -81,8 +88,8 @@ func cmdDeadLetters(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) i
 	}
 }
 
-// deadLetterPrinter prints dead letters as a table, its header once, or as
-// JSON lines.
+// deadLetterPrinter prints dead letters as a table, its header once
+// before the first, or as JSON lines.
 func deadLetterPrinter(out io.Writer, asJSON bool) func([]api.DeadLetter) {
 	if asJSON {
 		enc := json.NewEncoder(out)
@@ -94,6 +101,9 @@ func deadLetterPrinter(out io.Writer, asJSON bool) func([]api.DeadLetter) {
 	}
 	header := true
 	return func(dls []api.DeadLetter) {
+		if len(dls) == 0 {
+			return
+		}
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		if header {
 			fmt.Fprintln(w, "TIME\tFROM\tREASON\tPAYLOAD")

@@ -172,7 +172,7 @@ func TestCommandManners(t *testing.T) {
 	}
 	cmd = exec.Command(bin, "status")
 	cmd.Env = append(os.Environ(), "CAIRN_CONFIG="+pipeline)
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "no agent is running on "+filepath.Join(dir, "data")) {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "agent not running: no control socket at "+filepath.Join(dir, "data")) {
 		t.Fatalf("cairn status with CAIRN_CONFIG: %v\n%s; want it to look in the file's data directory", err, out)
 	}
 }

@@ -449,14 +449,14 @@ func dataDirOf(fs *flag.FlagSet, args []string, stdout io.Writer, more ...func(*
 // client returns a client of the agent running on dataDir.
 func client(dataDir string) *api.Client { return api.NewClient(agent.SocketPath(dataDir)) }
 
-// exitCode reports a failed call to the agent on dataDir and returns the
-// exit status: 3 when no agent is running, 1 otherwise.
-func exitCode(dataDir string, err error, stderr io.Writer) int {
+// exitCode reports a failed call to the agent and returns the exit
+// status: 3 when no agent is running, 1 otherwise. The client's errors
+// name the agent's socket, and so its data directory.
+func exitCode(err error, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "cairn: %v\n", err)
 	if errors.Is(err, api.ErrNoAgent) {
-		fmt.Fprintf(stderr, "cairn: no agent is running on %s (%v)\n", dataDir, err)
 		return 3
 	}
-	fmt.Fprintf(stderr, "cairn: %v\n", err)
 	return 1
 }
 
@@ -536,7 +536,7 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	}
 	st, err := client(dataDir).Status(context.Background())
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -598,21 +598,37 @@ func cmdStatus(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "source %s: %d readings set aside as dead letters, their event time impossible for the gateway's clock (a device clock is wrong)\n", op.ID, n)
 		}
 		if k := op.Sink; k != nil {
-			ids := "ids kept across a restore"
-			if !k.ReplayStableIDs {
-				ids = "input not ordered: new ids after a restore"
-			}
-			fmt.Fprintf(stdout, "sink %s: %d staged, %d published and acknowledged, %d not encodable; %s (%d renumbered)\n",
-				op.ID, k.Staged, k.Published, k.Unencodable, ids, k.Renumbered)
+			fmt.Fprintf(stdout, "sink %s: %d staged, %d published and acknowledged, %d not encodable; %s\n",
+				op.ID, k.Staged, k.Published, k.Unencodable, sinkIDs(*k))
 		}
 	}
 	return 0
 }
 
+// sinkIDs says whether what a sink publishes again after a restore
+// carries the ids it had (docs/checkpoints.md, Output ids), and how many
+// restores gave new ones.
+func sinkIDs(k api.SinkCounts) string {
+	restores := "1 restore"
+	if k.Renumbered != 1 {
+		restores = fmt.Sprintf("%d restores", k.Renumbered)
+	}
+	switch {
+	case k.ReplayStableIDs && k.Renumbered == 0:
+		return "what it publishes again after a restore keeps its ids"
+	case k.ReplayStableIDs:
+		return "what it publishes again after a restore keeps its ids, but " + restores + " (from a savepoint, from remote storage, or at another parallelism) gave new ones"
+	case k.Renumbered == 0:
+		return "its input is not ordered: what it publishes again after a restore will carry new ids"
+	}
+	return "its input is not ordered: what it published again after " + restores + " carried new ids"
+}
+
 // cmdStop stops the running agent as SIGTERM does (the sources hold, a
 // final checkpoint, the output published), or with --savepoint with a
 // savepoint written as cmdSavepoint writes it, named NAME if one follows,
-// whose path it prints; it returns once the agent is gone. A savepoint
+// whose path it prints (without, it says which final checkpoint it took);
+// it returns once the agent is gone. A savepoint
 // that fails leaves the agent running: exit status 1.
 func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	var withSavepoint, force bool
@@ -638,7 +654,7 @@ func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	c := client(dataDir)
 	resp, err := c.Stop(context.Background(), withSavepoint, name, force)
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	// The agent answered once its pipeline stopped; it exits next.
 	deadline := time.Now().Add(time.Minute)
@@ -653,8 +669,13 @@ func cmdStop(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if withSavepoint {
+	switch {
+	case withSavepoint:
 		fmt.Fprintln(stdout, resp.Path)
+	case resp.ID != 0:
+		fmt.Fprintf(stdout, "the agent on %s stopped after its final checkpoint, #%d\n", dataDir, resp.ID)
+	default:
+		fmt.Fprintf(stdout, "the agent on %s stopped without a final checkpoint (its log says why): the next start restores the last one completed\n", dataDir)
 	}
 	return 0
 }
@@ -667,7 +688,7 @@ func cmdCheckpoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) in
 	}
 	resp, err := client(dataDir).Checkpoint(context.Background())
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	fmt.Fprintln(stdout, resp.ID)
 	return 0
@@ -691,7 +712,7 @@ func cmdSavepoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
 	}
 	resp, err := client(dataDir).Savepoint(context.Background(), name, force)
 	if err != nil {
-		return exitCode(dataDir, err, stderr)
+		return exitCode(err, stderr)
 	}
 	fmt.Fprintln(stdout, resp.Path)
 	return 0

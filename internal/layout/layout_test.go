@@ -74,7 +74,7 @@ var rules = []rule{
 			"github.com/eclipse/paho.mqtt.golang"}},
 	{pkg: "cmd/cairn", job: "the gateway's binary, `cairn`: it links no test helper (`internal/layout` checks)",
 		allowed: []string{"agent", "agent/api", "agent/config", "tui"},
-		tests:   []string{"graph", "checkpoint", "ingest", "mqttio", "remote", "internal/procfs", "go.etcd.io/bbolt", "github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2/packets", "golang.org/x/sys/unix"}},
+		tests:   []string{"graph", "checkpoint", "ingest", "mqttio", "remote", "internal/procfs", "go.etcd.io/bbolt", "github.com/charmbracelet/x/exp/golden", "github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2/packets", "golang.org/x/sys/unix"}},
 	{pkg: "cmd/cairn-bench", job: "`cairn-bench`, the benchmarks, a binary of their own (released beside `cairn`, not in the .deb)",
 		allowed: []string{"bench"}},
 	{pkg: "torture", job: "the crash-torture harness (tests only, build tag `torture`)",

@@ -9,7 +9,7 @@
 //	mqtt       through a broker into cairn and into a bare subscriber
 //	snapshot   a whole and an incremental snapshot into the local store
 //	restore    reading a whole snapshot back into keyed state
-//	footprint  binary size and the resident memory of `cairn run`
+//	footprint  binary size, resident memory and CPU a reading of `cairn run`
 //	wear       what `cairn run` writes to its disk, syncs and spends
 //
 // The machines cairn is measured on are small and shared, so absolute

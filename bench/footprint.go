@@ -110,6 +110,11 @@ type FootprintResult struct {
 	// memory limit holds it.
 	LoadHeapLiveBytes      int64 `json:"load_heap_live_bytes"`
 	LargestCheckpointBytes int64 `json:"largest_checkpoint_bytes"`
+	// LoadCPUPerReadingMicros is the CPU time (user and system, from
+	// /proc/<pid>/stat) the agent process spent from the first reading
+	// published until all were processed, over the readings: everything
+	// a reading costs the agent, its embedded broker's share included.
+	LoadCPUPerReadingMicros float64 `json:"load_cpu_per_reading_us"`
 	// The second load run, with agent.memory_limit at MemoryLimit (empty:
 	// not run): its processing rate, high-water mark and largest live
 	// heap, and its rate over the first run's. The rates can differ only
@@ -153,6 +158,7 @@ func (r *FootprintResult) Rows() []Row {
 		{"  touched while idle (working set)", workingSet},
 		{fmt.Sprintf("load: %s readings over %s keys", num(float64(r.Messages)), num(float64(r.Keys))),
 			fmt.Sprintf("published at %s/s, processed at %s/s", num(r.PublishMessagesPerSec), num(r.ProcessMessagesPerSec))},
+		{"load CPU a reading (agent and its broker)", fmt.Sprintf("%.1f µs", r.LoadCPUPerReadingMicros)},
 		{"load RSS, largest sampled", mb(r.LoadRSSBytes)},
 		{"  anonymous / file-backed", mb(r.LoadAnonBytes) + " / " + mb(r.LoadFileBytes)},
 		{"load RSS high-water mark (VmHWM)", fmt.Sprintf("%s (target %s)", mb(r.LoadHWMBytes), mb(r.TargetLoadRSSBytes))},
@@ -284,6 +290,7 @@ func Footprint(ctx context.Context, cfg FootprintConfig) (*FootprintResult, erro
 		return nil, err
 	}
 	res.PublishMessagesPerSec, res.ProcessMessagesPerSec = load.publishPerSec, load.processPerSec
+	res.LoadCPUPerReadingMicros = float64(load.cpu.Microseconds()) / float64(cfg.Messages)
 	res.LoadRSSBytes, res.LoadAnonBytes, res.LoadFileBytes, res.LoadHWMBytes = load.mem.rss, load.mem.anon, load.mem.file, load.mem.hwm
 	res.LoadHeapLiveBytes, res.LargestCheckpointBytes = load.heapLive, load.checkpoint
 	loadWithin := res.LoadHWMBytes <= TargetLoadRSSBytes
@@ -321,6 +328,7 @@ func stripped(bin string) bool {
 // the agent reported.
 type loadFigures struct {
 	publishPerSec, processPerSec float64
+	cpu                          time.Duration // the agent's CPU time meanwhile
 	mem                          memory
 	heapLive, checkpoint         int64
 }
@@ -548,6 +556,10 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig) (*loadFigures
 		return res, nil
 	}
 
+	cpuBefore, err := readCPU(p.cmd.Process.Pid)
+	if err != nil {
+		return finish(err)
+	}
 	start := time.Now()
 	err = publishPaced(ctx, pub, cfg.Rate, cfg.Messages, func(i int) (string, string) {
 		return fmt.Sprintf("bench/d%06d/telemetry", i%cfg.Keys), fmt.Sprintf(`{"temp":%d.5,"ts":%d}`, i%40, eventStart+int64(i)*60_000/int64(cfg.Keys))
@@ -581,6 +593,11 @@ func (p *agentProc) load(ctx context.Context, cfg FootprintConfig) (*loadFigures
 		return finish(err)
 	}
 	res.processPerSec = perSec(cfg.Messages, time.Since(start))
+	cpuAfter, err := readCPU(p.cmd.Process.Pid)
+	if err != nil {
+		return finish(err)
+	}
+	res.cpu = cpuAfter - cpuBefore
 	return finish(nil)
 }
 
@@ -658,6 +675,35 @@ func readReferenced(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/smaps_rollup has no Referenced line", pid)
+}
+
+// userHZ is the unit of the times in /proc/<pid>/stat: Linux reports
+// them in USER_HZ, 100 a second on every architecture.
+const userHZ = 100
+
+// readCPU returns the CPU time, user and system, that process pid has
+// spent, from /proc/<pid>/stat.
+func readCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("footprint reads /proc/<pid>/stat (Linux only): %w", err)
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// counted are those after its closing one, from the state (field 3).
+	i := bytes.LastIndexByte(data, ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields: %q", pid, data)
+	}
+	var ticks int64
+	for _, field := range f[11:13] { // utime and stime, fields 14 and 15
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %q: %w", pid, field, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
 // memory is a process's resident memory, from /proc/<pid>/status.

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // buildGateway builds cmd/cairn as .ci/release builds what a gateway runs,
@@ -85,3 +87,41 @@ func BenchmarkFootprint(b *testing.B) {
 		}
 	}
 }
+
+// TestReadCPU reads this process's CPU time before and after spinning on
+// the CPU for 200 ms of it: the figure must have grown by about as much.
+func TestReadCPU(t *testing.T) {
+	before, err := readCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		now, err := readCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now-before >= 200*time.Millisecond {
+			break
+		}
+		for i := range 1_000_000 { // spin: CPU time, not a wait
+			sink += i
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	after, err := readCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// getrusage counts the same time at a finer grain: /proc's ticks
+	// trail it by less than a tick a thread, never exceed it by more.
+	rusage := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if after > rusage+50*time.Millisecond || after < rusage/2 {
+		t.Fatalf("readCPU says %v, getrusage %v", after, rusage)
+	}
+}
+
+// sink keeps TestReadCPU's loop from being optimised away.
+var sink int

@@ -92,7 +92,10 @@ func TestTopInTmux(t *testing.T) {
 	}
 	config := filepath.Join(t.TempDir(), "skew.yaml")
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	if err := os.WriteFile(config, []byte(strings.Replace(string(skew), "127.0.0.1:18831", listen, 1)), 0o600); err != nil {
+	if !strings.Contains(string(skew), "127.0.0.1:${CAIRN_SKEW_PORT:-18831}") {
+		t.Fatal("configs/skew.yaml's broker does not listen on 127.0.0.1:${CAIRN_SKEW_PORT:-18831}")
+	}
+	if err := os.WriteFile(config, []byte(strings.Replace(string(skew), "127.0.0.1:${CAIRN_SKEW_PORT:-18831}", listen, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startAgent(t, bin, config, "--data-dir", dataDir)

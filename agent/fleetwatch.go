@@ -94,7 +94,7 @@ func FleetBrokerOf(path, name string) (FleetBroker, error) {
 }
 
 // envRef finds a reference to the environment in a config's value.
-var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`)
 
 // StatusFilter is the filter of every gateway's status topic, from a
 // status_topic as a gateway's pipeline file writes it: each level that

@@ -10,21 +10,22 @@ import (
 )
 
 // simulator is a built-in sensor fleet: a deterministic sequence of
-// readings, paced by the wall clock. Reading i is the same on every run, so
-// a restore replays exactly from the checkpointed offset.
+// readings, paced by the wall clock. Reading i's device and temperature are
+// the same on every run, so a restore replays them from the checkpointed
+// offset. Its event time is the wall-clock time at which it is due in this
+// run (the subtask's opening, plus 1s/rate a reading), so that event time
+// runs with the gateway's clock as a real fleet's would: a replay after a
+// restore carries the times of the replay, not those of the lost run.
 type simulator struct {
 	cfg          config.Simulator
 	next, stride uint64 // next reading index of this subtask, and the step
 	read         uint64 // readings read, the offset
 	start        time.Time
 	startRead    uint64
+	base         int64 // the event time of reading 0 in this run (ms): start less the readings before next
 	ready        chan struct{}
 	stop         chan struct{}
 }
-
-// epoch is the event time of reading 0: a fixed instant, so that event time
-// does not depend on the (possibly wrong) clock of the device.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 
 func newSimulator(cfg config.Simulator) func(int) graph.Source {
 	return func(int) graph.Source { return &simulator{cfg: cfg} }
@@ -36,6 +37,7 @@ func (s *simulator) Open(ctx *graph.Context, offset uint64) error {
 	s.read = offset
 	s.next = uint64(info.Subtask) + offset*s.stride
 	s.start, s.startRead = time.Now(), offset
+	s.base = s.start.UnixMilli() - int64(s.next*1000/uint64(s.cfg.Rate))
 	s.ready, s.stop = make(chan struct{}, 1), make(chan struct{})
 	go func() {
 		tick := time.NewTicker(5 * time.Millisecond)
@@ -76,7 +78,7 @@ func (s *simulator) reading(i uint64) graph.Record {
 	if dev%3 == 0 {
 		site = "south"
 	}
-	t := epoch + int64(i)*1000/int64(s.cfg.Rate)
+	t := s.base + int64(i*1000/uint64(s.cfg.Rate))
 	return graph.Record{Key: name, Time: t, Value: temp,
 		Payload: map[string]any{"device": name, "temp": temp, "site": site}}
 }

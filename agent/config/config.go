@@ -407,8 +407,10 @@ type Source struct {
 	// no `broker`, no `topics`. A reading's key is its device's name
 	// (`dev-000`, `dev-001`, ...), its value a temperature around 24, its
 	// payload the strings `device` and `site` and the number `temp`, and
-	// its event time steps by `1s / rate` from a fixed instant: every run
-	// reads the same readings.
+	// its event time the gateway's clock when it is sent (`1s / rate`
+	// apart). Every run sends the same devices and temperatures in the
+	// same order; a run restored from a checkpoint sends them again from
+	// there, at the time of the new run.
 	Simulator *Simulator `yaml:"simulator"`
 }
 

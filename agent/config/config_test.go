@@ -185,6 +185,42 @@ func TestMissingEnvironmentVariable(t *testing.T) {
 	}
 }
 
+// TestEnvironmentDefaults: ${VAR:-default} is VAR's value when it is set
+// and not empty, else the default (empty too); an error about such a value
+// shows the file's text, not what it became; and the lenient reading of a
+// running agent's data directory takes the default as the agent does.
+func TestEnvironmentDefaults(t *testing.T) {
+	const file = "agent:\n  data_dir: /srv/${SITE:-north}/${EMPTY:-}x\nbrokers:\n  local:\n    embedded: true\n    listen: 127.0.0.1:${PORT:-18830}\nsources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
+	for _, c := range []struct {
+		vars        map[string]string
+		dir, listen string
+	}{
+		{nil, "/srv/north/x", "127.0.0.1:18830"},
+		{map[string]string{"SITE": "south", "PORT": "1884"}, "/srv/south/x", "127.0.0.1:1884"},
+		{map[string]string{"SITE": "", "EMPTY": "e"}, "/srv/north/ex", "127.0.0.1:18830"},
+	} {
+		cfg, errs := Parse("d.yaml", []byte(file), env(c.vars))
+		if len(errs) > 0 || cfg.Agent.DataDir != c.dir || cfg.Brokers["local"].Listen != c.listen {
+			t.Errorf("with %v: data_dir %q, listen %q, errors %v; want %q, %q", c.vars, cfg.Agent.DataDir, cfg.Brokers["local"].Listen, errs, c.dir, c.listen)
+		}
+	}
+	_, errs := Parse("d.yaml", []byte("agent:\n  log_level: ${LEVEL:-loud}\nsources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"), env(nil))
+	if want := `d.yaml:2:14: log_level: "${LEVEL:-loud}" (from the environment) is not one of debug, info, warn, error`; errs.Error() != want {
+		t.Errorf("errors %q, want %q", errs.Error(), want)
+	}
+	_, errs = Parse("d.yaml", []byte("agent:\n  data_dir: ${DIR:-/x}${UNSET}\nsources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"), env(nil))
+	if want := "d.yaml:2:13: environment variable UNSET is not set"; errs.Error() != want {
+		t.Errorf("errors %q, want %q", errs.Error(), want)
+	}
+	path := filepath.Join(t.TempDir(), "lenient.yaml")
+	if err := os.WriteFile(path, []byte("agent:\n  data_dir: /srv/${CAIRN_TEST_UNSET_SITE:-north}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DataDir(path); err != nil || got != "/srv/north" {
+		t.Errorf("DataDir = %q, %v; want /srv/north", got, err)
+	}
+}
+
 func TestNotYAML(t *testing.T) {
 	_, errs := Parse("x.yaml", []byte("a: [\n"), env(nil))
 	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "x.yaml:") || !strings.Contains(errs[0].Msg, "not valid YAML") {

@@ -181,17 +181,28 @@ func (d *decoder) shapef(n *yaml.Node, format string, args ...any) {
 var (
 	durationType = reflect.TypeOf(time.Duration(0))
 	posType      = reflect.TypeOf(Pos{})
-	envRef       = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	// envRef is a reference to the environment: ${VAR}, or
+	// ${VAR:-default}, whose default (up to the first }) stands in when
+	// VAR is unset or empty.
+	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 )
 
-// scalar returns n's value after ${VAR} substitution.
+// scalar returns n's value after ${VAR} substitution: the variable's
+// value, else the reference's default, else an error (the variable is
+// not set). A lookup may answer ${VAR} for VAR to leave a reference
+// without a default as the file writes it (the lenient parses); one with
+// a default takes its default then, as the agent would.
 // It counts the value's bytes against the file's bounds (spend): "" once
 // they are crossed.
 func (d *decoder) scalar(n *yaml.Node) string {
 	s := envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
-		name := ref[2 : len(ref)-1]
+		m := envRef.FindStringSubmatch(ref)
+		name, def := m[1], m[2]
 		v, ok := d.lookup(name)
-		if !ok {
+		switch {
+		case def != "" && (!ok || v == "" || v == "${"+name+"}"):
+			return def[len(":-"):]
+		case !ok:
 			d.errorf(n, "environment variable %s is not set", name)
 		}
 		return v

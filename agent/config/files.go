@@ -164,7 +164,6 @@ func WatchedBrokers(path string) (map[string]Watched, error) {
 	if c.Pos == (Pos{}) {
 		return nil, errs // not YAML, or not a mapping
 	}
-	written, _ := Parse(path, data, func(name string) (string, bool) { return "${" + name + "}", true })
 	out := make(map[string]Watched, len(c.Brokers))
 	for name, b := range c.Brokers {
 		for _, f := range []*string{&b.PasswordFile, &b.CAFile, &b.CertFile, &b.KeyFile} {
@@ -172,10 +171,7 @@ func WatchedBrokers(path string) (map[string]Watched, error) {
 				*f = besideFile(path, *f)
 			}
 		}
-		w := Watched{Broker: b}
-		if raw := written.Brokers[name]; raw != nil {
-			w.WrittenStatusTopic = raw.StatusTopic
-		}
+		w := Watched{Broker: b, WrittenStatusTopic: c.AsWritten(&b.StatusTopic)}
 		out[name] = w
 	}
 	return out, nil

@@ -337,8 +337,9 @@ how the parts of a file fit; ` + "`configs/`" + ` has whole files.
 
 - A line indented less than the block it belongs to is reported at its own line, with the column to indent it to, not
   where YAML finds the block broken or the key out of place.
-- ` + "`${VAR}`" + ` in a value is the environment variable VAR; an unset one is a problem. An error never shows such a value,
-  only the text the file writes, for it is often a secret.
+- ` + "`${VAR}`" + ` in a value is the environment variable VAR; an unset one is a problem. ` + "`${VAR:-default}`" + ` is VAR, or
+  ` + "`default`" + ` (up to the first ` + "`}`" + `) when VAR is unset or empty: ` + "`listen: 127.0.0.1:${CAIRN_DEMO_PORT:-18830}`" + `. An error
+  never shows a value that takes something from the environment, only the text the file writes, for it is often a secret.
 - A duration is written as ` + "`500ms`, `10s`, `1m30s` or `2h`" + `; a size as ` + "`64KiB`, `32MiB` or `48MB`" + `.
 - A field left out (or given as ` + "`null`" + `) takes its default. A value the file writes is the value that runs, ` + "`0`" + ` and
   ` + "`\"\"`" + ` too; where one cannot run, the error says what to write instead.

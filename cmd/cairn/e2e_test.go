@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -576,14 +577,46 @@ sinks:
 	}
 }
 
-// TestDemoRuns runs configs/demo.yaml as a user would, waits for
-// checkpoints to complete, and stops it; its log is the agent's own and
-// clean.
+// TestDemoRuns runs configs/demo.yaml as a user would, its broker moved
+// by CAIRN_DEMO_PORT, waits for checkpoints to complete, and stops it; its
+// log is the agent's own and clean. Its simulated readings run at the
+// wall clock: `cairn status` shows every operator's event time seconds
+// behind the clock, not the months since a fixed day.
 func TestDemoRuns(t *testing.T) {
 	bin := cairntest.Build(t, "cairn")
-	p := startAgent(t, bin, filepath.Join("..", "..", "configs", "demo.yaml"), "--data-dir", t.TempDir())
+	dataDir := t.TempDir()
+	port := freePort(t)
+	p := cairntest.StartEnv(t, nil, []string{fmt.Sprintf("CAIRN_DEMO_PORT=%d", port)}, bin,
+		"run", "-c", filepath.Join("..", "..", "configs", "demo.yaml"), "--log-level", "debug", "--data-dir", dataDir)
 	for range 3 {
 		p.Await(t, completeLine, 60*time.Second)
+	}
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatalf("the demo's broker is not on CAIRN_DEMO_PORT %d: %v", port, err)
+	}
+	conn.Close()
+	code, out, errOut := cairntest.Run(t, bin, "status", "--json", "--data-dir", dataDir)
+	var st api.Status
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Operators) == 0 {
+		t.Fatalf("cairn status --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	for _, op := range st.Operators {
+		if op.WatermarkUnixMS == 0 || op.WatermarkLagMS < 0 || op.WatermarkLagMS > time.Minute.Milliseconds() {
+			t.Errorf("operator %s: event time %d, %dms behind the clock; want it within a minute of the clock", op.ID, op.WatermarkUnixMS, op.WatermarkLagMS)
+		}
+	}
+	// As a user reads it: "event time behind the clock: fleet 1.2s, ...",
+	// each lag in (milli)seconds.
+	code, out, errOut = cairntest.Run(t, bin, "status", "--data-dir", dataDir)
+	lags := regexp.MustCompile(`(?m)^event time behind the clock: (.*)$`).FindStringSubmatch(out)
+	if code != 0 || lags == nil {
+		t.Fatalf("cairn status: exit %d, no event time line:\n%s%s", code, out, errOut)
+	}
+	for lag := range strings.SplitSeq(lags[1], ", ") {
+		if !regexp.MustCompile(`^\S+ [0-9.]+(ms|s)$`).MatchString(lag) {
+			t.Errorf("cairn status says %q: want an operator's event time seconds behind the clock", lag)
+		}
 	}
 	p.Signal(syscall.SIGTERM)
 	p.Await(t, finalLine, 30*time.Second)

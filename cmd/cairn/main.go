@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -29,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -42,11 +44,19 @@ import (
 )
 
 // A release build (.ci/release) stamps these with -ldflags "-X
-// main.version=v1.2.3 -X main.commit=HASH -X main.date=TIME": the
+// main.version=1.2.3 -X main.commit=HASH -X main.date=TIME": the
 // version, the commit's full hash (with -dirty when built from a modified
 // tree) and the build time (RFC 3339, UTC). Without them `cairn version`
 // says what the build information holds (versionLine).
 var version, commit, date string
+
+// versionFile is the version of this tree, 0.4.0-dev between releases and
+// 0.4.0 at the commit tagged v0.4.0: the one place it is written.
+// .ci/release reads the same file, and TestVersionsAgree holds the
+// README to it.
+//
+//go:embed VERSION
+var versionFile string
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -307,7 +317,7 @@ func cmdRun(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	info, _ := debug.ReadBuildInfo()
-	ver, rev, _ := whichBuild(version, commit, date, info)
+	ver, rev, _, _ := whichBuild(version, commit, date, info)
 	err := agent.Run(ctx, file, agent.Options{DataDir: dataDir, Logger: log, LogLevel: configLevel, Reload: reload,
 		FromSavepoint: fromSavepoint, AllowDroppedState: allowDropped, AcceptStateLoss: acceptLoss,
 		ControlGroup: controlGroup, Build: agent.BuildInfo{Version: ver, Commit: rev}, GovernProcessors: true})
@@ -719,18 +729,22 @@ func cmdSavepoint(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
 }
 
 // whichBuild says which cairn this is: its version, commit and a time,
-// as "built TIME" or "committed TIME". What the build did not stamp (ver,
-// rev, built) is taken from info, the build information (nil: none),
-// that go build and go install record: the module version, else
-// "devel"; the revision (with -dirty for a modified tree); and the
-// commit's time, which is not the build's.
-func whichBuild(ver, rev, built string, info *debug.BuildInfo) (version, commit, when string) {
+// as "built TIME" or "committed TIME", and whether it is an untagged
+// build, not a release. What the build did not stamp (ver, rev, built) is
+// taken from info, the build information (nil: none), that go build and
+// go install record: the module version if it is a release's tag
+// (go install ...@v0.4.0), else VERSION with the short commit as build
+// metadata (0.4.0-dev+4143d22, .dirty for a modified tree); the revision
+// (with -dirty for a modified tree); and the commit's time, which is not
+// the build's. A version with build metadata, stamped or not, is
+// untagged.
+func whichBuild(ver, rev, built string, info *debug.BuildInfo) (version, commit, when string, untagged bool) {
 	if built != "" {
 		when = "built " + built
 	}
 	if info != nil {
-		if v := info.Main.Version; ver == "" && v != "" && v != "(devel)" {
-			ver = v
+		if v := info.Main.Version; ver == "" && releaseTag.MatchString(v) {
+			ver = strings.TrimPrefix(v, "v")
 		}
 		vcs := make(map[string]string)
 		for _, s := range info.Settings {
@@ -746,17 +760,36 @@ func whichBuild(ver, rev, built string, info *debug.BuildInfo) (version, commit,
 			when = "committed " + vcs["vcs.time"]
 		}
 	}
+	untagged = ver == "" || strings.Contains(ver, "+")
 	if ver == "" {
-		ver = "devel"
+		ver = strings.TrimSpace(versionFile)
+		if short, dirty := strings.CutSuffix(rev, "-dirty"); short != "" {
+			ver += "+" + short[:min(len(short), 7)]
+			if dirty {
+				ver += ".dirty"
+			}
+		}
 	}
-	return ver, rev, when
+	return ver, rev, when, untagged
 }
 
-// versionLine is what `cairn version` prints: "cairn v1.2.3 (commit
-// HASH, built TIME, go1.26.8 linux/arm64)", from whichBuild.
+// releaseTag is a release's tag as go install records it (v0.4.0,
+// v0.4.0-rc.1): not "(devel)", not a version with build metadata
+// (+dirty), nor the pseudo-version Go gives an untagged commit
+// (v0.0.0-20261201090000-0123456789ab), whose pre-release part has
+// dashes.
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
+
+// versionLine is what `cairn version` prints: "cairn 1.2.3 (commit
+// HASH, built TIME, go1.26.8 linux/arm64)", or for an untagged build
+// "cairn 0.4.0-dev+4143d22 (untagged build, commit ...)", from
+// whichBuild.
 func versionLine(ver, rev, built string, info *debug.BuildInfo) string {
-	ver, rev, when := whichBuild(ver, rev, built, info)
+	ver, rev, when, untagged := whichBuild(ver, rev, built, info)
 	var about []string
+	if untagged {
+		about = append(about, "untagged build")
+	}
 	if rev != "" {
 		about = append(about, "commit "+rev)
 	}

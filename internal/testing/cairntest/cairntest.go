@@ -27,8 +27,12 @@ var built struct {
 
 // Main runs a package's tests and then removes the binaries Build built:
 // a package whose tests call Build runs it from TestMain, as
-// os.Exit(cairntest.Main(m)).
+// os.Exit(cairntest.Main(m)). Started again by RunMeasured, it runs the
+// command it was given instead.
 func Main(m *testing.M) int {
+	if os.Getenv(measureEnv) != "" {
+		return measured() // RunMeasured started the binary again
+	}
 	dir, err := os.MkdirTemp("", "cairntest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cairntest:", err)

@@ -275,7 +275,7 @@ func TestBitFlipIsDetected(t *testing.T) {
 }
 
 // TestStructuralDamageIsSetAside: a file whose pages bbolt's check finds
-// broken (a branch page's pointer, a leaf's element flipped), or that was
+// broken (a branch page's pointer, a leaf's type flipped), or that was
 // cut to half, is set aside as <file>.damaged-N; what of it verifies is
 // moved into a new file, whose ids go on; the store works.
 func TestStructuralDamageIsSetAside(t *testing.T) {

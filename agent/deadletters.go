@@ -54,7 +54,7 @@ func page(r *http.Request) (from uint64, limit int, err error) {
 // the data directory of an agent that is not running; ErrAgentRunning
 // when one is (ask it instead: the store's tail is its to write).
 func DeadLetters(dataDir string, from uint64, limit int) (api.DeadLetters, error) {
-	release, err := seglog.LockDir(dataDir)
+	release, err := seglog.LockDirToRead(dataDir)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return api.DeadLetters{}, ErrAgentRunning
 	}
@@ -62,6 +62,7 @@ func DeadLetters(dataDir string, from uint64, limit int) (api.DeadLetters, error
 		if _, serr := os.Stat(dataDir); errors.Is(serr, fs.ErrNotExist) {
 			return api.DeadLetters{}, fmt.Errorf("no data directory at %s: no agent has run there yet", dataDir)
 		}
+		return api.DeadLetters{}, fmt.Errorf("data directory %s has no LOCK: no agent has run there yet", dataDir)
 	}
 	if err != nil {
 		return api.DeadLetters{}, fmt.Errorf("data directory %s: %w", dataDir, err)

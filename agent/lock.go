@@ -67,7 +67,7 @@ var entries = map[string]datadir.Kind{"LOCK": datadir.File, pidFile: datadir.Fil
 // agent keeps, or one under those that are directories, is a symbolic
 // link, a file with more than one name, of another kind than the agent
 // keeps there, of another user or one that other users may write
-// (datadir.CheckEntry): whoever could write the directory could point the
+// (datadir.CheckOwnEntry): whoever could write the directory could point the
 // agent's stores, and the files it writes as its user (root, perhaps),
 // anywhere, or decide what it restores. The directory itself may be a
 // link (to another disk, say). The files are also opened without
@@ -75,7 +75,7 @@ var entries = map[string]datadir.Kind{"LOCK": datadir.File, pidFile: datadir.Fil
 // after this check.
 func checkEntries(dataDir string) error {
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		if err := datadir.CheckEntry(filepath.Join(dataDir, name), entries[name]); err != nil {
+		if err := datadir.CheckOwnEntry(filepath.Join(dataDir, name), entries[name]); err != nil {
 			return fmt.Errorf("data directory %s: %w", dataDir, err)
 		}
 	}

@@ -73,11 +73,20 @@ func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 
 // CheckEntry returns why the entry at path is not one the agent may keep
 // in its data directory as kind: a symbolic link, an entry of another
-// kind, a regular file with more than one hard link, or an entry that
-// CheckOwner refuses; of a directory, also why any entry under it is not
-// one the agent may keep (of whatever kind, not following links). It
-// returns nil if there is none, or nothing at path.
-func CheckEntry(path string, kind Kind) error {
+// kind, or a regular file with more than one hard link; of a directory,
+// also why any entry under it is not one the agent may keep (of whatever
+// kind, not following links). It returns nil if there is none, or nothing
+// at path. It is the check for a process that reads the data directory
+// (root reading a stopped agent's dead letters); the agent, which writes
+// it, checks CheckOwnEntry.
+func CheckEntry(path string, kind Kind) error { return checkEntry(path, kind, false) }
+
+// CheckOwnEntry is CheckEntry and, of the entry and of every entry under
+// a directory, CheckOwner: the check of the process that writes the data
+// directory, the agent, when it starts.
+func CheckOwnEntry(path string, kind Kind) error { return checkEntry(path, kind, true) }
+
+func checkEntry(path string, kind Kind, owned bool) error {
 	st, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -90,10 +99,7 @@ func CheckEntry(path string, kind Kind) error {
 	case kind == Dir && !st.IsDir(), kind == File && !st.Mode().IsRegular(), kind == Socket && st.IsDir():
 		return fmt.Errorf("%s is a %s, where cairn keeps a %s: %w; move it away", path, describe(st.Mode()), kind, ErrNotOwn)
 	}
-	if err := checkLinks(path, st); err != nil {
-		return err
-	}
-	if err := CheckOwner(path, st); err != nil {
+	if err := checkOne(path, st, owned); err != nil {
 		return err
 	}
 	if kind != Dir {
@@ -111,11 +117,20 @@ func CheckEntry(path string, kind Kind) error {
 			return fmt.Errorf("%s is a symbolic link, which cairn does not follow in its data directory: %w; "+
 				"replace it with the directory or file it points to", p, ErrNotOwn)
 		}
-		if err := checkLinks(p, st); err != nil {
-			return err
-		}
-		return CheckOwner(p, st)
+		return checkOne(p, st, owned)
 	})
+}
+
+// checkOne refuses st, the entry at path, if it has more than one hard
+// link, or, owned, if CheckOwner does.
+func checkOne(path string, st os.FileInfo, owned bool) error {
+	if err := checkLinks(path, st); err != nil {
+		return err
+	}
+	if owned {
+		return CheckOwner(path, st)
+	}
+	return nil
 }
 
 // CheckOwner is the one rule for the owner and mode of what the agent

@@ -332,12 +332,15 @@ func (d *Logs) DeadLetters(from uint64, limit int) ([]StoredDeadLetter, error) {
 
 // ReadDeadLetters is Logs.DeadLetters for the logs directory dir of an
 // agent that is not running: the caller must hold its data directory's
-// lock (opening the log cuts a torn tail, which would cut a live one).
+// lock (a running agent writes the log's tail). It only reads: a torn
+// tail is the agent's to cut when it starts.
 func ReadDeadLetters(dir string, from uint64, limit int) ([]StoredDeadLetter, error) {
 	if _, err := os.Stat(filepath.Join(dir, deadLetterDir)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil // none stored yet
 	}
-	l, err := openDeadLetterLog(dir, seglog.Options{Logger: slog.New(slog.DiscardHandler)})
+	// Read-only: whoever reads (root, perhaps) writes nothing into the
+	// agent's directory, nor mends a torn tail that the agent mends itself.
+	l, err := openDeadLetterLog(dir, seglog.Options{ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}

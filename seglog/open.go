@@ -30,7 +30,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	l := &Log{dir: dir, opts: opts, next: 1, synced: 1, dirty: dirtyPages{through: -1}}
 	fs := opts.FS
 	if fs == OS {
-		if err := datadir.CheckEntry(dir, datadir.Dir); err != nil {
+		check := datadir.CheckOwnEntry // what this process writes must be its user's alone
+		if opts.ReadOnly {
+			check = datadir.CheckEntry
+		}
+		if err := check(dir, datadir.Dir); err != nil {
 			return nil, err
 		}
 	}

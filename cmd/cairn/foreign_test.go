@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +239,71 @@ func TestUnreadableStoreAndMarkAreSetAside(t *testing.T) {
 			t.Errorf("%s set aside: %q (%v), want the bytes put there", path, aside, err)
 		}
 	}
+}
+
+// TestRootReadsAnotherUsersStoppedAgent: the owner rule is about what the
+// agent writes, not what others read. With a stopped agent's data
+// directory all another user's (the .deb's `cairn`), root's `cairn
+// deadletters` lists its dead letters and `cairn checkpoints` its
+// checkpoints, creating, mending and changing nothing there (a file
+// root made would be another user's to the agent, which would refuse
+// it); root's `cairn run` is refused, naming the owner.
+func TestRootReadsAnotherUsersStoppedAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown to another user needs root")
+	}
+	r := newForeignRun(t)
+	logs, err := ingest.OpenLogs(ingest.Dir(r.data), ingest.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := logs.Log("readings/0")
+	if err == nil {
+		_, err = l.Append([]ingest.Message{{Topic: "in/d1", Payload: []byte("not json"), Received: time.Now()}})
+	}
+	if err := errors.Join(err, logs.Close()); err != nil {
+		t.Fatal(err)
+	}
+	r.checkpointed(t)
+	if err := filepath.Walk(r.data, func(p string, _ os.FileInfo, err error) error {
+		return errors.Join(err, os.Lchown(p, 65534, 65534))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := treeOf(t, r.data)
+	code, stdout, stderr := cairntest.Run(t, r.bin, "deadletters", "-c", r.file)
+	if code != 0 || !strings.Contains(stdout, "readings/0 in/d1 @1") || !strings.Contains(stdout, "not json") {
+		t.Fatalf("root's cairn deadletters on nobody's data directory: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := cairntest.Run(t, r.bin, "checkpoints", "-c", r.file); code != 0 || !strings.Contains(stdout, "aligned") {
+		t.Fatalf("root's cairn checkpoints on nobody's data directory: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if after := treeOf(t, r.data); after != before {
+		t.Fatalf("reading changed the data directory:\n%s\nwas\n%s", after, before)
+	}
+	code, _, stderr = cairntest.Run(t, r.bin, "run", "-c", r.file)
+	if code != 1 || !strings.Contains(stderr, "belongs to uid 65534") {
+		t.Fatalf("root's cairn run on nobody's data directory: exit %d\n%s", code, stderr)
+	}
+}
+
+// treeOf describes every entry under dir, a line each: its name, owner,
+// mode, size and modification time.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	if err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		uid := -1
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid = int(st.Uid)
+		}
+		fmt.Fprintf(&b, "%s uid=%d %v %d %d\n", p, uid, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -266,3 +266,176 @@ func TestRandomDamage(t *testing.T) {
 		l.Close()
 	}
 }
+
+// newestUnheaded writes a log of three records of one offset (synced) and,
+// after its segment, the file of the segment the next record would start:
+// 00000000000000000004.seg, holding data. It returns the log's directory
+// and that file's path.
+func newestUnheaded(t *testing.T, data []byte) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l := open(t, dir, seglog.Options{})
+	appendSync(t, l, 60, 1, 1, 1)
+	l.Close()
+	newest := filepath.Join(dir, "00000000000000000004.seg")
+	if err := os.WriteFile(newest, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, newest
+}
+
+// headerOf is the header of the segment starting at first.
+func headerOf(first uint64) []byte {
+	h := append([]byte("CRNL"), 1, 0, 0, 0)
+	h = binary.LittleEndian.AppendUint64(h, first)
+	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// opensOnFromFour checks that the log in dir reads its three records, and
+// takes an append at offset 4 that reads back after a reopen.
+func opensOnFromFour(t *testing.T, l *seglog.Log, dir string) {
+	t.Helper()
+	if l.Next() != 4 || len(readAll(t, l, 1)) != 3 {
+		t.Fatalf("after the newest segment was taken away: next %d", l.Next())
+	}
+	appendSync(t, l, 60, 1)
+	l.Close()
+	l = open(t, dir, seglog.Options{})
+	if rs := readAll(t, l, 1); len(rs) != 4 || rs[3].Offset != 4 || l.Next() != 5 {
+		t.Fatalf("the append after it, reopened: next %d, %v", l.Next(), rs)
+	}
+}
+
+// TestNewestSegmentTornAtCreationIsRemoved: a newest segment that holds
+// only what a power cut leaves of a segment created and never synced —
+// nothing, zeros (blocks allocated, never written), the start of its own
+// header and zeros — is removed, as a warning, and the log goes on from
+// the segment before.
+func TestNewestSegmentTornAtCreationIsRemoved(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"zeros", make([]byte, 8192)},
+		{"a few zeros", make([]byte, 7)},
+		{"the start of its header", headerOf(4)[:11]},
+		{"the start of its header and zeros", append(headerOf(4)[:9], make([]byte, 4000)...)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, newest := newestUnheaded(t, c.data)
+			var d told
+			l := open(t, dir, d.options(0))
+			if _, err := os.Lstat(newest); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the torn segment is still there: %v", err)
+			}
+			if asides, _ := filepath.Glob(newest + ".*"); len(asides) != 0 {
+				t.Fatalf("a torn segment was set aside: %v", asides)
+			}
+			if !strings.Contains(d.log.String(), `level=WARN msg="removing a log segment whose header does not verify: a write torn by a power cut" segment=`+newest) {
+				t.Fatalf("the removal is not a warning naming the segment:\n%s", d.log.String())
+			}
+			opensOnFromFour(t, l, dir)
+		})
+	}
+}
+
+// TestNewestSegmentOfOtherBytesIsSetAside: a newest segment whose header
+// does not verify, with no record after it that does, and that holds
+// bytes a power cut does not leave (a file put there, bit rot) is renamed
+// untouched to NAME.damaged-N, the first N free, as a warning that says
+// where it went; the log goes on from the segment before, and Open passes
+// the files set aside by.
+func TestNewestSegmentOfOtherBytesIsSetAside(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 2))
+	noise := make([]byte, 100<<10)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	rotten := headerOf(4)
+	rotten[12] ^= 0x10
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"random bytes", noise},
+		{"a text file", []byte("precious: do not lose\n")},
+		{"one byte", []byte{0xff}},
+		{"its header, a bit flipped", append(rotten, make([]byte, 100)...)},
+		{"the start of its header, then bytes", append(headerOf(4)[:10], "not zeros"...)},
+		{"zeros, then a byte", append(make([]byte, 4096), 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, newest := newestUnheaded(t, c.data)
+			// damaged-1 is taken: by an earlier one, or by the operator.
+			taken := []byte("set aside before")
+			if err := os.WriteFile(newest+".damaged-1", taken, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var d told
+			l := open(t, dir, d.options(0))
+			if _, err := os.Lstat(newest); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the segment is still there: %v", err)
+			}
+			aside := newest + ".damaged-2"
+			if got, err := os.ReadFile(aside); err != nil || !bytes.Equal(got, c.data) {
+				t.Fatalf("set aside as %s: %d bytes of %d, equal %v, %v", aside, len(got), len(c.data), bytes.Equal(got, c.data), err)
+			}
+			if got, _ := os.ReadFile(newest + ".damaged-1"); !bytes.Equal(got, taken) {
+				t.Fatalf("%s.damaged-1 was overwritten: %q", newest, got)
+			}
+			said := d.log.String()
+			if !strings.Contains(said, "level=WARN") || !strings.Contains(said, "it is set aside untouched") ||
+				!strings.Contains(said, "segment="+newest+" ") || !strings.Contains(said, "aside="+aside) {
+				t.Fatalf("the set-aside is not a warning naming the segment and where it went:\n%s", said)
+			}
+			if len(d.damage) != 0 {
+				t.Fatalf("told of damage: %v", d.damage)
+			}
+			opensOnFromFour(t, l, dir)
+			if got, _ := os.ReadFile(aside); !bytes.Equal(got, c.data) {
+				t.Fatal("the file set aside changed after the log went on")
+			}
+		})
+	}
+}
+
+// TestNewestSegmentReadOnlyIsUntouched: opened read-only, a log whose
+// newest segment would be removed or set aside changes nothing in its
+// directory, ends before that segment, and says in Damage what the mode
+// that writes does.
+func TestNewestSegmentReadOnlyIsUntouched(t *testing.T) {
+	for _, c := range []struct {
+		name, says string
+		data       []byte
+	}{
+		{"zeros", "removing a log segment", make([]byte, 512)},
+		{"other bytes", "it is set aside untouched", []byte("precious: do not lose\n")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, newest := newestUnheaded(t, c.data)
+			before, _ := os.ReadDir(dir)
+			var d told
+			opts := d.options(0)
+			opts.ReadOnly = true
+			l := open(t, dir, opts)
+			if l.Next() != 4 || len(readAll(t, l, 1)) != 3 {
+				t.Fatalf("read-only: next %d", l.Next())
+			}
+			if dmg := l.Damage(); len(dmg) != 1 || !strings.Contains(dmg[0], c.says) || !strings.Contains(dmg[0], newest) {
+				t.Fatalf("read-only Damage: %q, want %q of %s", dmg, c.says, newest)
+			}
+			if d.log.Len() != 0 {
+				t.Fatalf("read-only logged:\n%s", d.log.String())
+			}
+			l.Close()
+			after, _ := os.ReadDir(dir)
+			if len(after) != len(before) {
+				t.Fatalf("read-only changed the directory: %v, was %v", after, before)
+			}
+			if got, err := os.ReadFile(newest); err != nil || !bytes.Equal(got, c.data) {
+				t.Fatalf("read-only changed the segment: %v", err)
+			}
+		})
+	}
+}

@@ -32,7 +32,12 @@
 // synced before the next one is created, so after a power cut only the
 // newest segment can end in a torn write: bytes at its end that do not
 // verify, followed by none that do. Open cuts them, and logs the cut as a
-// warning: nothing in them was synced, so nothing was acknowledged.
+// warning: nothing in them was synced, so nothing was acknowledged. A
+// newest segment whose header does not verify, with no record after it
+// that does, was created and cut off before its first sync: holding no
+// more than the start of its header and zeros, it is removed; holding
+// other bytes (a file put there, bit rot), it is set aside untouched as
+// <name>.damaged-N, which is no segment's name. Either way, as a warning.
 // A failed write or sync rolls the log back to its last sync (the kernel
 // may have dropped the pages of a failed fdatasync), so a retry never
 // leaves the same data twice.

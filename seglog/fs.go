@@ -20,10 +20,15 @@ type FS interface {
 	// Open opens a file for reading.
 	Open(name string) (File, error)
 	Remove(name string) error
+	// Rename renames the file from to to, in the same directory; it
+	// fails rather than replace a file at to. Like Create and Remove,
+	// it is durable once the directory is synced (SyncDir).
+	Rename(from, to string) error
 	// List returns the names (not paths) in dir, sorted.
 	List(dir string) ([]string, error)
 	MkdirAll(dir string) error
-	// SyncDir makes dir's entries durable: files created or removed in it.
+	// SyncDir makes dir's entries durable: files created, removed or
+	// renamed in it.
 	SyncDir(dir string) error
 }
 
@@ -72,6 +77,18 @@ func (osFS) Open(name string) (File, error) {
 }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
+
+// Rename refuses a to that is there, a link too; between the look and the
+// rename nothing else names files in a log's directory (LockDir).
+func (osFS) Rename(from, to string) error {
+	if _, err := os.Lstat(to); !isNotExist(err) {
+		if err == nil {
+			err = &os.LinkError{Op: "rename", Old: from, New: to, Err: iofs.ErrExist}
+		}
+		return err
+	}
+	return os.Rename(from, to)
+}
 
 func (osFS) List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -134,8 +135,9 @@ func (l *Log) damagedHeader(s *segment, why error) {
 }
 
 // openLast opens the newest segment for appending after scanning it to its
-// end: a segment whose header was torn is removed, a record that does not
-// verify ends the segment there.
+// end: a segment whose header does not verify, with no record after it
+// that does, is taken away (dropNewest); a record that does not verify
+// ends the segment there.
 func (l *Log) openLast() error {
 	if len(l.segs) == 0 {
 		return nil
@@ -178,18 +180,9 @@ func (l *Log) openLast() error {
 			l.damagedHeader(s, herr) // records after it verify: damage
 			break
 		}
-		// Created, and cut off before its first sync completed: nothing
-		// in it was acknowledged.
 		f.Close()
-		l.cutLog("removing a log segment whose header does not verify: a write torn by a power cut",
-			"segment", l.path(s), "reason", herr.Error(), "bytes", size)
-		if !l.opts.ReadOnly {
-			if err := fs.Remove(l.path(s)); err != nil {
-				return err
-			}
-			if err := fs.SyncDir(l.dir); err != nil {
-				return err
-			}
+		if err := l.dropNewest(s, herr, h, rest); err != nil {
+			return err
 		}
 		l.segs = l.segs[:len(l.segs)-1]
 		l.next, l.synced = s.first, s.first
@@ -238,6 +231,84 @@ func (l *Log) openLast() error {
 	l.next, l.synced = sc.next, sc.next
 	l.w = f
 	return nil
+}
+
+// dropNewest takes away the newest segment s, whose header does not
+// verify (why) and after which no record does (its bytes: head, the
+// header's, and rest). Segments are synced whole, header and first
+// records with them, before the next is made: so s was created, and cut
+// off before its first sync completed, and nothing in it was
+// acknowledged. If it holds only what a power cut leaves of such a file
+// (tornCreation) it is removed, so that repeated cuts cannot fill the
+// disk; other bytes are none this log wrote (a file put there, bit rot),
+// and are set aside untouched as NAME.damaged-N. Read-only, it only says
+// which it would do.
+func (l *Log) dropNewest(s *segment, why error, head, rest []byte) error {
+	path, size := l.path(s), int64(len(head)+len(rest))
+	if tornCreation(s.first, head, rest) {
+		l.cutLog("removing a log segment whose header does not verify: a write torn by a power cut",
+			"segment", path, "reason", why.Error(), "bytes", size)
+		if l.opts.ReadOnly {
+			return nil
+		}
+		if err := l.opts.FS.Remove(path); err != nil {
+			return err
+		}
+		return l.opts.FS.SyncDir(l.dir)
+	}
+	const msg = "a log segment whose header does not verify, with no record after it that does, holds bytes a power cut does not leave: it is set aside untouched"
+	if l.opts.ReadOnly {
+		l.cutLog(msg, "segment", path, "reason", why.Error(), "bytes", size)
+		return nil
+	}
+	aside, err := l.setAside(s.name)
+	if err != nil {
+		return fmt.Errorf("setting aside %s, whose header does not verify: %w", path, err)
+	}
+	l.cutLog(msg, "segment", path, "reason", why.Error(), "bytes", size, "aside", aside)
+	return nil
+}
+
+// tornCreation reports whether head and rest, the bytes of a segment
+// starting at first, are what a power cut can leave of it when it was
+// created and never synced: nothing, or the start of its header followed
+// by zeros only (the blocks allocated, their data never written).
+func tornCreation(first uint64, head, rest []byte) bool {
+	want := encodeHeader(first)
+	n := 0
+	for n < len(head) && head[n] == want[n] {
+		n++
+	}
+	return allZero(head[n:]) && allZero(rest)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// setAside renames the file name in the log's directory to
+// name.damaged-N, N the first free, durably, and returns its path. The
+// name ends in no segment's suffix: Open and Front pass it by.
+func (l *Log) setAside(name string) (string, error) {
+	names, err := l.opts.FS.List(l.dir)
+	if err != nil {
+		return "", err
+	}
+	for n := 1; ; n++ {
+		aside := fmt.Sprintf("%s.damaged-%d", name, n)
+		if _, taken := slices.BinarySearch(names, aside); taken {
+			continue
+		}
+		if err := l.opts.FS.Rename(filepath.Join(l.dir, name), filepath.Join(l.dir, aside)); err != nil {
+			return "", err
+		}
+		return filepath.Join(l.dir, aside), l.opts.FS.SyncDir(l.dir)
+	}
 }
 
 // cutLog records a cut of a torn write at Open (Damage) and logs it, as

@@ -307,3 +307,59 @@ func treeOf(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestForeignNewestSegmentIsSetAside (issue 41, item 2, the ingest log):
+// bytes that are no segment put as the newest segment of an ingest log
+// (after all its records) are set aside, byte for byte, as
+// NAME.damaged-1, and the start says where and goes on from the
+// checkpoint; the next start, with the file set aside still there, runs
+// too.
+func TestForeignNewestSegmentIsSetAside(t *testing.T) {
+	r := newForeignRun(t)
+	r.logMessages(t, 100, 0, 0)
+	r.checkpointed(t)
+	logs, err := ingest.OpenLogs(ingest.Dir(r.data), ingest.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := logs.Log("readings/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := l.Next()
+	if err := logs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(ingest.Dir(r.data), "log-*", "*.seg"))
+	if len(segs) == 0 {
+		t.Fatal("the log has no segment")
+	}
+	newest := filepath.Join(filepath.Dir(segs[0]), fmt.Sprintf("%020d.seg", next))
+	foreign := bytes.Repeat([]byte("not a segment of cairn's "), 400)
+	if err := os.WriteFile(newest, foreign, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		p := startAgent(t, r.bin, r.file)
+		st := cairntest.AwaitStatus(t, filepath.Join(r.data, "cairn.sock"), "running", time.Minute, func(st api.Status) bool {
+			return st.State == "running"
+		})
+		if st.RestoredFrom == nil {
+			t.Fatalf("run %d: not restored from a checkpoint:\n%s", run, p.Log())
+		}
+		if err := p.Stop(time.Minute); err != nil {
+			t.Fatalf("run %d: %v\n%s", run, err, p.Log())
+		}
+		said := strings.Contains(p.Log(), `level=WARN msg="a log segment whose header does not verify, with no record after it that does, `+
+			`holds bytes a power cut does not leave: it is set aside untouched" segment=`+newest+" ")
+		if said != (run == 0) || said && !strings.Contains(p.Log(), "aside="+newest+".damaged-1") {
+			t.Fatalf("run %d: the set-aside said %v, want %v, naming where it went:\n%s", run, said, run == 0, p.Log())
+		}
+		if _, err := os.Lstat(newest); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("run %d: the foreign segment is still there: %v", run, err)
+		}
+		if aside, err := os.ReadFile(newest + ".damaged-1"); err != nil || !bytes.Equal(aside, foreign) {
+			t.Fatalf("run %d: set aside as %d bytes (%v), want the %d put there", run, len(aside), err, len(foreign))
+		}
+	}
+}

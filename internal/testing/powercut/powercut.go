@@ -35,8 +35,8 @@ type FS struct {
 	countdown int
 	dead      bool
 	// Fault, if set, is asked before each operation ("write", "sync",
-	// "create", "remove", "truncate", "syncdir") on a path; an error fails
-	// it. A failed write may have written part of its bytes (partial).
+	// "create", "remove", "rename", "truncate", "syncdir") on a path (of
+	// a rename, the old one); an error fails it. A failed write may have written part of its bytes (partial).
 	Fault func(op, path string) (err error, partial int)
 }
 
@@ -210,6 +210,37 @@ func (fs *FS) Remove(path string) error {
 	}
 	delete(d.names, name)
 	delete(fs.files, path)
+	return nil
+}
+
+// Rename implements seglog.FS. Like Create and Remove it changes the
+// directories' entries now, and the entries a cut keeps only at SyncDir:
+// a cut before keeps the old name.
+func (fs *FS) Rename(from, to string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err, _ := fs.op("rename", from); err != nil {
+		return err
+	}
+	df, fname, err := fs.dir(from)
+	if err != nil {
+		return err
+	}
+	dt, tname, err := fs.dir(to)
+	if err != nil {
+		return err
+	}
+	f, ok := df.names[fname]
+	if !ok {
+		return fmt.Errorf("powercut: rename %s: %w", from, iofs.ErrNotExist)
+	}
+	if _, ok := dt.names[tname]; ok {
+		return fmt.Errorf("powercut: rename %s to %s: %w", from, to, iofs.ErrExist)
+	}
+	delete(df.names, fname)
+	delete(fs.files, from)
+	dt.names[tname] = f
+	fs.files[to] = f
 	return nil
 }
 

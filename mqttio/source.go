@@ -220,7 +220,7 @@ func (s *source) checkOffset(offset uint64, elsewhere bool) error {
 	case offset != 0 && offset < first:
 		err = fmt.Errorf("checkpoint offset %d of %s is below its ingest log's first offset %d: the log was truncated or replaced, and the messages between are gone", offset, s.name(), first)
 	case offset > first && s.log.Next() == first && !elsewhere:
-		err = fmt.Errorf("ingest log %s is empty, but the checkpoint restored had read it to offset %d: the log was deleted, and with it every message acknowledged after that checkpoint", s.name(), offset)
+		err = fmt.Errorf("ingest log %s is empty, but the checkpoint restored had read it to offset %d: the log was deleted or set aside as damaged (the log's WARN says which), and with it every message acknowledged after that checkpoint", s.name(), offset)
 		first = offset
 	default:
 		return nil

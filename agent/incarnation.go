@@ -337,7 +337,7 @@ func finalCheckpoint(job *runtime.Job, done *completions, log *slog.Logger) uint
 		return 0
 	}
 	if _, err := done.wait(ctx, id); err != nil {
-		log.Warn("no final checkpoint; the last completed one stands", "id", id, "err", err)
+		log.Warn("the final checkpoint did not complete; the last completed one stands", "final", id, "err", err)
 		return 0
 	}
 	log.Info("final checkpoint complete", "id", id)

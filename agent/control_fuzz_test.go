@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -76,7 +77,21 @@ func startControl(tb testing.TB) (*state, http.Handler) {
 		store.Close()
 	})
 	testwait.For(tb, 10*time.Second, "the pipeline to start", func() bool { return ctl.current.Load() != nil })
-	return ctl, a.api.handler()
+	// The pipeline serves every request but a stop, which would end it
+	// for the inputs after: a stop that passes the handler's checks is
+	// answered as one whose final checkpoint failed.
+	stops := make(chan stopRequest)
+	go func() {
+		for {
+			select {
+			case req := <-stops:
+				req.reply <- stopReply{err: errors.New("the fuzzed pipeline does not stop")}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ctl, (&controlAPI{state: ctl, log: log, stops: stops}).handler()
 }
 
 // flushRecorder records a response; a flush ends the request, so that the

@@ -71,7 +71,7 @@ var rules = []rule{
 		allowed: []string{"agent/api", "charm.land/", "github.com/charmbracelet/"}},
 	{pkg: "bench", job: "the scenarios of `cairn-bench`, shared with the `go test -bench` benchmarks",
 		allowed: []string{"graph", "checkpoint", "runtime", "localrecovery", "ingest", "mqttio", "agent/api", "internal/procfs", "internal/testing/loopback", "internal/testing/mosquittotest",
-			"github.com/eclipse/paho.mqtt.golang"}},
+			"github.com/eclipse/paho.mqtt.golang"}, tests: []string{"internal/testing/cairntest"}},
 	{pkg: "cmd/cairn", job: "the gateway's binary, `cairn`: it links no test helper (`internal/layout` checks)",
 		allowed: []string{"agent", "agent/api", "agent/config", "tui"},
 		tests:   []string{"graph", "checkpoint", "ingest", "mqttio", "remote", "internal/procfs", "go.etcd.io/bbolt", "github.com/charmbracelet/x/exp/golden", "github.com/eclipse/paho.mqtt.golang", "github.com/mochi-mqtt/server/v2/packets", "golang.org/x/sys/unix"}},

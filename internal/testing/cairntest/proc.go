@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ type Proc struct {
 
 // Start runs bin with args, reading its output; every line also goes to
 // log, unless log is nil. The process is killed when the test ends, if it
-// still runs.
+// still runs; if the test failed, the last lines of its output are logged.
 func Start(t testing.TB, log io.Writer, bin string, args ...string) *Proc {
 	t.Helper()
 	return StartEnv(t, log, nil, bin, args...)
@@ -106,8 +107,22 @@ func StartEnv(t testing.TB, log io.Writer, env []string, bin string, args ...str
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
 		<-p.ended
+		if t.Failed() { // what the process said is the first thing to read
+			t.Logf("%s %s ended with %v; the last %d lines of its output:\n%s",
+				filepath.Base(bin), strings.Join(args, " "), p.err, failureLines, p.tail(failureLines))
+		}
 	})
 	return p
+}
+
+// failureLines is how many of a process's last lines a failed test shows.
+const failureLines = 150
+
+// tail returns the last n lines of the output.
+func (p *Proc) tail(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines[max(0, len(p.lines)-n):], "\n")
 }
 
 // Pid is the process's id.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -81,7 +80,7 @@ func FleetBrokerOf(path, name string) (FleetBroker, error) {
 		}
 		fb.URL = "tcp://" + net.JoinHostPort(host, port)
 	}
-	if envRef.MatchString(fb.URL) || envRef.MatchString(fb.Username) {
+	if config.RefersToEnv(fb.URL) || config.RefersToEnv(fb.Username) {
 		return FleetBroker{}, fmt.Errorf("%s: broker %q: its url or username takes a variable this shell's environment lacks", path, name)
 	}
 	if fb.Password, err = secret(b.Password, b.PasswordFile, "password_file"); err != nil {
@@ -93,8 +92,6 @@ func FleetBrokerOf(path, name string) (FleetBroker, error) {
 	return fb, nil
 }
 
-// envRef finds a reference to the environment in a config's value.
-var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`)
 
 // StatusFilter is the filter of every gateway's status topic, from a
 // status_topic as a gateway's pipeline file writes it: each level that
@@ -102,7 +99,7 @@ var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}`)
 func StatusFilter(written string) string {
 	levels := strings.Split(written, "/")
 	for i, l := range levels {
-		if envRef.MatchString(l) {
+		if config.RefersToEnv(l) {
 			levels[i] = "+"
 		}
 	}

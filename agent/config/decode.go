@@ -187,6 +187,10 @@ var (
 	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 )
 
+// RefersToEnv reports whether s, a value as a pipeline file writes it,
+// takes something from the environment (${VAR} or ${VAR:-default}).
+func RefersToEnv(s string) bool { return envRef.MatchString(s) }
+
 // scalar returns n's value after ${VAR} substitution: the variable's
 // value, else the reference's default, else an error (the variable is
 // not set). A lookup may answer ${VAR} for VAR to leave a reference

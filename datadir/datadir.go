@@ -94,8 +94,7 @@ func checkEntry(path string, kind Kind, owned bool) error {
 	case err != nil:
 		return err
 	case st.Mode()&os.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symbolic link, which cairn does not follow in its data directory: %w; "+
-			"replace it with the directory or file it points to", path, ErrNotOwn)
+		return symlinkError(path)
 	case kind == Dir && !st.IsDir(), kind == File && !st.Mode().IsRegular(), kind == Socket && st.IsDir():
 		return fmt.Errorf("%s is a %s, where cairn keeps a %s: %w; move it away", path, describe(st.Mode()), kind, ErrNotOwn)
 	}
@@ -114,11 +113,16 @@ func checkEntry(path string, kind Kind, owned bool) error {
 			return err
 		}
 		if st.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link, which cairn does not follow in its data directory: %w; "+
-				"replace it with the directory or file it points to", p, ErrNotOwn)
+			return symlinkError(p)
 		}
 		return checkOne(p, st, owned)
 	})
+}
+
+// symlinkError says that the entry at path is a symbolic link.
+func symlinkError(path string) error {
+	return fmt.Errorf("%s is a symbolic link, which cairn does not follow in its data directory: %w; "+
+		"replace it with the directory or file it points to", path, ErrNotOwn)
 }
 
 // checkOne refuses st, the entry at path, if it has more than one hard

@@ -92,7 +92,6 @@ func FleetBrokerOf(path, name string) (FleetBroker, error) {
 	return fb, nil
 }
 
-
 // StatusFilter is the filter of every gateway's status topic, from a
 // status_topic as a gateway's pipeline file writes it: each level that
 // takes a variable from the environment becomes +.

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -62,8 +64,8 @@ type WearConfig struct {
 	Baseline string
 	// BareSubscriber is the command line of a bare subscriber, to which
 	// --broker URL --topic FILTER are added: a program that runs
-	// BareSubscriber until SIGTERM and then prints how many messages it
-	// received (cairn-bench bare-subscriber); required.
+	// BareSubscriber until SIGTERM, printing how many messages it has
+	// received on each SIGUSR1 (cairn-bench bare-subscriber); required.
 	BareSubscriber []string
 	// Dir receives the brokers', pipelines' and agents' files; required.
 	Dir string
@@ -591,9 +593,12 @@ func wearBusy(ctx context.Context, cfg WearConfig, binary, dir string, window in
 }
 
 // measure measures the agent and the bare subscriber for d from start,
-// with the readings of pub, which it then stops.
+// with the readings of pub, which it then stops. The bare subscriber's CPU
+// per message is over the messages it heard in the window: under load (or
+// emulation) it may lag behind the agent, and then has done less of the
+// window's work than the agent's count says.
 func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, start wearSnapshot, d time.Duration) (*WearFigures, error) {
-	bareStart, err := procfs.CPU(bare.cmd.Process.Pid)
+	bareStart, err := bare.sample()
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +609,7 @@ func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, s
 	if err != nil {
 		return nil, err
 	}
-	bareEnd, err := procfs.CPU(bare.cmd.Process.Pid)
+	bareEnd, err := bare.sample()
 	if err != nil {
 		return nil, err
 	}
@@ -612,12 +617,12 @@ func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, s
 		return nil, err
 	}
 	f := figures(start, end, pub.meanPayload())
-	// The subscriber got the same readings as the agent over the window.
-	f.BareCPUMicrosPerMessage = ratio(float64((bareEnd - bareStart).Microseconds()), float64(f.Messages))
-	f.CPUVsBareRatio = ratio(f.CPUMicrosPerMessage, f.BareCPUMicrosPerMessage)
-	if heard := bare.finish(); heard < f.Messages {
-		return nil, fmt.Errorf("the bare subscriber heard %d readings, fewer than the agent's %d in the window", heard, f.Messages)
+	heard := bareEnd.heard - bareStart.heard
+	if heard <= 0 {
+		return nil, fmt.Errorf("the bare subscriber heard nothing in the window (the agent %d readings)", f.Messages)
 	}
+	f.BareCPUMicrosPerMessage = ratio(float64((bareEnd.cpu - bareStart.cpu).Microseconds()), float64(heard))
+	f.CPUVsBareRatio = ratio(f.CPUMicrosPerMessage, f.BareCPUMicrosPerMessage)
 	return f, nil
 }
 
@@ -629,7 +634,7 @@ func measure(ctx context.Context, p *agentProc, bare *bareProc, pub *readings, s
 type bareProc struct {
 	cmd   *exec.Cmd
 	proxy *ackProxy
-	heard strings.Builder
+	lines chan string // what it writes, a line at a time; closed at its end
 	done  bool
 }
 
@@ -641,25 +646,64 @@ func startBare(ctx context.Context, command []string, broker string) (*bareProc,
 		return nil, err
 	}
 	args := append(command[1:len(command):len(command)], "--broker", proxy.URL(), "--topic", "wear/+/telemetry")
-	b := &bareProc{cmd: exec.CommandContext(ctx, command[0], args...), proxy: proxy}
-	b.cmd.Stdout, b.cmd.Stderr = &b.heard, os.Stderr
-	if err := b.cmd.Start(); err != nil {
+	b := &bareProc{cmd: exec.CommandContext(ctx, command[0], args...), proxy: proxy, lines: make(chan string, 16)}
+	b.cmd.Stderr = os.Stderr
+	out, err := b.cmd.StdoutPipe()
+	if err == nil {
+		err = b.cmd.Start()
+	}
+	if err != nil {
 		proxy.Close()
 		return nil, err
 	}
+	go func() {
+		defer close(b.lines)
+		for sc := bufio.NewScanner(out); sc.Scan(); {
+			b.lines <- sc.Text()
+		}
+	}()
 	return b, nil
 }
 
-// finish stops the subscriber and returns how many readings it heard.
-func (b *bareProc) finish() int64 {
+// bareSample is the bare subscriber's count of readings and its CPU time,
+// taken together.
+type bareSample struct {
+	heard int64
+	cpu   time.Duration
+}
+
+// sample asks the subscriber for its count (SIGUSR1) and reads its CPU
+// time once it has answered.
+func (b *bareProc) sample() (bareSample, error) {
+	if err := b.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return bareSample{}, fmt.Errorf("asking the bare subscriber for its count: %w", err)
+	}
+	var s bareSample
+	select {
+	case line, ok := <-b.lines:
+		n, err := strconv.ParseInt(line, 10, 64)
+		if !ok || err != nil {
+			return s, fmt.Errorf("the bare subscriber answered %q for its count", line)
+		}
+		s.heard = n
+	case <-time.After(10 * time.Second):
+		return s, errors.New("the bare subscriber gave no count within 10s")
+	}
+	cpu, err := procfs.CPU(b.cmd.Process.Pid)
+	s.cpu = cpu
+	return s, err
+}
+
+// finish stops the subscriber.
+func (b *bareProc) finish() {
 	if !b.done {
 		b.done = true
 		b.cmd.Process.Signal(syscall.SIGTERM)
+		for range b.lines {
+		}
 		b.cmd.Wait()
 		b.proxy.Close()
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(b.heard.String()), 10, 64)
-	return n
 }
 
 // wearSnapshot is what a measurement window starts or ends with.
@@ -809,19 +853,27 @@ func (r *readings) stop() error {
 
 // BareSubscriber subscribes to topic on broker at QoS 1 with a paho client
 // that does nothing but count (paho acknowledges each message), until ctx
-// ends, and returns the count: the floor of receiving MQTT in Go, to
-// measure cairn against.
-func BareSubscriber(ctx context.Context, broker, topic string) (int64, error) {
+// ends: the floor of receiving MQTT in Go, to measure cairn against. Each
+// value on asked makes it write the count so far to out, a line; the
+// count at the end is the last line.
+func BareSubscriber(ctx context.Context, broker, topic string, asked <-chan os.Signal, out io.Writer) error {
 	var n atomic.Int64
 	c, err := connect(broker, fmt.Sprintf("cairn-bench-bare-%d", os.Getpid()))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer c.Disconnect(100)
 	tok := c.Subscribe(topic, 1, func(paho.Client, paho.Message) { n.Add(1) })
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		return 0, fmt.Errorf("subscribe: %v", tok.Error())
+		return fmt.Errorf("subscribe: %v", tok.Error())
 	}
-	<-ctx.Done()
-	return n.Load(), nil
+	for {
+		select {
+		case <-asked:
+			fmt.Fprintln(out, n.Load())
+		case <-ctx.Done():
+			fmt.Fprintln(out, n.Load())
+			return nil
+		}
+	}
 }

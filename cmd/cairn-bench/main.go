@@ -235,8 +235,8 @@ func findCairn(path, self string) (string, error) {
 }
 
 // bareSubscriber runs a bare paho subscriber until SIGTERM or SIGINT,
-// then prints how many messages it received: the wear scenario measures
-// its CPU time beside the agent's.
+// printing how many messages it has received on each SIGUSR1 and at its
+// end: the wear scenario measures its CPU time beside the agent's.
 func bareSubscriber(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cairn-bench bare-subscriber", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -256,11 +256,12 @@ func bareSubscriber(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	n, err := bench.BareSubscriber(ctx, *broker, *topic)
-	if err != nil {
+	asked := make(chan os.Signal, 1)
+	signal.Notify(asked, syscall.SIGUSR1)
+	defer signal.Stop(asked)
+	if err := bench.BareSubscriber(ctx, *broker, *topic, asked, stdout); err != nil {
 		fmt.Fprintln(stderr, "cairn-bench bare-subscriber:", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, n)
 	return 0
 }

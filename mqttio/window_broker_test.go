@@ -76,9 +76,10 @@ func TestSourceLearnsBrokerWindow(t *testing.T) {
 		return strings.Contains(logged.String(), "MQTT connected")
 	})
 	publishSeqs(t, pub, "learn/d1/t", 0, n)
-	testwait.For(t, time.Minute, "the burst logged and processed", func() bool {
-		return metrics.Logged.Load() == n && len(got.snapshot()) == n
-	})
+	if !testwait.Poll(time.Minute, func() bool { return metrics.Logged.Load() == n && len(got.snapshot()) == n }) {
+		t.Fatalf("waited 1m for the burst: %d of %d logged, %d processed, %d commits; the source's log:\n%s",
+			metrics.Logged.Load(), n, len(got.snapshot()), commits.Load(), logged.String())
+	}
 	stop()
 	for i, seq := range got.snapshot() {
 		if seq != i {

@@ -70,6 +70,17 @@ type WindowSpec struct {
 	// OnLate, if set, is called with every record that arrives after its
 	// windows were discarded; such records are dropped.
 	OnLate func(r *Record)
+	// Aggregates, if any, are what a window makes of its records instead
+	// of Aggregate: each a named result, all emitted together as one
+	// record per key and window, its Payload a WindowRow (a window, not a
+	// join).
+	Aggregates []NamedAggregate
+	// Args fills args (len NArgs) with the values of a record that the
+	// Aggregates read (NamedAggregate.Arg), once per record; an error
+	// rejects the record (a RecordError, as Reject makes), which then
+	// counts in no window. Needed with Aggregates that read any.
+	Args  func(r *Record, args []float64) error
+	NArgs int
 }
 
 // Validate reports the first setting that cannot work.

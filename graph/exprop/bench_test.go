@@ -40,3 +40,45 @@ func BenchmarkExpressions(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAggregateArgs evaluates the arguments of a window's
+// aggregates, one record per iteration, as its Args does: bare names read
+// as they are (read) or by expr's VM (vm), one argument or four.
+func BenchmarkAggregateArgs(b *testing.B) {
+	fields := Fields{"temperature": Number, "humidity": Number, "vibration": Number}
+	r := graph.Record{Key: "d", Time: 1_772_323_230_500, Value: 21.5,
+		Payload: map[string]any{"temperature": 21.5, "humidity": 40.0, "vibration": 0.31, "site": "north"}}
+	for _, c := range []struct {
+		name  string
+		calls []string
+	}{
+		{"one", []string{"avg(temperature)"}},
+		{"four", []string{"avg(temperature)", "max(humidity)", "p95(vibration)", "sum(value)"}},
+	} {
+		for _, vm := range []bool{false, true} {
+			var args []argument
+			for _, call := range c.calls {
+				compiled, err := CompileCall(call, fields)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if vm {
+					compiled.field = ""
+				}
+				args = append(args, newArgument(compiled, Aggregate{Name: "a", Call: call}))
+			}
+			path := "read"
+			if vm {
+				path = "vm"
+			}
+			b.Run(c.name+"/"+path, func(b *testing.B) {
+				eval, values := evalAll(args), make([]float64, len(args))
+				for b.Loop() {
+					if err := eval(&r, values); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,13 +1,15 @@
 // Package exprop holds the operators written as expressions
-// (expr-lang/expr): filter and map. An expression sees a record as the
+// (expr-lang/expr), filter and map, and the arguments of a window's many
+// aggregates (WindowAggregates). An expression sees a record as the
 // variables key (a string), time (milliseconds, an int64) and value (a
 // float64), plus every field of a map payload (a decoded JSON message,
 // say). Its integers, literals up to 2^63-1 and arithmetic on them, are
 // int64 on every platform, 32-bit ARM too (third_party/README.md).
 //
-// CompileFilter and CompileMap are the one place an expression is
-// compiled: the config's validation and the operators use them alike, so
-// a pipeline that validates runs the expressions it validated.
+// CompileFilter, CompileMap and CompileCall are the one place an
+// expression is compiled: the config's validation and the operators use
+// them alike, so a pipeline that validates runs the expressions it
+// validated.
 package exprop
 
 import (

@@ -94,7 +94,8 @@ func (c *Config) at(field any, def Pos) Pos {
 
 // inside returns the position of the character at column col (counted in
 // characters from 1) of the string value of the field at address field,
-// if the file holds the value as it is on one line.
+// or of a mapping's entry of it, if the file holds the value as it is on
+// one line.
 func (c *Config) inside(field any, col int) (Pos, bool) {
 	p, ok := c.pos[verbatim{field}]
 	if !ok || col < 1 {

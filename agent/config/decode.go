@@ -33,9 +33,10 @@ type entry struct {
 	key   any
 }
 
-// verbatim names the first character of a field's value when its line in
-// the file holds the value as it is (no escapes, no ${VAR}): a column
-// inside the value is then a column of the file.
+// verbatim names the first character of a field's value (or of a string
+// of a mapping's, by its entry) when its line in the file holds the value
+// as it is (no escapes, no ${VAR}): a column inside the value is then a
+// column of the file.
 type verbatim struct{ field any }
 
 // undecoded is the key under which positions note a field whose value did
@@ -323,7 +324,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 				continue
 			}
 			if v.CanAddr() {
-				d.note(entry{v.Addr().Interface(), k.Value}, val)
+				at := entry{v.Addr().Interface(), k.Value}
+				d.note(at, val)
+				if elem.Kind() == reflect.String {
+					d.noteVerbatim(at, val, elem.String())
+				}
 			}
 			m.SetMapIndex(reflect.ValueOf(k.Value), elem)
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cairn-edge/cairn/checkpoint"
-	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
 	"github.com/cairn-edge/cairn/mqttio"
 )
@@ -17,9 +16,10 @@ import (
 // in file order, none showing what the environment gave (${SECRET}); and
 // a file it accepts is one the agent can run: a known
 // checkpointing mode, operators reading streams defined above them, window
-// settings that make a window, expressions that compile as the operators
-// will compile them, sinks on known brokers with topics a broker takes. Seeds (with the
-// crash it once found): testdata/fuzz/FuzzParse.
+// operators that build (their windows, and their aggregate or a window's
+// aggregates), expressions that compile as the operators will compile
+// them, sinks on known brokers with topics a broker takes. Seeds (with
+// the crash it once found): testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("sources: [{id: a, simulator: {devices: 1}}]\noperators: [{id: b, type: window, inputs: [a], window: {kind: x}}]"))
@@ -30,6 +30,10 @@ func FuzzParse(f *testing.F) {
 		"operators: [{id: f, type: filter, inputs: [s], expr: 'value > ${SECRET}'}, {id: w, type: window, inputs: [f], window: {kind: '${SECRET}'}, aggregate: '${SECRET}'}]\n"))
 	f.Add([]byte("brokers:\n  b: {url: 'tcp://b:1883', status_topic: 's/${SECRET}/+'}\nsources: [{id: s, broker: b, topics: [a], dead_letter_topic: '${SECRET}#'}]\n" +
 		"sinks: [{id: o, input: s, broker: b, topic: 'out/${SECRET}+/{key}'}]\n"))
+	f.Add([]byte(aggSources + "    aggregates:\n      n: count()\n      t: avg(temperature * 2)\n      v_p95: p95(vibration)\n      q: quantile(humidity, 0.9)\n" +
+		"  - {id: hot, type: filter, inputs: [stats], expr: t > 30 && n > 1}\n"))
+	f.Add([]byte(aggSources + "    aggregates: {count: 'avrg(max(a, \"b)\"))', 't-1': '${SECRET}(x)', s: max(site), q: 'quantile(x, ${SECRET})'}\n" +
+		"  - {id: j, type: join, inputs: [readings, loose], key_by: key, window: {kind: tumbling, size: 1s}, aggregates: {n: count()}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, errs := Parse("fuzz.yaml", data, env(map[string]string{"MQTT_USER": "u", "SECRET": fuzzSecret}))
 		lines := yamlLines(data)
@@ -88,12 +92,11 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			if o.Type == "window" || o.Type == "join" {
-				agg, err := graph.ParseAggregate(o.Aggregate)
-				if err != nil || o.Window == nil {
-					t.Fatalf("accepted window operator %q: %v", o.ID, err)
+				if o.Window == nil || o.Aggregates != nil && (o.Type == "join" || o.Aggregate != "") {
+					t.Fatalf("accepted window operator %+v", o)
 				}
-				if _, err := o.Window.Spec(agg); err != nil {
-					t.Fatalf("accepted window of %q: %v", o.ID, err)
+				if _, err := o.Build(Hooks{}); err != nil {
+					t.Fatalf("accepted window operator %q, which does not build: %v", o.ID, err)
 				}
 			}
 			defined[o.ID] = true

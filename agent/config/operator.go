@@ -41,6 +41,11 @@ type Operator struct {
 	// letter of the operator and goes on, `drop` counts it and goes on,
 	// `fail` stops the pipeline.
 	OnError string `yaml:"on_error" default:"dead-letter"`
+	// PayloadFields are the payload fields of the records the operator
+	// reads, as the validation found them (nil: not known): what its
+	// expressions (a filter's or map's expr, a window's aggregates) are
+	// compiled with.
+	PayloadFields exprop.Fields `yaml:"-"`
 }
 
 // What an operator does with a record it rejects (Operator.OnError).
@@ -70,7 +75,8 @@ type operatorKind struct {
 	// refuses an operator of it without key_by.
 	keyed bool
 	// keepsFields is set if the kind's records carry the payload fields
-	// of those it reads; the others' carry none.
+	// of those it reads; the others' carry none, but those their
+	// validate notes in validator.fields (a window's aggregates).
 	keepsFields bool
 	// validate, if set, reports what else is wrong with o, an operator
 	// of the kind that reads records carrying the payload fields in (nil:
@@ -149,11 +155,13 @@ func (v *validator) operator(o *Operator) {
 	}
 	k := kindNamed(o.Type)
 	in := merge(o.Inputs, v.fields)
+	o.PayloadFields = in
 	v.defined[o.ID] = true
 	if k != nil {
 		// Its records carry the payload fields of those it reads,
 		// or are its own, without a payload or with one that is no
-		// JSON object (graph.WindowResult, say).
+		// JSON object (graph.WindowResult, say), unless its validate
+		// notes others (a window's graph.WindowRow).
 		v.fields[o.ID] = exprop.Fields{}
 		if k.keepsFields {
 			v.fields[o.ID] = in

@@ -305,7 +305,7 @@ func operatorKindsTable() string {
 	b.WriteString("\n### Operator types\n\n" +
 		"What an operator needs besides `id`, `type` and `inputs`, and what it does. A keyed type keeps its state by key: it needs `key_by`. " +
 		"The records of a type marked *passes fields* carry the payload fields of those it reads, and expressions after it may name them; " +
-		"the others make records of their own, without payload fields.\n\n" +
+		"the others make records of their own, without payload fields unless what they do says otherwise.\n\n" +
 		"| Type | Needs | Fields | What it does |\n|---|---|---|---|\n")
 	for _, k := range operatorKinds {
 		var needs []string

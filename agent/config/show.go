@@ -47,11 +47,15 @@ func (c *Config) show(field any) string {
 // file writes it, before ${VAR} substitution: what the agent shows at run
 // time (in reasons it stores, publishes and serves) instead of what the
 // environment gave, as errors do.
-func (c *Config) AsWritten(field *string) string {
+func (c *Config) AsWritten(field *string) string { return c.asWritten(field, *field) }
+
+// asWritten is AsWritten of value, the string at address field or of an
+// entry of it.
+func (c *Config) asWritten(field any, value string) string {
 	if text, ok := c.env[field]; ok {
 		return text
 	}
-	return *field
+	return value
 }
 
 // fromEnv reports whether the value of the field at address field (or of

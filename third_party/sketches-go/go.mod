@@ -1,0 +1,3 @@
+module github.com/DataDog/sketches-go
+
+go 1.23

@@ -6,6 +6,7 @@ require (
 	charm.land/bubbles/v2 v2.2.1
 	charm.land/bubbletea/v2 v2.1.1
 	charm.land/lipgloss/v2 v2.1.0
+	github.com/DataDog/sketches-go v1.4.8
 	github.com/charmbracelet/colorprofile v0.4.3
 	github.com/charmbracelet/x/ansi v0.11.9
 	github.com/charmbracelet/x/exp/golden v0.0.0-20251109135125-8916d276318f
@@ -59,3 +60,5 @@ require (
 )
 
 replace github.com/expr-lang/expr => ./third_party/expr
+
+replace github.com/DataDog/sketches-go => ./third_party/sketches-go

@@ -38,8 +38,13 @@ const (
 var aggregateNames = []string{"count", "sum", "min", "max", "avg", "first", "last"}
 
 func (a Aggregate) String() string {
-	if int(a) < len(aggregateNames) {
+	switch {
+	case int(a) < len(aggregateNames):
 		return aggregateNames[a]
+	case a == AggStddev:
+		return "stddev"
+	case a == AggQuantile:
+		return "quantile"
 	}
 	return "aggregate?"
 }
@@ -73,12 +78,17 @@ type WindowSpec struct {
 	// Aggregates, if any, are what a window makes of its records instead
 	// of Aggregate: each a named result, all emitted together as one
 	// record per key and window, its Payload a WindowRow (a window, not a
-	// join).
+	// join). A window keeps of its records what its aggregates need, under
+	// state names made of it: a restore with aggregates that need other
+	// things starts the windows afresh rather than misreading them.
 	Aggregates []NamedAggregate
 	// Args fills args (len NArgs) with the values of a record that the
 	// Aggregates read (NamedAggregate.Arg), once per record; an error
 	// rejects the record (a RecordError, as Reject makes), which then
-	// counts in no window. Needed with Aggregates that read any.
+	// counts in no window; so does a value that is no finite number, or
+	// that makes a window's sum or stddev none, or, for a quantile, one
+	// of a magnitude over about 1.26e308. Needed with Aggregates that
+	// read any.
 	Args  func(r *Record, args []float64) error
 	NArgs int
 }
@@ -95,7 +105,20 @@ func (w WindowSpec) Validate() error {
 	case w.Aggregate > AggLast:
 		return errors.New("unknown aggregate")
 	}
-	return nil
+	return w.checkAggregates()
+}
+
+// ValidateJoin reports the first setting that cannot work in a window
+// join (WindowJoin): Validate's, and sessions or many aggregates, which a
+// join does not make.
+func (w WindowSpec) ValidateJoin() error {
+	switch {
+	case w.Kind == Session:
+		return errors.New("a window join needs tumbling or sliding windows")
+	case len(w.Aggregates) > 0:
+		return errors.New("a window join makes one aggregate, not many")
+	}
+	return w.Validate()
 }
 
 // WindowResult is the Payload of a window's output record; the record's Key
@@ -108,7 +131,8 @@ type WindowResult struct {
 
 // Window returns a keyed operator that aggregates each key's values over
 // event-time windows, emitting a result when the watermark passes a
-// window's end. Its windows and timers are keyed state, so a restore
+// window's end: a WindowResult, or with WindowSpec.Aggregates a
+// WindowRow. Its windows and timers are keyed state, so a restore
 // neither loses nor re-fires a window (invariant I10). Its input must be
 // hash-partitioned and carry event times.
 func Window(spec WindowSpec) func(int) Operator {
@@ -141,6 +165,11 @@ type windowAcc struct {
 	firstTime, lastTime int64
 	fired               bool
 	touched             bool // got the record being processed; not stored
+	// With many aggregates, the partials and sketches of its rowLayout, which
+	// keep what sum to last keep of one aggregate (unused then), and
+	// firstTime and lastTime only if the layout needs them.
+	partials []float64
+	sketches []sketch
 }
 
 func (a *windowAcc) add(r *Record) {
@@ -195,6 +224,12 @@ type windowOp struct {
 	spec WindowSpec
 	join bool
 	ctx  *Context
+	// rows lays out the windows of many aggregates (nil: of one), args the
+	// arguments of the record being processed, and query reads their
+	// sketches' quantiles.
+	rows  *rowLayout
+	args  []float64
+	query sketchQuery
 	// windows are a key's open windows; fired, with a lateness, its
 	// tumbling or sliding windows the watermark passed, kept for late
 	// records (nil: they stay among the open ones), so that a record on
@@ -206,18 +241,29 @@ type windowOp struct {
 }
 
 func (o *windowOp) Open(ctx *Context) (err error) {
-	if err := o.spec.Validate(); err != nil {
+	validate := o.spec.Validate
+	if o.join {
+		validate = o.spec.ValidateJoin
+	}
+	if err := validate(); err != nil {
 		return err
 	}
-	if o.join && o.spec.Kind == Session {
-		return errors.New("a window join needs tumbling or sliding windows")
-	}
 	o.ctx = ctx
-	if o.windows, err = NewValueState[[]windowAcc](ctx, "windows", &reusingWindowsCodec{}); err != nil {
+	// state opens keyed state of windows, named base if of one aggregate.
+	state := func(base string) (*ValueState[[]windowAcc], error) {
+		if o.rows == nil {
+			return NewValueState[[]windowAcc](ctx, base, &reusingWindowsCodec{})
+		}
+		return NewValueState[[]windowAcc](ctx, o.rows.stateName(base), &reusingRowsCodec{rowsCodec: rowsCodec{o.rows}})
+	}
+	if len(o.spec.Aggregates) > 0 {
+		o.rows, o.args = newRowLayout(o.spec.Aggregates, o.spec.NArgs), make([]float64, o.spec.NArgs)
+	}
+	if o.windows, err = state("windows"); err != nil {
 		return err
 	}
 	if o.spec.Kind != Session && o.spec.AllowedLateness > 0 && !o.spec.ProcessingTime {
-		o.fired, err = NewValueState[[]windowAcc](ctx, "fired", &reusingWindowsCodec{})
+		o.fired, err = state("fired")
 	}
 	return err
 }
@@ -249,6 +295,11 @@ func floorDiv(a, b int64) int64 {
 }
 
 func (o *windowOp) ProcessRecord(input int, r *Record) error {
+	if o.rows != nil {
+		if err := o.readArgs(r); err != nil {
+			return err
+		}
+	}
 	side := int64(0)
 	if o.join {
 		side = int64(input)
@@ -257,6 +308,31 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 		return o.processAt(side, r, o.ctx.ProcessingTime(), MinWatermark, 0)
 	}
 	return o.processAt(side, r, r.Time, o.ctx.Watermark(), o.spec.AllowedLateness.Milliseconds())
+}
+
+// readArgs reads r's arguments into o.args, or returns the error that
+// rejects r.
+func (o *windowOp) readArgs(r *Record) error {
+	if o.spec.NArgs == 0 {
+		return nil
+	}
+	if err := o.spec.Args(r, o.args); err != nil {
+		if _, ok := errors.AsType[*RecordError](err); ok {
+			return err
+		}
+		return Reject(err)
+	}
+	for arg, v := range o.args {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return Reject(fmt.Errorf("key %q: %s reads %v, no finite number: the record is left out", r.Key, o.rows.readBy[arg], v))
+		}
+	}
+	for _, arg := range o.rows.sketched {
+		if v := o.args[arg]; !sketchHolds(v) {
+			return Reject(fmt.Errorf("key %q: %s reads %g, beyond what a quantile's sketch holds: the record is left out", r.Key, o.rows.readBy[arg], v))
+		}
+	}
+	return nil
 }
 
 // processAt adds r to the windows of time t, given the current watermark
@@ -277,18 +353,22 @@ func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error
 		return late && passed(span) && !slices.ContainsFunc(open, func(w windowAcc) bool { return w.start == span[0] && w.end == span[1] })
 	}
 	// A value that would make a window's sum (and so its average) no
-	// finite number is left out of every window, before any changes.
-	for _, span := range o.spans {
-		ws := open
-		if inFired(span) {
-			ws = fired
-		}
-		sum := r.Value
-		if i := indexWindow(ws, side, span); i >= 0 {
-			sum += ws[i].sum
-		}
-		if math.IsInf(sum, 0) || math.IsNaN(sum) {
-			return Reject(fmt.Errorf("key %q: the value %g makes the sum of the window [%d, %d) %v: the record is left out", r.Key, r.Value, span[0], span[1], sum))
+	// finite number is left out of every window, before any changes (with
+	// many aggregates, rowLayout.check leaves a record out once the
+	// windows are changed and merged, before they are stored).
+	if o.rows == nil {
+		for _, span := range o.spans {
+			ws := open
+			if inFired(span) {
+				ws = fired
+			}
+			sum := r.Value
+			if i := indexWindow(ws, side, span); i >= 0 {
+				sum += ws[i].sum
+			}
+			if math.IsInf(sum, 0) || math.IsNaN(sum) {
+				return Reject(fmt.Errorf("key %q: the value %g makes the sum of the window [%d, %d) %v: the record is left out", r.Key, r.Value, span[0], span[1], sum))
+			}
 		}
 	}
 	toOpen, toFired := false, false
@@ -297,9 +377,9 @@ func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error
 		case span[1]-1+lateness <= wm && wm != MinWatermark:
 			// discarded already: late beyond lateness
 		case inFired(span):
-			fired, toFired = addToWindow(fired, side, span, r), true
+			fired, toFired = o.addToWindow(fired, side, span, r), true
 		default:
-			open, toOpen = addToWindow(open, side, span, r), true
+			open, toOpen = o.addToWindow(open, side, span, r), true
 		}
 	}
 	if !toOpen && !toFired {
@@ -307,6 +387,17 @@ func (o *windowOp) processAt(side int64, r *Record, t, wm, lateness int64) error
 			o.spec.OnLate(r)
 		}
 		return nil
+	}
+	if toOpen && o.spec.Kind == Session {
+		open = mergeSessions(open, o.rows)
+	}
+	if o.rows != nil {
+		if err := o.rows.check(r.Key, open); err != nil {
+			return err
+		}
+		if err := o.rows.check(r.Key, fired); err != nil {
+			return err
+		}
 	}
 	if toOpen {
 		o.windows.Set(o.settle(open, wm, lateness))
@@ -322,26 +413,31 @@ func indexWindow(ws []windowAcc, side int64, span [2]int64) int {
 	return slices.IndexFunc(ws, func(w windowAcc) bool { return w.side == side && w.start == span[0] && w.end == span[1] })
 }
 
-// addToWindow adds r to side's window of span in ws, appended if there is
-// none, and marks it touched.
-func addToWindow(ws []windowAcc, side int64, span [2]int64, r *Record) []windowAcc {
+// addToWindow adds r (of o.args, with many aggregates) to side's window
+// of span in ws, appended if there is none, and marks it touched.
+func (o *windowOp) addToWindow(ws []windowAcc, side int64, span [2]int64, r *Record) []windowAcc {
 	i := indexWindow(ws, side, span)
 	if i < 0 {
-		ws = append(ws, windowAcc{side: side, start: span[0], end: span[1]})
+		if o.rows != nil {
+			ws = append(ws, o.rows.newWindow(span))
+		} else {
+			ws = append(ws, windowAcc{side: side, start: span[0], end: span[1]})
+		}
 		i = len(ws) - 1
 	}
-	ws[i].add(r)
+	if o.rows != nil {
+		o.rows.add(&ws[i], r.Time, o.args)
+	} else {
+		ws[i].add(r)
+	}
 	ws[i].touched = true
 	return ws
 }
 
 // settle emits, or asks for the timers of, the windows of ws that the
-// record being processed touched (merged first, for sessions), and
+// record being processed touched (merged already, for sessions), and
 // returns ws to be stored.
 func (o *windowOp) settle(ws []windowAcc, wm, lateness int64) []windowAcc {
-	if o.spec.Kind == Session {
-		ws = mergeSessions(ws)
-	}
 	for i := range ws {
 		w := &ws[i]
 		if !w.touched {
@@ -373,14 +469,20 @@ func (o *windowOp) register(ts int64) {
 // OnProcessingTimer fires processing-time windows.
 func (o *windowOp) OnProcessingTimer(ts int64) error { return o.OnTimer(ts) }
 
-// mergeSessions merges overlapping session windows of one key.
-func mergeSessions(ws []windowAcc) []windowAcc {
-	slices.SortFunc(ws, func(a, b windowAcc) int { return cmp.Compare(a.start, b.start) })
+// mergeSessions merges overlapping session windows of one key, laid out
+// by rows if not nil. Of two windows that start together, the one stored
+// before the other is merged into first, so that its first value stays
+// first: the earlier record's.
+func mergeSessions(ws []windowAcc, rows *rowLayout) []windowAcc {
+	slices.SortStableFunc(ws, func(a, b windowAcc) int { return cmp.Compare(a.start, b.start) })
 	out := ws[:1]
 	for _, w := range ws[1:] {
 		last := &out[len(out)-1]
 		if w.start < last.end {
 			fired, touched := last.fired && w.fired, last.touched || w.touched
+			if rows != nil {
+				rows.merge(last, &w)
+			}
 			last.merge(&w)
 			last.fired, last.touched = fired, touched
 			continue
@@ -394,6 +496,12 @@ func mergeSessions(ws []windowAcc) []windowAcc {
 // records, as one result of both. ws are the key's windows.
 func (o *windowOp) emit(ws []windowAcc, w *windowAcc) {
 	w.fired = true
+	if o.rows != nil {
+		o.out = Record{Key: o.ctx.CurrentKey(), Time: w.end - 1,
+			Payload: WindowRow{Start: w.start, End: w.end, Count: w.count, Names: o.rows.names, Values: o.rows.results(w, &o.query)}}
+		o.ctx.Emit(&o.out)
+		return
+	}
 	if !o.join {
 		o.out = Record{Key: o.ctx.CurrentKey(), Time: w.end - 1, Value: w.result(o.spec.Aggregate),
 			Payload: WindowResult{Start: w.start, End: w.end, Count: w.count}}

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -229,4 +230,226 @@ func decodeWindowsV1(ws []windowAcc, src []byte) ([]windowAcc, error) {
 		ws = append(ws, w)
 	}
 	return ws, d.End()
+}
+
+// rowsCodec encodes a key's windows of many aggregates, laid out by
+// layout, in format 3: windowsFormat3, then the uvarint number of
+// windows, each as
+//
+//	uvarint flags (rowFired, rowLastTimeIsFirst), varint start,
+//	varint end - start, varint count,
+//	[varint firstTime - start, [varint lastTime - firstTime]],
+//	float64 per partial, sketch per sketch
+//
+// where the times are there only if the layout keeps them, lastTime only
+// when the flags do not say it equals firstTime, and a sketch is its
+// uvarint count of zeros, then its positive bins and its negative ones,
+// each as the uvarint number of bins, then the first bin's varint index
+// and uvarint count, then for each next bin the uvarint
+// (index - previous - 1) << 1 | binCounted, and, if binCounted, the
+// uvarint count - 2: a bin of one value near the one before takes a
+// byte. What the layout keeps is not written: the state's name says it
+// (rowLayout.stateName). A window of one record of avg, max and a
+// quantile, of three arguments, takes 35 bytes.
+type rowsCodec struct{ layout *rowLayout }
+
+// windowsFormat3 is a uvarint 1 written in two bytes, as windowsFormat2
+// is a 0.
+var windowsFormat3 = []byte{0x81, 0x00}
+
+// The flags of a window in format 3.
+const (
+	rowFired           = 1 << 0
+	rowLastTimeIsFirst = 1 << 1 // lastTime equals firstTime; with times only
+	rowFlagsEnd        = 1 << 2
+)
+
+func (c rowsCodec) Append(dst []byte, ws []windowAcc) []byte {
+	e := wire.Encoder(dst)
+	e.Raw(windowsFormat3)
+	e.Uvarint(uint64(len(ws)))
+	for i := range ws {
+		w := &ws[i]
+		var flags uint64
+		if w.fired {
+			flags |= rowFired
+		}
+		if c.layout.times && w.lastTime == w.firstTime {
+			flags |= rowLastTimeIsFirst
+		}
+		e.Uvarint(flags)
+		e.Varint(w.start)
+		e.Varint(w.end - w.start)
+		e.Varint(w.count)
+		if c.layout.times {
+			e.Varint(w.firstTime - w.start)
+			if flags&rowLastTimeIsFirst == 0 {
+				e.Varint(w.lastTime - w.firstTime)
+			}
+		}
+		for _, v := range w.partials {
+			e.Float64(v)
+		}
+		for j := range w.sketches {
+			s := &w.sketches[j]
+			e.Uvarint(s.zero)
+			appendBins(&e, s.pos)
+			appendBins(&e, s.neg)
+		}
+	}
+	return e
+}
+
+func appendBins(e *wire.Encoder, bins []sketchBin) {
+	e.Uvarint(uint64(len(bins)))
+	for i, b := range bins {
+		if i == 0 {
+			e.Varint(int64(b.index))
+			e.Uvarint(b.count)
+			continue
+		}
+		gap := uint64(b.index-bins[i-1].index-1) << 1
+		if b.count == 1 {
+			e.Uvarint(gap)
+			continue
+		}
+		e.Uvarint(gap | binCounted)
+		e.Uvarint(b.count - 2)
+	}
+}
+
+// binCounted marks a bin's gap in format 3: a count over 1 follows.
+const binCounted = 1
+
+func (c rowsCodec) Decode(src []byte) ([]windowAcc, error) {
+	return c.decodeInto(nil, new(rowSlabs), src)
+}
+
+// reusingRowsCodec is rowsCodec as reusingWindowsCodec is windowsCodec:
+// it decodes a key's windows, and their partials, sketches and bins, into
+// the arrays it decoded the key before into, with the same contract.
+type reusingRowsCodec struct {
+	rowsCodec
+	reuse []windowAcc
+	slabs rowSlabs
+}
+
+func (c *reusingRowsCodec) Decode(src []byte) ([]windowAcc, error) {
+	c.slabs.partials, c.slabs.sketches, c.slabs.bins = c.slabs.partials[:0], c.slabs.sketches[:0], c.slabs.bins[:0]
+	ws, err := c.decodeInto(c.reuse[:0], &c.slabs, src)
+	if cap(ws) > cap(c.reuse) {
+		c.reuse = ws
+	}
+	return ws, err
+}
+
+// rowSlabs hold the partials, sketches and bins of the windows a decode
+// makes, each window's a piece of them that it cannot grow into
+// another's: a bin added to a sketch goes into the slot left after its
+// bins, or, past it, into an array of the sketch's own.
+type rowSlabs struct {
+	partials []float64
+	sketches []sketch
+	bins     []sketchBin
+}
+
+// decodeInto decodes src, appending to dst, the windows' pieces to slabs.
+// Beyond the bytes' framing it checks what would make a window wrong to
+// read: flags it does not know, a window of no records, a sketch's bin out
+// of the mapping's indexes, of no count, or beyond its span, and a sketch
+// whose counts do not add up to its window's.
+func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte) ([]windowAcc, error) {
+	l := c.layout
+	if len(src) < len(windowsFormat3) || string(src[:len(windowsFormat3)]) != string(windowsFormat3) {
+		return nil, errors.New("window state: not of format 3")
+	}
+	d := wire.NewDecoder(src[len(windowsFormat3):])
+	minBytes := 4 + 8*len(l.partials) + 3*len(l.sketched) // flags, start, end, count; floats; three counts
+	if l.times {
+		minBytes++
+	}
+	n := d.Count(minBytes)
+	ws = slices.Grow(ws, n)
+	slabs.partials = slices.Grow(slabs.partials, n*len(l.partials))
+	slabs.sketches = slices.Grow(slabs.sketches, n*len(l.sketched))
+	for i := 0; i < n && d.Err() == nil; i++ {
+		flags := d.Uvarint()
+		if d.Err() == nil && (flags >= rowFlagsEnd || !l.times && flags&rowLastTimeIsFirst != 0) {
+			return nil, fmt.Errorf("window state: bad window flags %#x", flags)
+		}
+		w := windowAcc{fired: flags&rowFired != 0}
+		w.start = d.Varint()
+		w.end = w.start + d.Varint()
+		w.count = d.Varint()
+		if d.Err() == nil && w.count < 1 {
+			return nil, fmt.Errorf("window state: a window of %d records", w.count)
+		}
+		if l.times {
+			w.firstTime = w.start + d.Varint()
+			w.lastTime = w.firstTime
+			if flags&rowLastTimeIsFirst == 0 {
+				w.lastTime += d.Varint()
+			}
+		}
+		from := len(slabs.partials)
+		for range l.partials {
+			slabs.partials = append(slabs.partials, d.Float64())
+		}
+		w.partials = slabs.partials[from:len(slabs.partials):len(slabs.partials)]
+		from = len(slabs.sketches)
+		for range l.sketched {
+			s := sketch{zero: d.Uvarint()}
+			s.pos = slabs.decodeBins(&d)
+			s.neg = slabs.decodeBins(&d)
+			if d.Err() == nil && s.total() != uint64(w.count) {
+				return nil, fmt.Errorf("window state: a sketch of %d values in a window of %d records", s.total(), w.count)
+			}
+			slabs.sketches = append(slabs.sketches, s)
+		}
+		w.sketches = slabs.sketches[from:len(slabs.sketches):len(slabs.sketches)]
+		ws = append(ws, w)
+	}
+	if err := d.End(); err != nil {
+		return nil, fmt.Errorf("window state: %w", err)
+	}
+	return ws, nil
+}
+
+// decodeBins decodes what appendBins wrote into s.bins, failing d on bins
+// that no sketch holds, and leaves a slot after them.
+func (s *rowSlabs) decodeBins(d *wire.Decoder) []sketchBin {
+	n := d.Count(1) // a gap
+	if n == 0 {
+		return nil
+	}
+	from := len(s.bins)
+	s.bins = slices.Grow(s.bins, n+1)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		var index int64
+		count := uint64(1)
+		if i == 0 {
+			index = d.Varint()
+			count = d.Uvarint()
+		} else {
+			gap := d.Uvarint()
+			// A gap of sketchBins or more spans too far: no need to add more.
+			index = int64(s.bins[len(s.bins)-1].index) + 1 + int64(min(gap>>1, sketchBins))
+			if gap&binCounted != 0 {
+				count = 2 + min(d.Uvarint(), math.MaxUint64-2)
+			}
+		}
+		switch {
+		case d.Err() != nil:
+		case index < int64(minSketchIndex) || index > int64(maxSketchIndex):
+			d.Fail(fmt.Errorf("a sketch's bin %d, out of [%d, %d]", index, minSketchIndex, maxSketchIndex))
+		case i > 0 && index-int64(s.bins[from].index) >= sketchBins:
+			d.Fail(fmt.Errorf("a sketch's bins span more than %d", sketchBins))
+		case count == 0:
+			d.Fail(errors.New("a sketch's bin of no count"))
+		}
+		s.bins = append(s.bins, sketchBin{int(index), count})
+	}
+	to := len(s.bins)
+	s.bins = append(s.bins, sketchBin{}) // the slot a bin added takes
+	return s.bins[from : to : to+1]
 }

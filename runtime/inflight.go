@@ -117,7 +117,9 @@ func (c *capture) abort() { c.result <- inflightResult{aborted: true} }
 // bytes and strings length-prefixed, floats as float64s, booleans as a
 // byte, a map as a count of entries, each its key (length-prefixed) and
 // value, sorted by key, a list as a count of values, and the built-in
-// operators' results as their fields in order, integers as varints.
+// operators' results as their fields in order, integers as varints; a
+// window's row's aggregates as their count, then each its name
+// (length-prefixed) and value.
 // Version 1, still read, was encoding/gob's (inflightgob.go).
 const (
 	channelStateMagic   = "CRNC"
@@ -137,13 +139,15 @@ const (
 	payloadWindow // graph.WindowResult
 	payloadJoin   // graph.JoinResult
 	payloadAlert  // graph.Alert
+	payloadRow    // graph.WindowRow
 )
 
 // The fewest bytes a record and a map entry take, which bound how many a
 // damaged count can make the decoder allocate; a payload takes a byte.
 const (
-	minRecordBytes = 12 // key, time, value (8), origin, payload
-	minEntryBytes  = 2  // key, value
+	minRecordBytes    = 12 // key, time, value (8), origin, payload
+	minEntryBytes     = 2  // key, value
+	minAggregateBytes = 9  // name, value (8)
 )
 
 // maxPayloadDepth bounds the nesting of maps and lists in a payload, as
@@ -225,6 +229,19 @@ func appendPayload(e *wire.Encoder, p any, depth int) error {
 		e.Byte(payloadAlert)
 		e.Bool(v.Raised)
 		e.Float64(v.Value)
+	case graph.WindowRow:
+		if len(v.Names) != len(v.Values) {
+			return fmt.Errorf("a window's row of %d names and %d values", len(v.Names), len(v.Values))
+		}
+		e.Byte(payloadRow)
+		e.Varint(v.Start)
+		e.Varint(v.End)
+		e.Varint(v.Count)
+		e.Uvarint(uint64(len(v.Names)))
+		for i, name := range v.Names {
+			e.String(name)
+			e.Float64(v.Values[i])
+		}
 	default:
 		return fmt.Errorf("a payload of type %T, which channel state cannot hold", p)
 	}
@@ -313,6 +330,15 @@ func decodePayload(d *wire.Decoder, depth int) any {
 			LeftCount: d.Varint(), RightCount: d.Varint()}
 	case payloadAlert:
 		return graph.Alert{Raised: d.Bool(), Value: d.Float64()}
+	case payloadRow:
+		row := graph.WindowRow{Start: d.Varint(), End: d.Varint(), Count: d.Varint()}
+		n := d.Count(minAggregateBytes)
+		row.Names, row.Values = make([]string, n), make([]float64, n)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			row.Names[i] = string(d.Bytes())
+			row.Values[i] = d.Float64()
+		}
+		return row
 	default:
 		d.Fail(fmt.Errorf("unknown payload tag %d", tag))
 		return nil

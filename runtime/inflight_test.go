@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cairn-edge/cairn/graph"
@@ -86,6 +87,17 @@ func randomPayload(rng *rand.Rand, depth int) any {
 	return nil
 }
 
+// randomRow is a window's row of one to four aggregates. Channel state of
+// version 1 held none: it is not among randomPayload's.
+func randomRow(rng *rand.Rand) graph.WindowRow {
+	row := graph.WindowRow{Start: rng.Int64() >> rng.IntN(64), End: rng.Int64N(100), Count: rng.Int64N(1000)}
+	for range 1 + rng.IntN(4) {
+		row.Names = append(row.Names, randomString(rng))
+		row.Values = append(row.Values, randomFloat(rng))
+	}
+	return row
+}
+
 func randomChannels(rng *rand.Rand) [][]graph.Record {
 	channels := make([][]graph.Record, 1+rng.IntN(3))
 	for ch := range channels {
@@ -119,13 +131,14 @@ func TestGobChannelStateReadsAsGob(t *testing.T) {
 	}
 }
 
-// TestChannelStateRoundTrip: records of every payload type encode and
-// decode to themselves; a payload of another type, or nested deeper than
-// a JSON decoder makes, is refused.
+// TestChannelStateRoundTrip: records of every payload type, windows'
+// rows too, encode and decode to themselves; a payload of another type,
+// or nested deeper than a JSON decoder makes, is refused.
 func TestChannelStateRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 2000 {
 		channels := randomChannels(rng)
+		channels[0] = append(channels[0], graph.Record{Key: "row", Time: 9, Payload: randomRow(rng)})
 		data, err := encodeChannelState(channels)
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +185,43 @@ func TestDamagedChannelStateIsRefused(t *testing.T) {
 	}
 }
 
+// TestDamagedRowsInFlightAreRefused: channel state holding windows' rows
+// cut anywhere, or counting more aggregates than its bytes hold, is
+// refused, the latter before the decoder allocates for them; and a row
+// of more names than values is not encoded.
+func TestDamagedRowsInFlightAreRefused(t *testing.T) {
+	row := graph.WindowRow{Start: 1_700_000_000_000, End: 1_700_000_010_000, Count: 10,
+		Names: []string{"hum_max", "n", "temp_avg"}, Values: []float64{61, 10, 21.5}}
+	channels := [][]graph.Record{{{Key: "dev-1", Time: 1_700_000_009_999, Payload: row}}, nil}
+	data, err := encodeChannelState(channels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeChannelState(data, 2)
+	if err != nil || !reflect.DeepEqual(got[0], channels[0]) {
+		t.Fatalf("decoded as %#v, %v", got, err)
+	}
+	for n := range len(data) {
+		if _, err := decodeChannelState(data[:n], 2); err == nil {
+			t.Errorf("cut to %d of %d bytes, it decodes", n, len(data))
+		}
+	}
+	// The row's count of aggregates, before its first name, made 2^32 with
+	// 100 bytes after it.
+	at := bytes.Index(data, []byte("\x03\x07hum_max"))
+	if at < 0 {
+		t.Fatalf("no count of 3 aggregates before the first name in %x", data)
+	}
+	huge := append(append(bytes.Clone(data[:at]), 0xff, 0xff, 0xff, 0xff, 0x0f), make([]byte, 100)...)
+	if _, err := decodeChannelState(huge, 2); err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Errorf("a count of 2^32 aggregates in 100 bytes: err = %v", err)
+	}
+	row.Names = append(row.Names, "p95")
+	if _, err := encodeChannelState([][]graph.Record{{{Payload: row}}}); err == nil {
+		t.Error("a row of four names and three values encoded")
+	}
+}
+
 // FuzzDecodeChannelState feeds arbitrary bytes to the channel state
 // decoder, seeded with both versions. It must never panic, and what
 // decodes must encode (in version 2) to bytes that decode to records that
@@ -182,6 +232,9 @@ func FuzzDecodeChannelState(f *testing.F) {
 		channels := randomChannels(rng)
 		f.Add(gobChannelState(f, channels), len(channels))
 		data, _ := encodeChannelState(channels)
+		f.Add(data, len(channels))
+		channels[0] = append(channels[0], graph.Record{Payload: randomRow(rng)})
+		data, _ = encodeChannelState(channels)
 		f.Add(data, len(channels))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, channels int) {

@@ -26,17 +26,21 @@ import (
 //	key        the record's key
 //	time       its event time, in milliseconds since the epoch (TimeMillis),
 //	           an RFC 3339 string (TimeRFC3339), or both: time and time_rfc3339
-//	value      its value; of an alarm, the reading that raised or cleared it
+//	value      its value; of an alarm, the reading that raised or cleared it;
+//	           none of a window's row
 //	aggregate  what value is of: count, sum, min, max, avg, first or last,
-//	           for the output of an aggregating operator
+//	           for the output of an aggregating operator; none of a row
 //	then what the record holds besides:
 //	  a window's   start, end (times as time is), count
+//	  a row's      start, end, count, then each aggregate's value under
+//	               its name, in the row's order (graph.WindowRow)
 //	  a join's     start, end, left, right, left_count, right_count
 //	  an alarm's   raised (true, or false when it cleared)
 //	  a reading's  payload (its fields, as the source decoded them)
 //	then Add's fields, in the order of their names.
 //
-// Names renames version 2's fields, but for id and v.
+// Names renames version 2's fields, but for id and v (and a row's
+// aggregates, named by the window).
 type OutputFormat struct {
 	Version int // 2 or 1; 0 is 2
 	// Operator and Aggregate name the sink's input and what its values
@@ -134,7 +138,15 @@ var errUnencodable = errors.New("the record cannot be encoded as JSON")
 // `{"id":""` (the sink puts the id in when it publishes).
 func (f *OutputFormat) appendBody(dst []byte, r *graph.Record) ([]byte, error) {
 	if f.Version == 1 {
-		body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: r.Payload})
+		payload := r.Payload
+		if row, ok := payload.(graph.WindowRow); ok {
+			v1, err := appendRowV1(nil, row)
+			if err != nil {
+				return dst, err
+			}
+			payload = json.RawMessage(v1)
+		}
+		body, err := json.Marshal(Output{Key: r.Key, Time: r.Time, Value: r.Value, Payload: payload})
 		if err != nil {
 			return dst, fmt.Errorf("%w: %w", errUnencodable, err)
 		}
@@ -147,14 +159,17 @@ func (f *OutputFormat) appendBody(dst []byte, r *graph.Record) ([]byte, error) {
 	if !finite(value) {
 		return dst, fmt.Errorf("%w: value %v", errUnencodable, value)
 	}
+	_, isRow := payload.(graph.WindowRow) // its values are its aggregates'
 	dst = append(dst, `,"v":2`...)
 	if f.Operator != "" {
 		dst = f.appendString(dst, "operator", f.Operator)
 	}
 	dst = f.appendString(dst, "key", r.Key)
 	dst = f.appendTime(dst, "time", r.Time)
-	dst = f.appendNumber(dst, "value", value)
-	if f.Aggregate != "" {
+	if !isRow {
+		dst = f.appendNumber(dst, "value", value)
+	}
+	if f.Aggregate != "" && !isRow {
 		dst = f.appendString(dst, "aggregate", f.Aggregate)
 	}
 	switch p := payload.(type) {
@@ -163,6 +178,16 @@ func (f *OutputFormat) appendBody(dst []byte, r *graph.Record) ([]byte, error) {
 		dst = f.appendTime(dst, "start", p.Start)
 		dst = f.appendTime(dst, "end", p.End)
 		dst = f.appendInt(dst, "count", p.Count)
+	case graph.WindowRow:
+		if err := checkRow(p); err != nil {
+			return dst, err
+		}
+		dst = f.appendTime(dst, "start", p.Start)
+		dst = f.appendTime(dst, "end", p.End)
+		dst = f.appendInt(dst, "count", p.Count)
+		for i, name := range p.Names {
+			dst = appendJSONNumber(appendKey(dst, name), p.Values[i])
+		}
 	case graph.JoinResult:
 		if !finite(p.Left) || !finite(p.Right) {
 			return dst, fmt.Errorf("%w: a join of %v and %v", errUnencodable, p.Left, p.Right)
@@ -184,6 +209,37 @@ func (f *OutputFormat) appendBody(dst []byte, r *graph.Record) ([]byte, error) {
 	}
 	for _, name := range f.added {
 		dst = appendJSONString(appendKey(dst, name), f.Add[name])
+	}
+	return append(dst, '}'), nil
+}
+
+// checkRow returns the errUnencodable of a row whose aggregates JSON
+// cannot hold: one of no finite number, or of names and values that differ
+// in number.
+func checkRow(row graph.WindowRow) error {
+	if len(row.Names) != len(row.Values) {
+		return fmt.Errorf("%w: a window's row of %d names and %d values", errUnencodable, len(row.Names), len(row.Values))
+	}
+	for i, v := range row.Values {
+		if !finite(v) {
+			return fmt.Errorf("%w: %s %v", errUnencodable, row.Names[i], v)
+		}
+	}
+	return nil
+}
+
+// appendRowV1 appends row as version 1's payload: {"Start":…,"End":…,
+// "Count":…}, as of a window of one aggregate, then each aggregate's value
+// under its name.
+func appendRowV1(dst []byte, row graph.WindowRow) ([]byte, error) {
+	if err := checkRow(row); err != nil {
+		return dst, err
+	}
+	dst = strconv.AppendInt(append(dst, `{"Start":`...), row.Start, 10)
+	dst = strconv.AppendInt(append(dst, `,"End":`...), row.End, 10)
+	dst = strconv.AppendInt(append(dst, `,"Count":`...), row.Count, 10)
+	for i, name := range row.Names {
+		dst = appendJSONNumber(appendKey(dst, name), row.Values[i])
 	}
 	return append(dst, '}'), nil
 }

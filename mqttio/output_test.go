@@ -27,6 +27,8 @@ func published(t *testing.T, f OutputFormat, r graph.Record) string {
 func TestOutputVersion2(t *testing.T) {
 	const at = 1_700_000_059_999 // 2023-11-14T22:14:19.999Z
 	window := graph.Record{Key: "dev-1", Time: at, Value: 24.5, Payload: graph.WindowResult{Start: at - 59_999, End: at + 1, Count: 12}}
+	row := graph.Record{Key: "dev-1", Time: at, Payload: graph.WindowRow{Start: at - 9_999, End: at + 1, Count: 10,
+		Names: []string{"hum_max", "n", "temp_avg", "vib_p95"}, Values: []float64{61, 10, 21.5, 0.31}}}
 	for _, c := range []struct {
 		name string
 		f    OutputFormat
@@ -35,6 +37,10 @@ func TestOutputVersion2(t *testing.T) {
 	}{
 		{"window", OutputFormat{Operator: "per-device", Aggregate: "avg"}, window,
 			`{"id":"X","v":2,"operator":"per-device","key":"dev-1","time":1700000059999,"value":24.5,"aggregate":"avg","start":1700000000000,"end":1700000060000,"count":12}`},
+		{"row", OutputFormat{Operator: "stats"}, row,
+			`{"id":"X","v":2,"operator":"stats","key":"dev-1","time":1700000059999,"start":1700000050000,"end":1700000060000,"count":10,"hum_max":61,"n":10,"temp_avg":21.5,"vib_p95":0.31}`},
+		{"row, renamed, both times", OutputFormat{Operator: "stats", Aggregate: "avg", Time: TimeBoth, Names: map[string]string{"count": "records"}}, row,
+			`{"id":"X","v":2,"operator":"stats","key":"dev-1","time":1700000059999,"time_rfc3339":"2023-11-14T22:14:19.999Z","start":1700000050000,"start_rfc3339":"2023-11-14T22:14:10.000Z","end":1700000060000,"end_rfc3339":"2023-11-14T22:14:20.000Z","records":10,"hum_max":61,"n":10,"temp_avg":21.5,"vib_p95":0.31}`},
 		{"join", OutputFormat{Operator: "drift", Aggregate: "sum"},
 			graph.Record{Key: "k", Time: 9, Value: -1, Payload: graph.JoinResult{Start: 0, End: 10, Left: 2, Right: 3, LeftCount: 1, RightCount: 2}},
 			`{"id":"X","v":2,"operator":"drift","key":"k","time":9,"value":-1,"aggregate":"sum","start":0,"end":10,"left":2,"right":3,"left_count":1,"right_count":2}`},
@@ -76,11 +82,25 @@ func TestOutputVersion1IsAsBefore(t *testing.T) {
 	}
 }
 
+// TestOutputVersion1OfARow: version 1 gives a window's row as a window's
+// result, its payload's fields then each aggregate under its name, and
+// value 0.
+func TestOutputVersion1OfARow(t *testing.T) {
+	r := graph.Record{Key: "dev-1", Time: 9, Payload: graph.WindowRow{Start: 0, End: 10, Count: 3,
+		Names: []string{"max", "p<95>"}, Values: []float64{61, 1e-9}}}
+	want := `{"id":"X","key":"dev-1","time":9,"value":0,"payload":{"Start":0,"End":10,"Count":3,"max":61,"p\u003c95\u003e":1e-9}}`
+	if got := published(t, OutputFormat{Version: 1}, r); got != want {
+		t.Errorf("version 1:\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestOutputRefusesWhatJSONCannotHold: NaN and infinite values, in the
-// record or its join, are errUnencodable, in both versions.
+// record, its join or its row, are errUnencodable, in both versions.
 func TestOutputRefusesWhatJSONCannotHold(t *testing.T) {
 	for _, v := range []int{1, 2} {
-		for _, r := range []graph.Record{{Value: math.NaN()}, {Value: math.Inf(1)}, {Payload: map[string]any{"x": math.NaN()}}} {
+		for _, r := range []graph.Record{{Value: math.NaN()}, {Value: math.Inf(1)}, {Payload: map[string]any{"x": math.NaN()}},
+			{Payload: graph.WindowRow{Names: []string{"avg", "sd"}, Values: []float64{1, math.NaN()}}},
+			{Payload: graph.WindowRow{Names: []string{"avg", "sd"}, Values: []float64{1}}}} {
 			f := OutputFormat{Version: v}
 			if _, err := f.appendBody(nil, &r); err == nil || !strings.Contains(err.Error(), "cannot be encoded as JSON") {
 				t.Errorf("version %d, %+v: %v", v, r, err)

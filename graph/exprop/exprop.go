@@ -3,8 +3,10 @@
 // aggregates (WindowAggregates). An expression sees a record as the
 // variables key (a string), time (milliseconds, an int64) and value (a
 // float64), plus every field of a map payload (a decoded JSON message,
-// say). Its integers, literals up to 2^63-1 and arithmetic on them, are
-// int64 on every platform, 32-bit ARM too (third_party/README.md).
+// say), or of a window's row: start, end and count (int64s) and each
+// aggregate by its name (a float64). Its integers, literals up to 2^63-1
+// and arithmetic on them, are int64 on every platform, 32-bit ARM too
+// (third_party/README.md).
 //
 // CompileFilter, CompileMap and CompileCall are the one place an
 // expression is compiled: the config's validation and the operators use
@@ -184,12 +186,20 @@ func firstLine(err error) string {
 	return line
 }
 
+// env is what an expression sees of r: its payload's fields, then its
+// own, which hide a field of the same name.
 func env(r *graph.Record) map[string]any {
 	m := make(map[string]any, 8)
-	if p, ok := r.Payload.(map[string]any); ok {
+	switch p := r.Payload.(type) {
+	case map[string]any:
 		for k, v := range p {
 			m[k] = v
 		}
+	case graph.WindowRow:
+		for i, name := range p.Names {
+			m[name] = p.Values[i]
+		}
+		m["start"], m["end"], m["count"] = p.Start, p.End, p.Count
 	}
 	m["key"], m["time"], m["value"] = r.Key, r.Time, r.Value
 	return m

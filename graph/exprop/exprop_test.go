@@ -50,6 +50,35 @@ func TestFilterAndMap(t *testing.T) {
 	}
 }
 
+// TestExpressionsSeeARow: an expression over a window's row sees its
+// start, end and count as integers and each aggregate by its name. Where
+// the fields are not known, count is expr's function, as in any record.
+func TestExpressionsSeeARow(t *testing.T) {
+	row := graph.Record{Key: "dev-1", Time: 9_999, Payload: graph.WindowRow{Start: 0, End: 10_000, Count: 10,
+		Names: []string{"hum_max", "temp_avg"}, Values: []float64{61, 21.5}}}
+	fields := Fields{"start": Any, "end": Any, "count": Any, "hum_max": Number, "temp_avg": Number}
+	f, err := Filter(`count >= 10 && end - start == 10000 && end % 3 == 1 && temp_avg > 21 && key == "dev-1"`, "", fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := run(t, f, row); err != nil || len(got) != 1 {
+		t.Fatalf("filter kept %v (%v)", got, err)
+	}
+	m, err := Map(`hum_max - temp_avg + count`, "", fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := run(t, m, row); err != nil || got[0].Value != 49.5 {
+		t.Fatalf("map gave %v (%v)", got, err)
+	}
+	if m, err = Map(`(end - start) / 1000 + hum_max`, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := run(t, m, row); err != nil || got[0].Value != 71 {
+		t.Fatalf("map of fields not known gave %v (%v)", got, err)
+	}
+}
+
 func TestExpressionErrors(t *testing.T) {
 	if _, err := Filter("value >", "", nil); err == nil {
 		t.Fatal("a broken expression compiled")

@@ -192,6 +192,9 @@ func TestStoredRows(t *testing.T) {
 	l, ws := sampleRows()
 	current := rowsCodec{l}.Append(nil, ws)
 	stored := sample.Bytes(t, filepath.Join("testdata", "windows-v3.bin"), func() []byte { return current })
+	if err := (rowsCodec{l}).Check(stored); err != nil {
+		t.Fatal(err)
+	}
 	got, err := rowsCodec{l}.Decode(stored)
 	if err != nil {
 		t.Fatal(err)

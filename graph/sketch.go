@@ -51,6 +51,9 @@ func sketchHolds(v float64) bool {
 type sketch struct {
 	zero     uint64
 	pos, neg []sketchBin
+	// packed, if not nil, holds zero, pos and neg in format 3 (rowsCodec),
+	// as a decode left them, until the sketch is changed or read.
+	packed []byte
 }
 
 // sketchBin is the count of one of quantileMapping's bins.
@@ -61,6 +64,7 @@ type sketchBin struct {
 
 // add counts v, which sketchHolds.
 func (s *sketch) add(v float64) {
+	s.unpack()
 	switch m := quantileMapping; {
 	case v > m.MinIndexableValue():
 		s.pos = addBin(s.pos, m.Index(v), 1)
@@ -73,6 +77,8 @@ func (s *sketch) add(v float64) {
 
 // merge adds o's counts to s's.
 func (s *sketch) merge(o *sketch) {
+	s.unpack()
+	o.unpack()
 	s.zero += o.zero
 	for _, b := range o.pos {
 		s.pos = addBin(s.pos, b.index, b.count)
@@ -82,7 +88,7 @@ func (s *sketch) merge(o *sketch) {
 	}
 }
 
-// total is the number of values s counted.
+// total is the number of values s, unpacked, counted.
 func (s *sketch) total() uint64 {
 	n := s.zero
 	for _, b := range s.pos {
@@ -131,6 +137,7 @@ func (q *sketchQuery) load(s *sketch) {
 		q.dd = ddsketch.NewDDSketch(quantileMapping, store.NewDenseStore(), store.NewDenseStore())
 	}
 	q.dd.Clear()
+	s.unpack()
 	pos, neg := q.dd.GetPositiveValueStore(), q.dd.GetNegativeValueStore()
 	for _, b := range s.pos {
 		pos.AddWithCount(b.index, float64(b.count))

@@ -242,15 +242,21 @@ func decodeWindowsV1(ws []windowAcc, src []byte) ([]windowAcc, error) {
 //	float64 per partial, sketch per sketch
 //
 // where the times are there only if the layout keeps them, lastTime only
-// when the flags do not say it equals firstTime, and a sketch is its
-// uvarint count of zeros, then its positive bins and its negative ones,
-// each as the uvarint number of bins, then the first bin's varint index
-// and uvarint count, then for each next bin the uvarint
-// (index - previous - 1) << 1 | binCounted, and, if binCounted, the
-// uvarint count - 2: a bin of one value near the one before takes a
-// byte. What the layout keeps is not written: the state's name says it
-// (rowLayout.stateName). A window of one record of avg, max and a
-// quantile, of three arguments, takes 35 bytes.
+// when the flags do not say it equals firstTime, and a sketch is the
+// uvarint length of what follows, its uvarint count of zeros, then its
+// positive bins and its negative ones, each as the uvarint number of
+// bins, then the first bin's varint index and uvarint count, then for
+// each next bin the uvarint (index - previous - 1) << 1 | binCounted,
+// and, if binCounted, the uvarint count - 2: a bin of one value near the
+// one before takes a byte. What the layout keeps is not written: the
+// state's name says it (rowLayout.stateName). A window of one record of
+// avg, max and a quantile, of three arguments, takes 36 bytes.
+//
+// Decode reads a sketch's bins only when its window is changed or read
+// (sketch.packed): a record, which changes one of its key's windows,
+// costs the others a copy of their sketches. It trusts its input, what
+// Append wrote or Check accepted (keyed state checks restored values with
+// Check).
 type rowsCodec struct{ layout *rowLayout }
 
 // windowsFormat3 is a uvarint 1 written in two bytes, as windowsFormat2
@@ -264,7 +270,17 @@ const (
 	rowFlagsEnd        = 1 << 2
 )
 
+// binCounted marks a bin's gap in format 3: a count over 1 follows.
+const binCounted = 1
+
 func (c rowsCodec) Append(dst []byte, ws []windowAcc) []byte {
+	dst, _ = c.appendRows(dst, ws, nil)
+	return dst
+}
+
+// appendRows appends ws to dst, and returns it with scratch, which it
+// encodes a changed sketch in before its length.
+func (c rowsCodec) appendRows(dst []byte, ws []windowAcc, scratch []byte) ([]byte, []byte) {
 	e := wire.Encoder(dst)
 	e.Raw(windowsFormat3)
 	e.Uvarint(uint64(len(ws)))
@@ -292,12 +308,19 @@ func (c rowsCodec) Append(dst []byte, ws []windowAcc) []byte {
 		}
 		for j := range w.sketches {
 			s := &w.sketches[j]
-			e.Uvarint(s.zero)
-			appendBins(&e, s.pos)
-			appendBins(&e, s.neg)
+			if s.packed != nil {
+				e.Bytes(s.packed)
+				continue
+			}
+			se := wire.Encoder(scratch[:0])
+			se.Uvarint(s.zero)
+			appendBins(&se, s.pos)
+			appendBins(&se, s.neg)
+			scratch = se
+			e.Bytes(scratch)
 		}
 	}
-	return e
+	return e, scratch
 }
 
 func appendBins(e *wire.Encoder, bins []sketchBin) {
@@ -318,53 +341,63 @@ func appendBins(e *wire.Encoder, bins []sketchBin) {
 	}
 }
 
-// binCounted marks a bin's gap in format 3: a count over 1 follows.
-const binCounted = 1
-
 func (c rowsCodec) Decode(src []byte) ([]windowAcc, error) {
-	return c.decodeInto(nil, new(rowSlabs), src)
+	return c.decodeInto(nil, new(rowSlabs), src, false)
+}
+
+// Check reports what is wrong with src, which restored keyed state holds:
+// besides the bytes' framing, what would make a window wrong to read:
+// flags it does not know, a window of no records, a sketch's bin out of
+// the mapping's indexes, of no count, or beyond its span, and a sketch
+// whose counts do not add up to its window's.
+func (c rowsCodec) Check(src []byte) error {
+	_, err := c.decodeInto(nil, new(rowSlabs), src, true)
+	return err
 }
 
 // reusingRowsCodec is rowsCodec as reusingWindowsCodec is windowsCodec:
-// it decodes a key's windows, and their partials, sketches and bins, into
-// the arrays it decoded the key before into, with the same contract.
+// it decodes a key's windows, their partials and their sketches' bytes
+// into the arrays it decoded the key before into, with the same contract,
+// and encodes a changed sketch in a scratch array of its own.
 type reusingRowsCodec struct {
 	rowsCodec
-	reuse []windowAcc
-	slabs rowSlabs
+	reuse   []windowAcc
+	slabs   rowSlabs
+	scratch []byte
 }
 
 func (c *reusingRowsCodec) Decode(src []byte) ([]windowAcc, error) {
-	c.slabs.partials, c.slabs.sketches, c.slabs.bins = c.slabs.partials[:0], c.slabs.sketches[:0], c.slabs.bins[:0]
-	ws, err := c.decodeInto(c.reuse[:0], &c.slabs, src)
+	c.slabs.partials, c.slabs.sketches, c.slabs.packed = c.slabs.partials[:0], c.slabs.sketches[:0], c.slabs.packed[:0]
+	ws, err := c.decodeInto(c.reuse[:0], &c.slabs, src, false)
 	if cap(ws) > cap(c.reuse) {
 		c.reuse = ws
 	}
 	return ws, err
 }
 
-// rowSlabs hold the partials, sketches and bins of the windows a decode
-// makes, each window's a piece of them that it cannot grow into
-// another's: a bin added to a sketch goes into the slot left after its
-// bins, or, past it, into an array of the sketch's own.
+func (c *reusingRowsCodec) Append(dst []byte, ws []windowAcc) []byte {
+	dst, c.scratch = c.appendRows(dst, ws, c.scratch)
+	return dst
+}
+
+// rowSlabs hold the partials, sketches and sketches' bytes of the windows
+// a decode makes, each window's a piece of them that it cannot grow into
+// another's.
 type rowSlabs struct {
 	partials []float64
 	sketches []sketch
-	bins     []sketchBin
+	packed   []byte
 }
 
-// decodeInto decodes src, appending to dst, the windows' pieces to slabs.
-// Beyond the bytes' framing it checks what would make a window wrong to
-// read: flags it does not know, a window of no records, a sketch's bin out
-// of the mapping's indexes, of no count, or beyond its span, and a sketch
-// whose counts do not add up to its window's.
-func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte) ([]windowAcc, error) {
+// decodeInto decodes src, appending to dst, the windows' pieces to slabs;
+// with check, it reads every sketch's bins, as Check says.
+func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte, check bool) ([]windowAcc, error) {
 	l := c.layout
 	if len(src) < len(windowsFormat3) || string(src[:len(windowsFormat3)]) != string(windowsFormat3) {
 		return nil, errors.New("window state: not of format 3")
 	}
 	d := wire.NewDecoder(src[len(windowsFormat3):])
-	minBytes := 4 + 8*len(l.partials) + 3*len(l.sketched) // flags, start, end, count; floats; three counts
+	minBytes := 4 + 8*len(l.partials) + 4*len(l.sketched) // flags, start, end, count; floats; length and three counts
 	if l.times {
 		minBytes++
 	}
@@ -372,6 +405,7 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte) ([]wi
 	ws = slices.Grow(ws, n)
 	slabs.partials = slices.Grow(slabs.partials, n*len(l.partials))
 	slabs.sketches = slices.Grow(slabs.sketches, n*len(l.sketched))
+	slabs.packed = slices.Grow(slabs.packed, len(src))
 	for i := 0; i < n && d.Err() == nil; i++ {
 		flags := d.Uvarint()
 		if d.Err() == nil && (flags >= rowFlagsEnd || !l.times && flags&rowLastTimeIsFirst != 0) {
@@ -398,13 +432,15 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte) ([]wi
 		w.partials = slabs.partials[from:len(slabs.partials):len(slabs.partials)]
 		from = len(slabs.sketches)
 		for range l.sketched {
-			s := sketch{zero: d.Uvarint()}
-			s.pos = slabs.decodeBins(&d)
-			s.neg = slabs.decodeBins(&d)
-			if d.Err() == nil && s.total() != uint64(w.count) {
-				return nil, fmt.Errorf("window state: a sketch of %d values in a window of %d records", s.total(), w.count)
+			b := d.Bytes()
+			if check && d.Err() == nil {
+				if err := checkSketch(b, w.count); err != nil {
+					return nil, fmt.Errorf("window state: %w", err)
+				}
 			}
-			slabs.sketches = append(slabs.sketches, s)
+			at := len(slabs.packed)
+			slabs.packed = append(slabs.packed, b...)
+			slabs.sketches = append(slabs.sketches, sketch{packed: slabs.packed[at:len(slabs.packed):len(slabs.packed)]})
 		}
 		w.sketches = slabs.sketches[from:len(slabs.sketches):len(slabs.sketches)]
 		ws = append(ws, w)
@@ -415,15 +451,46 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte) ([]wi
 	return ws, nil
 }
 
-// decodeBins decodes what appendBins wrote into s.bins, failing d on bins
-// that no sketch holds, and leaves a slot after them.
-func (s *rowSlabs) decodeBins(d *wire.Decoder) []sketchBin {
+// checkSketch reports what is wrong with a sketch's bytes, of a window of
+// count records.
+func checkSketch(b []byte, count int64) error {
+	var s sketch
+	if err := s.read(b); err != nil {
+		return err
+	}
+	if s.total() != uint64(count) {
+		return fmt.Errorf("a sketch of %d values in a window of %d records", s.total(), count)
+	}
+	return nil
+}
+
+// read sets s's zeros and bins to those of b, a sketch's bytes in format
+// 3, and reports what makes them no sketch's.
+func (s *sketch) read(b []byte) error {
+	d := wire.NewDecoder(b)
+	s.zero = d.Uvarint()
+	s.pos = readBins(&d)
+	s.neg = readBins(&d)
+	return d.End()
+}
+
+// unpack reads s's zeros and bins out of s.packed, which a decode left:
+// bytes that Append wrote or Check accepted, so none is wrong.
+func (s *sketch) unpack() {
+	if b := s.packed; b != nil {
+		s.packed = nil
+		_ = s.read(b)
+	}
+}
+
+// readBins reads what appendBins wrote, failing d on bins that no sketch
+// holds, into an array with room for a bin more.
+func readBins(d *wire.Decoder) []sketchBin {
 	n := d.Count(1) // a gap
 	if n == 0 {
 		return nil
 	}
-	from := len(s.bins)
-	s.bins = slices.Grow(s.bins, n+1)
+	bins := make([]sketchBin, 0, n+1)
 	for i := 0; i < n && d.Err() == nil; i++ {
 		var index int64
 		count := uint64(1)
@@ -433,7 +500,7 @@ func (s *rowSlabs) decodeBins(d *wire.Decoder) []sketchBin {
 		} else {
 			gap := d.Uvarint()
 			// A gap of sketchBins or more spans too far: no need to add more.
-			index = int64(s.bins[len(s.bins)-1].index) + 1 + int64(min(gap>>1, sketchBins))
+			index = int64(bins[i-1].index) + 1 + int64(min(gap>>1, sketchBins))
 			if gap&binCounted != 0 {
 				count = 2 + min(d.Uvarint(), math.MaxUint64-2)
 			}
@@ -442,14 +509,12 @@ func (s *rowSlabs) decodeBins(d *wire.Decoder) []sketchBin {
 		case d.Err() != nil:
 		case index < int64(minSketchIndex) || index > int64(maxSketchIndex):
 			d.Fail(fmt.Errorf("a sketch's bin %d, out of [%d, %d]", index, minSketchIndex, maxSketchIndex))
-		case i > 0 && index-int64(s.bins[from].index) >= sketchBins:
+		case i > 0 && index-int64(bins[0].index) >= sketchBins:
 			d.Fail(fmt.Errorf("a sketch's bins span more than %d", sketchBins))
 		case count == 0:
 			d.Fail(errors.New("a sketch's bin of no count"))
 		}
-		s.bins = append(s.bins, sketchBin{int(index), count})
+		bins = append(bins, sketchBin{int(index), count})
 	}
-	to := len(s.bins)
-	s.bins = append(s.bins, sketchBin{}) // the slot a bin added takes
-	return s.bins[from : to : to+1]
+	return bins
 }

@@ -190,25 +190,31 @@ func randomRows(rng *rand.Rand, l *rowLayout, nargs int) []windowAcc {
 	return ws
 }
 
-// sameRows compares windows of many aggregates, floats bit for bit.
+// sameRows compares windows of many aggregates, floats bit for bit and
+// sketches by their counts, packed or not.
 func sameRows(a, b []windowAcc) bool {
+	counts := func(s sketch) sketch { // of a copy, which unpack leaves a and b alone by
+		s.unpack()
+		return s
+	}
 	return slices.EqualFunc(a, b, func(x, y windowAcc) bool {
 		return x.start == y.start && x.end == y.end && x.count == y.count && x.fired == y.fired &&
-			x.firstTime == y.firstTime && x.lastTime == y.lastTime &&
-			slices.EqualFunc(x.partials, y.partials, sameFloat) && reflect.DeepEqual(x.sketches, y.sketches)
+			x.firstTime == y.firstTime && x.lastTime == y.lastTime && slices.EqualFunc(x.partials, y.partials, sameFloat) &&
+			slices.EqualFunc(x.sketches, y.sketches, func(s, t sketch) bool { return reflect.DeepEqual(counts(s), counts(t)) })
 	})
 }
 
 // TestRowsEncodeSmall: a key's window of one record of the four figures
-// takes 35 bytes; windows of every function, of values far apart and -0,
-// decode to exactly what was encoded, also by the operator's codec, which
-// decodes one list after another into the same array.
+// takes 36 bytes; windows of every function, of values far apart and -0,
+// check, and decode to exactly what was encoded, also by the operator's
+// codec, which decodes one list after another into the same array, and
+// encode again to the same bytes, their sketches read or not.
 func TestRowsEncodeSmall(t *testing.T) {
 	l := newRowLayout(fourFigures, 3)
 	w := l.newWindow([2]int64{1_764_460_800_000, 1_764_460_810_000})
 	l.add(&w, 1_764_460_801_234, []float64{21.5, 61, 0.31})
-	if enc := (rowsCodec{l}).Append(nil, []windowAcc{w}); len(enc) != 35 {
-		t.Errorf("one window of one record of the four figures takes %d bytes, want 35", len(enc))
+	if enc := (rowsCodec{l}).Append(nil, []windowAcc{w}); len(enc) != 36 {
+		t.Errorf("one window of one record of the four figures takes %d bytes, want 36", len(enc))
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, aggs := range [][]NamedAggregate{fourFigures, everyFunction} {
@@ -217,10 +223,19 @@ func TestRowsEncodeSmall(t *testing.T) {
 		for range 1000 {
 			ws := randomRows(rng, l, 3)
 			enc := rowsCodec{l}.Append(nil, ws)
+			if err := (rowsCodec{l}).Check(enc); err != nil {
+				t.Fatalf("%+v: %v", ws, err)
+			}
 			for _, c := range []Codec[[]windowAcc]{rowsCodec{l}, reusing} {
 				got, err := c.Decode(enc)
 				if err != nil || !sameRows(got, ws) {
 					t.Fatalf("%T decoded\n%+v, %v\nwant\n%+v", c, got, err, ws)
+				}
+				if len(got) > 0 && rng.IntN(2) == 0 {
+					got[0].sketches[0].unpack()
+				}
+				if again := c.Append(nil, got); !bytes.Equal(again, enc) {
+					t.Fatalf("%T encodes what it decoded as\n%x\nnot\n%x", c, again, enc)
 				}
 			}
 		}
@@ -228,9 +243,10 @@ func TestRowsEncodeSmall(t *testing.T) {
 }
 
 // TestDamagedRowsAreRefused: windows of many aggregates cut short, with a
-// byte more, or holding what no window of them holds, are refused; and a
-// count of more windows than the bytes can hold is refused before the
-// decoder allocates for them.
+// byte more, or holding what no window of them holds, are refused by
+// Check (and Decode, which trusts its input, reads them without a panic);
+// and a count of more windows than the bytes can hold is refused before
+// the decoder allocates for them.
 func TestDamagedRowsAreRefused(t *testing.T) {
 	l := newRowLayout(everyFunction, 2)
 	c := rowsCodec{l}
@@ -240,12 +256,13 @@ func TestDamagedRowsAreRefused(t *testing.T) {
 	}
 	enc := c.Append(nil, ws)
 	for n := range len(enc) {
-		if _, err := c.Decode(enc[:n]); err == nil {
-			t.Errorf("cut to %d of %d bytes, it decodes", n, len(enc))
+		if err := c.Check(enc[:n]); err == nil {
+			t.Errorf("cut to %d of %d bytes, it checks", n, len(enc))
 		}
+		c.Decode(enc[:n])
 	}
-	if _, err := c.Decode(append(bytes.Clone(enc), 0)); err == nil {
-		t.Error("a trailing byte decodes")
+	if err := c.Check(append(bytes.Clone(enc), 0)); err == nil {
+		t.Error("a trailing byte checks")
 	}
 	// window encodes one window of count records, its sketches as given.
 	window := func(flags, count uint64, sketches ...[]byte) []byte {
@@ -260,7 +277,7 @@ func TestDamagedRowsAreRefused(t *testing.T) {
 			e.Float64(1)
 		}
 		for _, s := range sketches {
-			e.Raw(s)
+			e.Bytes(s)
 		}
 		return e
 	}
@@ -272,7 +289,7 @@ func TestDamagedRowsAreRefused(t *testing.T) {
 		return e
 	}
 	good := bins(sketchBin{3, 1}, sketchBin{9, 1})
-	if _, err := c.Decode(window(rowLastTimeIsFirst, 2, good, good)); err != nil {
+	if err := c.Check(window(rowLastTimeIsFirst, 2, good, good)); err != nil {
 		t.Fatalf("the undamaged window: %v", err)
 	}
 	for name, enc := range map[string][]byte{
@@ -285,37 +302,55 @@ func TestDamagedRowsAreRefused(t *testing.T) {
 		"bins spanning too far":     window(rowLastTimeIsFirst, 2, good, bins(sketchBin{0, 1}, sketchBin{sketchBins, 1})),
 		"a gap past every index":    window(rowLastTimeIsFirst, 2, good, []byte{0, 2, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0}),
 		"a count past every count":  window(rowLastTimeIsFirst, 2, good, []byte{0, 2, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}),
+		"a sketch past its length":  window(rowLastTimeIsFirst, 2, good, append(bytes.Clone(good), 0)),
 	} {
-		if _, err := c.Decode(enc); err == nil {
-			t.Errorf("%s decodes", name)
+		if err := c.Check(enc); err == nil {
+			t.Errorf("%s checks", name)
 		}
+		c.Decode(enc)
 	}
 	huge := append(bytes.Clone(windowsFormat3), 0xff, 0xff, 0xff, 0xff, 0x0f)
-	if _, err := c.Decode(append(huge, make([]byte, 100)...)); err == nil || !strings.Contains(err.Error(), "exceeds") {
-		t.Errorf("a count of 2^32 windows in 100 bytes: err = %v", err)
+	for _, read := range []func([]byte) error{c.Check, func(b []byte) error { _, err := c.Decode(b); return err }} {
+		if err := read(append(huge, make([]byte, 100)...)); err == nil || !strings.Contains(err.Error(), "exceeds") {
+			t.Errorf("a count of 2^32 windows in 100 bytes: err = %v", err)
+		}
 	}
-	if _, err := (rowsCodec{newRowLayout(fourFigures, 3)}).Decode(window(0, 2, good)); err == nil {
-		t.Error("windows of the layout of no times, with the flag of them, decode")
+	if err := (rowsCodec{newRowLayout(fourFigures, 3)}).Check(window(0, 2, good)); err == nil {
+		t.Error("windows of the layout of no times, with the flag of them, check")
 	}
 }
 
-// FuzzRowsCodec feeds arbitrary bytes to the decoder of windows of every
-// function: it must not panic, and what decodes must encode to bytes that
-// decode to the same windows. Seeds: testdata/fuzz/FuzzRowsCodec and
-// windows of random records.
+// FuzzRowsCodec feeds arbitrary bytes to the check and the decoder of
+// windows of every function: neither may panic; what checks must decode,
+// every sketch read, and encode to bytes that check and decode to the
+// same windows. Seeds: testdata/fuzz/FuzzRowsCodec and windows of random
+// records.
 func FuzzRowsCodec(f *testing.F) {
 	l := newRowLayout(everyFunction, 2)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 5 {
 		f.Add(rowsCodec{l}.Append(nil, randomRows(rng, l, 2)))
 	}
+	c := rowsCodec{l}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ws, err := rowsCodec{l}.Decode(data)
-		if err != nil {
+		c.Decode(data)
+		if c.Check(data) != nil {
 			return
 		}
-		again, err := rowsCodec{l}.Decode(rowsCodec{l}.Append(nil, ws))
-		if err != nil || !sameRows(again, ws) {
+		ws, err := c.Decode(data)
+		if err != nil {
+			t.Fatalf("checks, but does not decode: %v", err)
+		}
+		for i := range ws {
+			for j := range ws[i].sketches {
+				ws[i].sketches[j].unpack()
+			}
+		}
+		enc := c.Append(nil, ws)
+		if err := c.Check(enc); err != nil {
+			t.Fatalf("%+v encodes to bytes that do not check: %v", ws, err)
+		}
+		if again, err := c.Decode(enc); err != nil || !sameRows(again, ws) {
 			t.Fatalf("%+v re-encodes to %+v, %v", ws, again, err)
 		}
 	})

@@ -118,10 +118,11 @@ func BenchmarkWindowRows(b *testing.B) {
 	}
 }
 
-// readings are the payloads of the benchmarks' records: a temperature, a
-// humidity and a vibration, as a window of many aggregates reads them.
-var readings = func() [][]float64 {
-	out := make([][]float64, 97)
+// readings are the payloads of the benchmarks' records, each a
+// []float64 of a temperature, a humidity and a vibration, as a window of
+// many aggregates reads them (made payloads once, not at every record).
+var readings = func() []any {
+	out := make([]any, 97)
 	for i := range out {
 		out[i] = []float64{18 + float64(i%13)/4, float64(40 + i%31), float64(1+i%89) / 100}
 	}

@@ -68,6 +68,9 @@ operators:
   - {id: per-site, type: count, inputs: [telemetry], key_by: site, parallelism: 2}
   - {id: totals, type: sum, inputs: [scaled], key_by: key}
   - {id: avg, type: window, inputs: [telemetry], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: avg}
+  - {id: figures, type: window, inputs: [telemetry], key_by: key, window: {kind: sliding, size: 2s, slide: 1s, allowed_lateness: 2s},
+     aggregates: {t_avg: avg(temp), h_max: max(humidity), t_p95: p95(temp), t_sd: stddev(temp), t_first: first(temp), q: "quantile(value * 2, 0.3)", n: count()}}
+  - {id: hot-figures, type: filter, inputs: [figures], expr: "t_avg > 20 and n > 1"}
   - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
   - {id: once, type: dedupe, inputs: [events], key_by: key, ttl: 1m}
   - {id: alarm, type: threshold, inputs: [both], key_by: key, high: 50, low: 10}
@@ -77,6 +80,7 @@ sinks:
   - {id: out-site, input: per-site, broker: local, topic: "out/site/{key}"}
   - {id: out-totals, input: totals, broker: local, topic: "out/totals/{key}"}
   - {id: out-avg, input: avg, broker: local, topic: "out/avg/{key}"}
+  - {id: out-figures, input: hot-figures, broker: local, topic: "out/figures/{key}"}
   - {id: out-drift, input: drift, broker: local, topic: "out/drift/{key}"}
   - {id: out-once, input: once, broker: local, topic: "out/once/{key}"}
   - {id: out-alarm, input: alarm, broker: local, topic: "{key}/alarm"}

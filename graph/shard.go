@@ -24,8 +24,9 @@ import (
 // Offsets are 32 bits: put refuses an entry that would start past them.
 //
 // A write whose payload has the length of the one it replaces overwrites it
-// in place; any other write appends, and the bytes it leaves behind count
-// as garbage until the shard is compacted, when they pass half the arena.
+// in place, as does a write of the arena's last entry; any other write
+// appends, and the bytes it leaves behind count as garbage until the shard
+// is compacted, when they pass half the arena.
 // A shard that a snapshot holds is shared: its first write copies it,
 // compacted, so that the snapshot's view never changes.
 type stateShard struct {
@@ -151,14 +152,20 @@ func (sh *stateShard) put(key string, h uint64, payload []byte, hint int) error 
 	if found {
 		off := int(sh.index[i] - 1)
 		_, old, end := entryAt(sh.arena, off)
-		if len(old) == len(payload) {
+		switch {
+		case len(old) == len(payload):
 			copy(old, payload)
 			return nil
-		}
-		if uint64(len(sh.arena)) >= shardLimit {
+		case end == len(sh.arena):
+			// The arena's last entry: rewrite it where it starts, into the
+			// arena's room, so that a key written over and over alone in
+			// its shard (a few busy keys) costs neither garbage nor copies.
+			sh.arena = sh.arena[:off]
+		case uint64(len(sh.arena)) >= shardLimit:
 			return errShardFull
+		default:
+			sh.garbage += end - off
 		}
-		sh.garbage += end - off
 	} else {
 		if uint64(len(sh.arena)) >= shardLimit {
 			return errShardFull

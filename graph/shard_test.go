@@ -135,23 +135,40 @@ func TestUndecodableStateFailsTheSubtask(t *testing.T) {
 
 // TestFullShardFailsTheSubtask: a write past the arena's 32-bit offsets
 // (here lowered to 64 bytes) fails the subtask and changes nothing; a write
-// of the same length, in place, still succeeds.
+// of the same length, in place, and one of the arena's last entry, which
+// starts where it did, still succeed.
 func TestFullShardFailsTheSubtask(t *testing.T) {
 	defer func(limit uint64) { shardLimit = limit }(shardLimit)
 	shardLimit = 64
+	const k = "k"
+	var other string // in k's shard
+	for i := 0; other == ""; i++ {
+		if o := fmt.Sprint("k", i); KeyGroup(o, DefaultMaxParallelism) == KeyGroup(k, DefaultMaxParallelism) && shardOf(o) == shardOf(k) {
+			other = o
+		}
+	}
 	s := NewTaskState(TaskInfo{Operator: "op", Parallelism: 1}, &recorder{})
 	v, _ := NewValueState(s.Context(), "v", BytesCodec{})
-	s.SetKey("k")
+	s.SetKey(k)
 	v.Set(bytes.Repeat([]byte{1}, 70))
 	v.Set(bytes.Repeat([]byte{2}, 70))
 	if got, ok := v.Get(); !ok || got[0] != 2 || s.Err() != nil {
 		t.Fatalf("in-place write: %v, %v, %v", got[:1], ok, s.Err())
 	}
-	v.Set([]byte{3})
+	v.Set(bytes.Repeat([]byte{3}, 80))
+	if got, ok := v.Get(); !ok || len(got) != 80 || got[0] != 3 || s.Err() != nil {
+		t.Fatalf("write of the last entry: %v, %v, %v", got[:1], ok, s.Err())
+	}
+	s.SetKey(other)
+	v.Set([]byte{4})
 	if !errors.Is(s.Err(), errShardFull) {
 		t.Fatalf("Err() = %v, want errShardFull", s.Err())
 	}
-	if got, ok := v.Get(); !ok || got[0] != 2 {
+	if got, ok := v.Get(); ok {
+		t.Fatalf("the refused write stored %v", got)
+	}
+	s.SetKey(k)
+	if got, ok := v.Get(); !ok || got[0] != 3 {
 		t.Fatalf("the refused write changed the value to %v", got[:1])
 	}
 }

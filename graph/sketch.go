@@ -52,8 +52,10 @@ type sketch struct {
 	zero     uint64
 	pos, neg []sketchBin
 	// packed, if not nil, holds zero, pos and neg in format 3 (rowsCodec),
-	// as a decode left them, until the sketch is changed or read.
+	// as a decode left them, until the sketch is changed or read; then
+	// pos and neg are read into pieces of the decode's slab.
 	packed []byte
+	slab   *[]sketchBin
 }
 
 // sketchBin is the count of one of quantileMapping's bins.

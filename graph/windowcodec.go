@@ -357,8 +357,8 @@ func (c rowsCodec) Check(src []byte) error {
 
 // reusingRowsCodec is rowsCodec as reusingWindowsCodec is windowsCodec:
 // it decodes a key's windows, their partials and their sketches' bytes
-// into the arrays it decoded the key before into, with the same contract,
-// and encodes a changed sketch in a scratch array of its own.
+// and bins into the arrays it decoded the key before into, with the same
+// contract, and encodes a changed sketch in a scratch array of its own.
 type reusingRowsCodec struct {
 	rowsCodec
 	reuse   []windowAcc
@@ -367,7 +367,7 @@ type reusingRowsCodec struct {
 }
 
 func (c *reusingRowsCodec) Decode(src []byte) ([]windowAcc, error) {
-	c.slabs.partials, c.slabs.sketches, c.slabs.packed = c.slabs.partials[:0], c.slabs.sketches[:0], c.slabs.packed[:0]
+	c.slabs.partials, c.slabs.sketches, c.slabs.packed, c.slabs.bins = c.slabs.partials[:0], c.slabs.sketches[:0], c.slabs.packed[:0], c.slabs.bins[:0]
 	ws, err := c.decodeInto(c.reuse[:0], &c.slabs, src, false)
 	if cap(ws) > cap(c.reuse) {
 		c.reuse = ws
@@ -381,12 +381,13 @@ func (c *reusingRowsCodec) Append(dst []byte, ws []windowAcc) []byte {
 }
 
 // rowSlabs hold the partials, sketches and sketches' bytes of the windows
-// a decode makes, each window's a piece of them that it cannot grow into
-// another's.
+// a decode makes, and the bins of the sketches unpacked, each window's or
+// sketch's a piece of them that it cannot grow into another's.
 type rowSlabs struct {
 	partials []float64
 	sketches []sketch
 	packed   []byte
+	bins     []sketchBin
 }
 
 // decodeInto decodes src, appending to dst, the windows' pieces to slabs;
@@ -440,7 +441,7 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte, check
 			}
 			at := len(slabs.packed)
 			slabs.packed = append(slabs.packed, b...)
-			slabs.sketches = append(slabs.sketches, sketch{packed: slabs.packed[at:len(slabs.packed):len(slabs.packed)]})
+			slabs.sketches = append(slabs.sketches, sketch{packed: slabs.packed[at:len(slabs.packed):len(slabs.packed)], slab: &slabs.bins})
 		}
 		w.sketches = slabs.sketches[from:len(slabs.sketches):len(slabs.sketches)]
 		ws = append(ws, w)
@@ -455,7 +456,8 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte, check
 // count records.
 func checkSketch(b []byte, count int64) error {
 	var s sketch
-	if err := s.read(b); err != nil {
+	var slab []sketchBin
+	if err := s.read(b, &slab); err != nil {
 		return err
 	}
 	if s.total() != uint64(count) {
@@ -465,32 +467,36 @@ func checkSketch(b []byte, count int64) error {
 }
 
 // read sets s's zeros and bins to those of b, a sketch's bytes in format
-// 3, and reports what makes them no sketch's.
-func (s *sketch) read(b []byte) error {
+// 3, the bins in arrays it appends to slab, and reports what makes them no
+// sketch's.
+func (s *sketch) read(b []byte, slab *[]sketchBin) error {
 	d := wire.NewDecoder(b)
 	s.zero = d.Uvarint()
-	s.pos = readBins(&d)
-	s.neg = readBins(&d)
+	s.pos = readBins(&d, slab)
+	s.neg = readBins(&d, slab)
 	return d.End()
 }
 
 // unpack reads s's zeros and bins out of s.packed, which a decode left:
-// bytes that Append wrote or Check accepted, so none is wrong.
+// bytes that Append wrote or Check accepted, so none is wrong. The bins go
+// to the decode's s.slab.
 func (s *sketch) unpack() {
 	if b := s.packed; b != nil {
 		s.packed = nil
-		_ = s.read(b)
+		_ = s.read(b, s.slab)
 	}
 }
 
 // readBins reads what appendBins wrote, failing d on bins that no sketch
-// holds, into an array with room for a bin more.
-func readBins(d *wire.Decoder) []sketchBin {
+// holds, into a piece of slab with room for a bin more, which it appends.
+func readBins(d *wire.Decoder, slab *[]sketchBin) []sketchBin {
 	n := d.Count(1) // a gap
 	if n == 0 {
 		return nil
 	}
-	bins := make([]sketchBin, 0, n+1)
+	from := len(*slab)
+	*slab = slices.Grow(*slab, n+1)
+	bins := (*slab)[from : from : from+n+1]
 	for i := 0; i < n && d.Err() == nil; i++ {
 		var index int64
 		count := uint64(1)
@@ -516,5 +522,6 @@ func readBins(d *wire.Decoder) []sketchBin {
 		}
 		bins = append(bins, sketchBin{int(index), count})
 	}
+	*slab = (*slab)[:from+len(bins)+1]
 	return bins
 }

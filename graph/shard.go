@@ -236,9 +236,16 @@ func (sh *stateShard) reserve(n, size int) {
 	sh.arena = slices.Grow(sh.arena, size)
 }
 
-// compact copies the shard's entries into a new arena without garbage and
-// a new index of size slots; the shard is no longer shared.
+// compact leaves the shard's entries in an arena without garbage and an
+// index of size slots; the shard is no longer shared. A shard of its own
+// whose index keeps its size is compacted where it is (squeeze), so that
+// a few keys written over and over cost no new arenas; any other is
+// copied into new ones.
 func (sh *stateShard) compact(size int) {
+	if !sh.shared && size == len(sh.index) {
+		sh.squeeze()
+		return
+	}
 	arena := make([]byte, 0, len(sh.arena)-sh.garbage)
 	index := make([]uint32, size)
 	mask := size - 1
@@ -255,6 +262,28 @@ func (sh *stateShard) compact(size int) {
 		arena = append(arena, sh.arena[e-1:end]...)
 	}
 	sh.arena, sh.index, sh.garbage, sh.shared = arena, index, 0, false
+}
+
+// squeeze moves the live entries of the arena, which is the shard's own,
+// down over its garbage, in the order they are in, and points the index
+// at where they go. An entry is live if the index points at it: a slot it
+// already moved points below every entry left to move, so none is taken
+// for another.
+func (sh *stateShard) squeeze() {
+	mask := len(sh.index) - 1
+	to := 0
+	for off := 0; off < len(sh.arena); {
+		k, _, end := entryAt(sh.arena, off)
+		for i := slotOf(keyHash(k), mask); sh.index[i] != 0; i = (i + 1) & mask {
+			if int(sh.index[i]-1) == off {
+				sh.index[i] = uint32(to) + 1
+				to += copy(sh.arena[to:], sh.arena[off:end])
+				break
+			}
+		}
+		off = end
+	}
+	sh.arena, sh.garbage = sh.arena[:to], 0
 }
 
 // entrySize is the bytes an entry of key and a payload of payload bytes

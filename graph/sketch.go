@@ -52,10 +52,11 @@ type sketch struct {
 	zero     uint64
 	pos, neg []sketchBin
 	// packed, if not nil, holds zero, pos and neg in format 3 (rowsCodec),
-	// as a decode left them, until the sketch is changed or read; then
-	// pos and neg are read into pieces of the decode's slab.
+	// as a decode left them, until the sketch is read or merged (add
+	// writes its value into them, as addPacked says); then pos and neg are
+	// read into pieces of the decode's slabs.bins.
 	packed []byte
-	slab   *[]sketchBin
+	slabs  *rowSlabs
 }
 
 // sketchBin is the count of one of quantileMapping's bins.
@@ -66,6 +67,9 @@ type sketchBin struct {
 
 // add counts v, which sketchHolds.
 func (s *sketch) add(v float64) {
+	if s.packed != nil && s.addPacked(v) {
+		return
+	}
 	s.unpack()
 	switch m := quantileMapping; {
 	case v > m.MinIndexableValue():

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -252,11 +253,11 @@ func decodeWindowsV1(ws []windowAcc, src []byte) ([]windowAcc, error) {
 // state's name says it (rowLayout.stateName). A window of one record of
 // avg, max and a quantile, of three arguments, takes 36 bytes.
 //
-// Decode reads a sketch's bins only when its window is changed or read
-// (sketch.packed): a record, which changes one of its key's windows,
-// costs the others a copy of their sketches. It trusts its input, what
-// Append wrote or Check accepted (keyed state checks restored values with
-// Check).
+// Decode keeps a sketch's bytes (sketch.packed), and reads its bins only
+// when its window is read or merged: a record adds its value to the
+// bytes of its window's sketch (sketch.addPacked), and costs the others a
+// copy of theirs. It trusts its input, what Append wrote or Check
+// accepted (keyed state checks restored values with Check).
 type rowsCodec struct{ layout *rowLayout }
 
 // windowsFormat3 is a uvarint 1 written in two bytes, as windowsFormat2
@@ -312,15 +313,20 @@ func (c rowsCodec) appendRows(dst []byte, ws []windowAcc, scratch []byte) ([]byt
 				e.Bytes(s.packed)
 				continue
 			}
-			se := wire.Encoder(scratch[:0])
-			se.Uvarint(s.zero)
-			appendBins(&se, s.pos)
-			appendBins(&se, s.neg)
-			scratch = se
+			scratch = appendSketch(scratch[:0], s)
 			e.Bytes(scratch)
 		}
 	}
 	return e, scratch
+}
+
+// appendSketch appends the bytes of s, unpacked, in format 3.
+func appendSketch(dst []byte, s *sketch) []byte {
+	e := wire.Encoder(dst)
+	e.Uvarint(s.zero)
+	appendBins(&e, s.pos)
+	appendBins(&e, s.neg)
+	return e
 }
 
 func appendBins(e *wire.Encoder, bins []sketchBin) {
@@ -331,14 +337,18 @@ func appendBins(e *wire.Encoder, bins []sketchBin) {
 			e.Uvarint(b.count)
 			continue
 		}
-		gap := uint64(b.index-bins[i-1].index-1) << 1
-		if b.count == 1 {
-			e.Uvarint(gap)
-			continue
-		}
-		e.Uvarint(gap | binCounted)
-		e.Uvarint(b.count - 2)
+		*e = appendGap(*e, b.index-bins[i-1].index-1, b.count)
 	}
+}
+
+// appendGap appends a bin after the one before, gap indexes apart, of
+// count values, as format 3 writes it.
+func appendGap(dst []byte, gap int, count uint64) []byte {
+	if count == 1 {
+		return binary.AppendUvarint(dst, uint64(gap)<<1)
+	}
+	dst = binary.AppendUvarint(dst, uint64(gap)<<1|binCounted)
+	return binary.AppendUvarint(dst, count-2)
 }
 
 func (c rowsCodec) Decode(src []byte) ([]windowAcc, error) {
@@ -441,7 +451,7 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte, check
 			}
 			at := len(slabs.packed)
 			slabs.packed = append(slabs.packed, b...)
-			slabs.sketches = append(slabs.sketches, sketch{packed: slabs.packed[at:len(slabs.packed):len(slabs.packed)], slab: &slabs.bins})
+			slabs.sketches = append(slabs.sketches, sketch{packed: slabs.packed[at:len(slabs.packed):len(slabs.packed)], slabs: slabs})
 		}
 		w.sketches = slabs.sketches[from:len(slabs.sketches):len(slabs.sketches)]
 		ws = append(ws, w)
@@ -479,12 +489,134 @@ func (s *sketch) read(b []byte, slab *[]sketchBin) error {
 
 // unpack reads s's zeros and bins out of s.packed, which a decode left:
 // bytes that Append wrote or Check accepted, so none is wrong. The bins go
-// to the decode's s.slab.
+// to the decode's slabs.
 func (s *sketch) unpack() {
 	if b := s.packed; b != nil {
 		s.packed = nil
-		_ = s.read(b, s.slab)
+		_ = s.read(b, &s.slabs.bins)
 	}
+}
+
+// addPacked counts v, which sketchHolds, in s.packed, and reports whether
+// it could: not if v's bin would stretch the bins of its sign beyond
+// sketchBins (add reads the bins then, and folds them). It writes the
+// bytes appendBins would write of the bins with v's, at the end of the
+// decode's slabs.packed: the bytes before and after the count it changes
+// or the bin it inserts copied as they are, so that a record neither
+// reads nor writes the bins one by one.
+func (s *sketch) addPacked(v float64) bool {
+	b, m := s.packed, quantileMapping
+	_, n := binary.Uvarint(b) // the zeros
+	switch {
+	case v > m.MinIndexableValue():
+		return s.addToBins(n, m.Index(v))
+	case v < -m.MinIndexableValue():
+		return s.addToBins(skipBins(b, n), m.Index(-v))
+	}
+	s.repack(0, 1, n, nil, n)
+	return true
+}
+
+// addToBins counts a value of bin x in the bins whose number is at
+// s.packed[at], as addPacked says.
+func (s *sketch) addToBins(at, x int) bool {
+	b := s.packed
+	n, k := binary.Uvarint(b[at:])
+	bins := at + k // the first bin
+	var buf [4 * binary.MaxVarintLen64]byte
+	mid := buf[:0]
+	if n == 0 {
+		mid = binary.AppendVarint(mid, int64(x))
+		s.repack(at, 1, bins, binary.AppendUvarint(mid, 1), bins)
+		return true
+	}
+	first, k := binary.Varint(b[bins:])
+	count, k2 := binary.Uvarint(b[bins+k:])
+	prev, end := int(first), bins+k+k2 // the bin read, and where it ends
+	switch {
+	case x == prev:
+		mid = binary.AppendVarint(mid, first)
+		s.repack(at, 0, bins, binary.AppendUvarint(mid, count+1), end)
+		return true
+	case x < prev:
+		if lastBin(b, end, n-1, prev)-x >= sketchBins {
+			return false
+		}
+		mid = binary.AppendVarint(mid, int64(x))
+		mid = binary.AppendUvarint(mid, 1)
+		s.repack(at, 1, bins, appendGap(mid, prev-x-1, count), end)
+		return true
+	}
+	for range n - 1 {
+		start := end
+		index, count, next := nextBin(b, end, prev)
+		switch {
+		case index == x:
+			s.repack(at, 0, start, appendGap(mid, index-prev-1, count+1), next)
+			return true
+		case index > x:
+			mid = appendGap(mid, x-prev-1, 1)
+			s.repack(at, 1, start, appendGap(mid, index-x-1, count), next)
+			return true
+		}
+		prev, end = index, next
+	}
+	if x-int(first) >= sketchBins {
+		return false
+	}
+	s.repack(at, 1, end, appendGap(mid, x-prev-1, 1), end)
+	return true
+}
+
+// nextBin reads the bin after bin prev from b[at:], as appendBins wrote
+// it: its index and count, and where it ends.
+func nextBin(b []byte, at, prev int) (index int, count uint64, end int) {
+	gap, k := binary.Uvarint(b[at:])
+	end, count = at+k, 1
+	if gap&binCounted != 0 {
+		c, k := binary.Uvarint(b[end:])
+		end, count = end+k, c+2
+	}
+	return prev + 1 + int(gap>>1), count, end
+}
+
+// lastBin is the index of the last of the n bins that follow bin prev
+// from b[at:] (prev if none).
+func lastBin(b []byte, at int, n uint64, prev int) int {
+	for range n {
+		prev, _, at = nextBin(b, at, prev)
+	}
+	return prev
+}
+
+// skipBins is where the bins whose number is at b[at:] end.
+func skipBins(b []byte, at int) int {
+	n, k := binary.Uvarint(b[at:])
+	if at += k; n == 0 {
+		return at
+	}
+	first, k := binary.Varint(b[at:])
+	_, k2 := binary.Uvarint(b[at+k:])
+	at += k + k2
+	for prev := int(first); n > 1; n-- {
+		prev, _, at = nextBin(b, at, prev)
+	}
+	return at
+}
+
+// repack writes s.packed anew at the end of the decode's slabs.packed: its
+// bytes with the uvarint at at (a count of zeros, or of bins) plus grow,
+// and mid in place of those from from to to.
+func (s *sketch) repack(at int, grow uint64, from int, mid []byte, to int) {
+	b, out := s.packed, s.slabs.packed
+	n, k := binary.Uvarint(b[at:])
+	start := len(out)
+	out = append(out, b[:at]...)
+	out = binary.AppendUvarint(out, n+grow)
+	out = append(out, b[at+k:from]...)
+	out = append(out, mid...)
+	out = append(out, b[to:]...)
+	s.packed, s.slabs.packed = out[start:len(out):len(out)], out
 }
 
 // readBins reads what appendBins wrote, failing d on bins that no sketch

@@ -356,3 +356,43 @@ func FuzzRowsCodec(f *testing.F) {
 		}
 	})
 }
+
+// TestPackedAddIsAppendBins: adding values to a decoded sketch's bytes
+// writes what encoding its bins with them does, whether the value's bin
+// is counted already, new below, between or above the others, of either
+// sign or zero, its count one byte or more; only a value whose bin would
+// stretch its sign's bins beyond sketchBins reads the bins instead, and
+// folds them, as a sketch not decoded does.
+func TestPackedAddIsAppendBins(t *testing.T) {
+	folded := 0
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var want sketch
+		got := sketch{packed: appendSketch(nil, &want), slabs: new(rowSlabs)}
+		for step := range 5000 {
+			v := []float64{0, 1 + float64(rng.IntN(10))/100, -1 - float64(rng.IntN(40))/10,
+				rng.NormFloat64() * 100, math.Pow(10, rng.Float64()*600-300)}[rng.IntN(5)]
+			bins := want.pos
+			if v < 0 {
+				bins = want.neg
+			}
+			x := quantileMapping.Index(math.Abs(v))
+			folds := v != 0 && len(bins) > 0 && max(bins[len(bins)-1].index, x)-min(bins[0].index, x) >= sketchBins
+			want.add(v)
+			got.add(v)
+			if (got.packed == nil) != folds {
+				t.Fatalf("seed %d step %d: adding %v read the bins: %v; folds them: %v", seed, step, v, got.packed == nil, folds)
+			}
+			if got.packed == nil {
+				folded++
+				got = sketch{packed: appendSketch(nil, &got), slabs: new(rowSlabs)}
+			}
+			if w := appendSketch(nil, &want); !bytes.Equal(got.packed, w) {
+				t.Fatalf("seed %d step %d: adding %v wrote %x, want %x", seed, step, v, got.packed, w)
+			}
+		}
+	}
+	if folded == 0 {
+		t.Error("no value stretched a sketch's bins beyond sketchBins")
+	}
+}

@@ -69,7 +69,7 @@ operators:
   - {id: totals, type: sum, inputs: [scaled], key_by: key}
   - {id: avg, type: window, inputs: [telemetry], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: avg}
   - {id: figures, type: window, inputs: [telemetry], key_by: key, window: {kind: sliding, size: 2s, slide: 1s, allowed_lateness: 2s},
-     aggregates: {t_avg: avg(temp), h_max: max(humidity), t_p95: p95(temp), t_sd: stddev(temp), t_first: first(temp), q: "quantile(value * 2, 0.3)", n: count()}}
+     aggregates: {t_avg: avg(temp), h_max: max(humidity), t_p95: p95(temp), t_sd: stddev(temp), t_first: first(temp), q: "quantile(value * 2, 0.3)", d: distinct(site), n: count()}}
   - {id: hot-figures, type: filter, inputs: [figures], expr: "t_avg > 20 and n > 1"}
   - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
   - {id: once, type: dedupe, inputs: [events], key_by: key, ttl: 1m}

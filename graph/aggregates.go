@@ -18,6 +18,10 @@ const (
 	// sketch whose error is bounded relative to the value
 	// (QuantileRelativeAccuracy).
 	AggQuantile
+	// AggDistinct is how many distinct values the argument gave, of
+	// their hashes (WindowSpec.Args), counted by a HyperLogLog sketch
+	// within DistinctStandardError.
+	AggDistinct
 )
 
 // QuantileRelativeAccuracy bounds a quantile's error: the value a
@@ -30,12 +34,13 @@ type NamedAggregate struct {
 	// Name is the result's name in the WindowRow.
 	Name string
 	// Func is what is made of the argument's values: AggCount (of the
-	// records; Arg is ignored) to AggLast, AggStddev or AggQuantile.
+	// records; Arg is ignored) to AggLast, AggStddev, AggQuantile or
+	// AggDistinct.
 	Func Aggregate
 	// Quantile is AggQuantile's q, in [0, 1].
 	Quantile float64
 	// Arg is the index, in what WindowSpec.Args fills, of the value it
-	// aggregates.
+	// aggregates: in args, or for AggDistinct in hashes.
 	Arg int
 }
 
@@ -57,7 +62,9 @@ func (w WindowSpec) checkAggregates() error {
 	switch {
 	case w.NArgs < 0:
 		return fmt.Errorf("%d arguments", w.NArgs)
-	case w.NArgs > 0 && w.Args == nil:
+	case w.NHashes < 0:
+		return fmt.Errorf("%d hashed arguments", w.NHashes)
+	case w.NArgs+w.NHashes > 0 && w.Args == nil:
 		return errors.New("aggregates of arguments, and no Args to read them")
 	}
 	named := make(map[string]bool, len(w.Aggregates))
@@ -67,11 +74,13 @@ func (w WindowSpec) checkAggregates() error {
 			return errors.New("an aggregate has no name")
 		case named[a.Name]:
 			return fmt.Errorf("two aggregates are named %q", a.Name)
-		case a.Func > AggQuantile:
+		case a.Func > AggDistinct:
 			return fmt.Errorf("aggregate %q: unknown function", a.Name)
 		case a.Func == AggQuantile && !(a.Quantile >= 0 && a.Quantile <= 1):
 			return fmt.Errorf("aggregate %q: quantile %v is not in [0, 1]", a.Name, a.Quantile)
-		case a.Func != AggCount && (a.Arg < 0 || a.Arg >= w.NArgs):
+		case a.Func == AggDistinct && (a.Arg < 0 || a.Arg >= w.NHashes):
+			return fmt.Errorf("aggregate %q: hashed argument %d of %d", a.Name, a.Arg, w.NHashes)
+		case a.Func != AggCount && a.Func != AggDistinct && (a.Arg < 0 || a.Arg >= w.NArgs):
 			return fmt.Errorf("aggregate %q: argument %d of %d", a.Name, a.Arg, w.NArgs)
 		}
 		named[a.Name] = true
@@ -81,20 +90,23 @@ func (w WindowSpec) checkAggregates() error {
 
 // rowLayout is what each window of an operator with many aggregates keeps
 // of its records besides their count, and where each aggregate's result
-// is: floats (partials) and sketches, each once however many aggregates
-// read it (the sum of a sum and an avg of one argument, the sketch of
-// every quantile of one argument), ordered by argument and kind, so that
+// is: floats (partials), sketches and distinct sketches, each once
+// however many aggregates read it (the sum of a sum and an avg of one
+// argument, the sketch of every quantile of one argument), ordered by
+// argument and kind, so that
 // aggregates listed in another order keep the same. Only a first or last
 // needs the window's first and last event times.
 type rowLayout struct {
 	aggs     []NamedAggregate
 	names    []string // every WindowRow's Names
 	partials []partial
-	// sketched are the Args of the sketches.
-	sketched []int
-	times    bool
+	// sketched are the Args of the sketches, and counted those (in
+	// hashes) of the distinct sketches.
+	sketched, counted []int
+	times             bool
 	// at is, per aggregate, the index of its partial (of the mean, for a
-	// stddev: its M2 is the next) or, for a quantile, of its sketch.
+	// stddev: its M2 is the next) or, for a quantile, of its sketch, or
+	// for a distinct count of its distinct sketch.
 	at []int
 	// readBy names, per argument, an aggregate that reads it, for errors.
 	readBy []string
@@ -133,6 +145,9 @@ func newRowLayout(aggs []NamedAggregate, nargs int) *rowLayout {
 		switch {
 		case a.Func == AggCount:
 			continue
+		case a.Func == AggDistinct:
+			l.counted = append(l.counted, a.Arg)
+			continue // its argument, a hash, is read by none that can fail
 		case a.Func == AggQuantile:
 			l.sketched = append(l.sketched, a.Arg)
 		case a.Func == AggStddev:
@@ -149,9 +164,13 @@ func newRowLayout(aggs []NamedAggregate, nargs int) *rowLayout {
 	l.partials = slices.Compact(l.partials)
 	slices.Sort(l.sketched)
 	l.sketched = slices.Compact(l.sketched)
+	slices.Sort(l.counted)
+	l.counted = slices.Compact(l.counted)
 	for i, a := range aggs {
 		switch a.Func {
 		case AggCount:
+		case AggDistinct:
+			l.at[i] = slices.Index(l.counted, a.Arg)
 		case AggQuantile:
 			l.at[i] = slices.Index(l.sketched, a.Arg)
 		default:
@@ -177,6 +196,9 @@ func (l *rowLayout) stateName(base string) string {
 	for _, arg := range l.sketched {
 		fmt.Fprintf(&b, " sketch(%d)", arg)
 	}
+	for _, arg := range l.counted {
+		fmt.Fprintf(&b, " distinct(%d)", arg)
+	}
 	return b.String()
 }
 
@@ -185,12 +207,16 @@ var partialNames = []string{partialSum: "sum", partialMin: "min", partialMax: "m
 
 // newWindow is an empty window of span, with its partials and sketches.
 func (l *rowLayout) newWindow(span [2]int64) windowAcc {
-	return windowAcc{start: span[0], end: span[1],
+	w := windowAcc{start: span[0], end: span[1],
 		partials: make([]float64, len(l.partials)), sketches: make([]sketch, len(l.sketched))}
+	for range l.counted {
+		w.distincts = append(w.distincts, newDistinct())
+	}
+	return w
 }
 
-// add adds a record at t, of arguments args, to w.
-func (l *rowLayout) add(w *windowAcc, t int64, args []float64) {
+// add adds a record at t, of arguments args and hashes, to w.
+func (l *rowLayout) add(w *windowAcc, t int64, args []float64, hashes []uint64) {
 	n := w.count // before this record
 	first, last := n == 0 || t < w.firstTime, n == 0 || t >= w.lastTime
 	for i, part := range l.partials {
@@ -225,6 +251,9 @@ func (l *rowLayout) add(w *windowAcc, t int64, args []float64) {
 	}
 	for j, arg := range l.sketched {
 		w.sketches[j].add(args[arg])
+	}
+	for j, arg := range l.counted {
+		w.distincts[j].InsertHash(hashes[arg])
 	}
 	if l.times {
 		if first {
@@ -267,6 +296,9 @@ func (l *rowLayout) merge(a, b *windowAcc) {
 	for j := range a.sketches {
 		a.sketches[j].merge(&b.sketches[j])
 	}
+	for j := range a.distincts {
+		_ = a.distincts[j].Merge(b.distincts[j]) // of one precision, distinctPrecision
+	}
 }
 
 // check returns the error that rejects a record whose arguments made a
@@ -305,6 +337,8 @@ func (l *rowLayout) results(w *windowAcc, q *sketchQuery) []float64 {
 		case AggStddev:
 			out[i] = math.Sqrt(w.partials[l.at[i]+1] / n)
 		case AggQuantile: // below, a sketch at a time
+		case AggDistinct:
+			out[i] = float64(w.distincts[l.at[i]].Estimate())
 		default:
 			out[i] = w.partials[l.at[i]]
 		}

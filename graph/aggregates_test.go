@@ -22,7 +22,7 @@ type rowsHarness struct {
 
 func newRowsHarness(t *testing.T, spec WindowSpec) *rowsHarness {
 	h := &rowsHarness{t: t, out: &recorder{}}
-	spec.Args = func(r *Record, args []float64) error {
+	spec.Args = func(r *Record, args []float64, _ []uint64) error {
 		vals, ok := r.Payload.([]float64)
 		if !ok {
 			return errors.New("no arguments")
@@ -148,24 +148,29 @@ func TestRejectedRecordsChangeNoWindow(t *testing.T) {
 // TestAggregatesAreValidated: what Validate refuses of many aggregates,
 // and that a join refuses them.
 func TestAggregatesAreValidated(t *testing.T) {
-	args := func(*Record, []float64) error { return nil }
+	args := func(*Record, []float64, []uint64) error { return nil }
 	for name, spec := range map[string]WindowSpec{
-		"no name":               {Aggregates: []NamedAggregate{{Func: AggCount}}},
-		"two of one name":       {Aggregates: []NamedAggregate{{Name: "n", Func: AggCount}, {Name: "n", Func: AggCount}}},
-		"unknown function":      {Aggregates: []NamedAggregate{{Name: "x", Func: AggQuantile + 1}}, NArgs: 1, Args: args},
-		"quantile over 1":       {Aggregates: []NamedAggregate{{Name: "q", Func: AggQuantile, Quantile: 1.5}}, NArgs: 1, Args: args},
-		"quantile NaN":          {Aggregates: []NamedAggregate{{Name: "q", Func: AggQuantile, Quantile: math.NaN()}}, NArgs: 1, Args: args},
-		"argument out of range": {Aggregates: []NamedAggregate{{Name: "s", Func: AggSum, Arg: 1}}, NArgs: 1, Args: args},
-		"negative argument":     {Aggregates: []NamedAggregate{{Name: "s", Func: AggSum, Arg: -1}}, NArgs: 1, Args: args},
-		"no Args":               {Aggregates: []NamedAggregate{{Name: "s", Func: AggSum}}, NArgs: 1},
+		"no name":                {Aggregates: []NamedAggregate{{Func: AggCount}}},
+		"two of one name":        {Aggregates: []NamedAggregate{{Name: "n", Func: AggCount}, {Name: "n", Func: AggCount}}},
+		"unknown function":       {Aggregates: []NamedAggregate{{Name: "x", Func: AggQuantile + 1}}, NArgs: 1, Args: args},
+		"quantile over 1":        {Aggregates: []NamedAggregate{{Name: "q", Func: AggQuantile, Quantile: 1.5}}, NArgs: 1, Args: args},
+		"quantile NaN":           {Aggregates: []NamedAggregate{{Name: "q", Func: AggQuantile, Quantile: math.NaN()}}, NArgs: 1, Args: args},
+		"argument out of range":  {Aggregates: []NamedAggregate{{Name: "s", Func: AggSum, Arg: 1}}, NArgs: 1, Args: args},
+		"negative argument":      {Aggregates: []NamedAggregate{{Name: "s", Func: AggSum, Arg: -1}}, NArgs: 1, Args: args},
+		"no Args":                {Aggregates: []NamedAggregate{{Name: "s", Func: AggSum}}, NArgs: 1},
+		"distinct of no hash":    {Aggregates: []NamedAggregate{{Name: "d", Func: AggDistinct}}, NArgs: 1, Args: args},
+		"distinct out of range":  {Aggregates: []NamedAggregate{{Name: "d", Func: AggDistinct, Arg: 1}}, NHashes: 1, Args: args},
+		"negative hashes":        {Aggregates: []NamedAggregate{{Name: "n", Func: AggCount}}, NHashes: -1, Args: args},
+		"no Args for hashes":     {Aggregates: []NamedAggregate{{Name: "d", Func: AggDistinct}}, NHashes: 1},
+		"unknown after distinct": {Aggregates: []NamedAggregate{{Name: "x", Func: AggDistinct + 1}}, NArgs: 1, NHashes: 1, Args: args},
 	} {
 		spec.Size = time.Second
 		if err := spec.Validate(); err == nil {
 			t.Errorf("%s: valid", name)
 		}
 	}
-	ok := WindowSpec{Size: time.Second, Aggregates: []NamedAggregate{{Name: "n", Func: AggCount, Arg: 7}, {Name: "q", Func: AggQuantile, Quantile: 1}},
-		NArgs: 1, Args: args}
+	ok := WindowSpec{Size: time.Second, Aggregates: []NamedAggregate{{Name: "n", Func: AggCount, Arg: 7}, {Name: "q", Func: AggQuantile, Quantile: 1},
+		{Name: "d", Func: AggDistinct, Arg: 1}}, NArgs: 1, NHashes: 2, Args: args}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("%+v: %v", ok, err)
 	}

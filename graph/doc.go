@@ -4,9 +4,10 @@
 // timers, the encoding of a subtask's state snapshot, and the topology builder
 // that validates a graph before it runs.
 //
-// The package imports, besides the standard library, only package wire and
+// The package imports, besides the standard library, only package wire,
 // DDSketch (github.com/DataDog/sketches-go: the quantiles of windows,
-// sketch.go). It holds no goroutines: the runtime package executes a
+// sketch.go) and HyperLogLog (github.com/axiomhq/hyperloglog: their
+// distinct counts, distinct.go). It holds no goroutines: the runtime package executes a
 // Topology, and the checkpoint package decides when state is snapshotted.
 //
 // Key groups. Keyed state is split into MaxParallelism key groups (default

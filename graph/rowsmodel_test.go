@@ -23,9 +23,10 @@ import (
 // snapshots at random. At every step it requires the rows, the records
 // refused as late and those rejected that a model holding every record
 // gives: count, sum, min, max, avg, first and last exactly, a stddev within
-// 1e-9 of the model's (relative), and each quantile within
+// 1e-9 of the model's (relative), each quantile within
 // QuantileRelativeAccuracy of the value DDSketch's rank makes it
-// (modelQuantile).
+// (modelQuantile), and each distinct count exactly, for a window's
+// values are few and their sketches sparse.
 func TestWindowRowsFollowTheModel(t *testing.T) {
 	for seed := range uint64(150) {
 		rng := rand.New(rand.NewPCG(seed, 11))
@@ -54,7 +55,7 @@ func TestWindowRowsFollowTheModel(t *testing.T) {
 				default:
 					key := fmt.Sprint("k", rng.IntN(3))
 					ts := model.clock() - 30 + rng.Int64N(50)
-					in := randomRowInput(rng, spec.NArgs)
+					in := randomRowInput(rng, spec.NArgs, spec.NHashes)
 					op.state.SetProcessingTime(model.clock())
 					op.state.SetKey(key)
 					err := op.op.ProcessRecord(0, &Record{Key: key, Time: ts, Payload: in})
@@ -75,26 +76,30 @@ func TestWindowRowsFollowTheModel(t *testing.T) {
 }
 
 // rowInput is a generated record's arguments, as its payload: Args copies
-// vals, or fails if unreadable.
+// vals, and the hashes of the values it counts, or fails if unreadable.
 type rowInput struct {
 	vals       []float64
+	counted    []uint64 // which of the distinct values, testHash hashes
 	unreadable bool
 }
 
-func readRowInput(r *Record, args []float64) error {
+func readRowInput(r *Record, args []float64, hashes []uint64) error {
 	in := r.Payload.(rowInput)
 	if in.unreadable {
 		return errors.New("the reading has no such field")
 	}
 	copy(args, in.vals)
+	for i, v := range in.counted {
+		hashes[i] = testHash(v)
+	}
 	return nil
 }
 
 // randomRowsSpec is a window of one to seven aggregates, of every function,
-// over one to three arguments.
+// over one to three arguments and one or two hashed ones.
 func randomRowsSpec(rng *rand.Rand) WindowSpec {
 	spec := WindowSpec{Kind: WindowKind(rng.IntN(3)), Size: time.Duration(2+rng.IntN(15)) * time.Millisecond,
-		NArgs: 1 + rng.IntN(3), Args: readRowInput}
+		NArgs: 1 + rng.IntN(3), NHashes: 1 + rng.IntN(2), Args: readRowInput}
 	if spec.Kind == Sliding {
 		spec.Slide = time.Duration(1+rng.Int64N(int64(spec.Size/time.Millisecond))) * time.Millisecond
 	}
@@ -105,9 +110,12 @@ func randomRowsSpec(rng *rand.Rand) WindowSpec {
 		spec.AllowedLateness = time.Duration(1+rng.IntN(40)) * time.Millisecond
 	}
 	for i := range 1 + rng.IntN(7) {
-		a := NamedAggregate{Name: fmt.Sprint("a", i), Func: Aggregate(rng.IntN(int(AggQuantile) + 1)), Arg: rng.IntN(spec.NArgs)}
-		if a.Func == AggQuantile {
+		a := NamedAggregate{Name: fmt.Sprint("a", i), Func: Aggregate(rng.IntN(int(AggDistinct) + 1)), Arg: rng.IntN(spec.NArgs)}
+		switch a.Func {
+		case AggQuantile:
 			a.Quantile = []float64{0, 0.5, 0.95, 1, rng.Float64()}[rng.IntN(5)]
+		case AggDistinct:
+			a.Arg = rng.IntN(spec.NHashes)
 		}
 		spec.Aggregates = append(spec.Aggregates, a)
 	}
@@ -117,9 +125,13 @@ func randomRowsSpec(rng *rand.Rand) WindowSpec {
 // randomRowInput are a record's arguments: multiples of 1/4 (so that
 // every sum is exact, in any order), zeros, values of magnitudes from
 // 2^-6 to 2^10 for the sketches' bins; now and then one that cannot be
-// read, or that is no finite number.
-func randomRowInput(rng *rand.Rand, nargs int) rowInput {
-	in := rowInput{vals: make([]float64, nargs), unreadable: rng.IntN(40) == 0}
+// read, or that is no finite number; and which of 3 or of 200 values
+// (by the hashed argument) each hashed argument gives.
+func randomRowInput(rng *rand.Rand, nargs, nhashes int) rowInput {
+	in := rowInput{vals: make([]float64, nargs), counted: make([]uint64, nhashes), unreadable: rng.IntN(40) == 0}
+	for i := range in.counted {
+		in.counted[i] = rng.Uint64N([]uint64{3, 200}[i])
+	}
 	for i := range in.vals {
 		switch rng.IntN(8) {
 		case 0:
@@ -234,9 +246,10 @@ type rowsModelWindow struct {
 }
 
 type rowsModelRecord struct {
-	time int64
-	seq  int // the order of arrival
-	args []float64
+	time    int64
+	seq     int // the order of arrival
+	args    []float64
+	counted []uint64
 }
 
 func newRowsModel(spec WindowSpec) *rowsModel {
@@ -259,7 +272,7 @@ func (m *rowsModel) record(key string, ts int64, in rowInput) bool {
 		at, lateness = m.clock(), 0
 	}
 	m.seq++
-	rec := rowsModelRecord{time: ts, seq: m.seq, args: slices.Clone(in.vals)}
+	rec := rowsModelRecord{time: ts, seq: m.seq, args: slices.Clone(in.vals), counted: slices.Clone(in.counted)}
 	size := m.spec.Size.Milliseconds()
 	if m.spec.Kind == Session {
 		if m.passed(at + size + lateness) {
@@ -349,6 +362,14 @@ func (m *rowsModel) fire(key string, w *rowsModelWindow) {
 	first := slices.MinFunc(w.recs, func(a, b rowsModelRecord) int { return cmp.Or(cmp.Compare(a.time, b.time), cmp.Compare(a.seq, b.seq)) })
 	last := slices.MaxFunc(w.recs, func(a, b rowsModelRecord) int { return cmp.Or(cmp.Compare(a.time, b.time), cmp.Compare(a.seq, b.seq)) })
 	for _, a := range m.spec.Aggregates {
+		if a.Func == AggDistinct {
+			distinct := map[uint64]bool{}
+			for _, r := range w.recs {
+				distinct[r.counted[a.Arg]] = true
+			}
+			row.values = append(row.values, float64(len(distinct)))
+			continue
+		}
 		var vals []float64
 		for _, r := range w.recs {
 			vals = append(vals, r.args[a.Arg])

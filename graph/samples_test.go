@@ -177,11 +177,11 @@ func sampleRows() (*rowLayout, []windowAcc) {
 	l := newRowLayout(everyFunction, 2)
 	one := l.newWindow([2]int64{1_764_460_800_000, 1_764_460_810_000})
 	for i, args := range [][]float64{{21.5, -3}, {0, 1e-300}, {-2.25, 1e300}, {0.31, 0}} {
-		l.add(&one, one.start+int64(500*i), args)
+		l.add(&one, one.start+int64(500*i), args, []uint64{testHash(uint64(i % 3))})
 	}
 	two := l.newWindow([2]int64{1_764_460_810_000, 1_764_460_820_000})
 	two.fired = true
-	l.add(&two, two.start+7, []float64{math.Copysign(0, -1), 2})
+	l.add(&two, two.start+7, []float64{math.Copysign(0, -1), 2}, []uint64{testHash(7)})
 	return l, []windowAcc{one, two}
 }
 

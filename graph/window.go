@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/axiomhq/hyperloglog"
 )
 
 // WindowKind is how event time is cut into windows.
@@ -45,6 +47,8 @@ func (a Aggregate) String() string {
 		return "stddev"
 	case a == AggQuantile:
 		return "quantile"
+	case a == AggDistinct:
+		return "distinct"
 	}
 	return "aggregate?"
 }
@@ -87,10 +91,14 @@ type WindowSpec struct {
 	// rejects the record (a RecordError, as Reject makes), which then
 	// counts in no window; so does a value that is no finite number, or
 	// that makes a window's sum or stddev none, or, for a quantile, one
-	// of a magnitude over about 1.26e308. Needed with Aggregates that
-	// read any.
-	Args  func(r *Record, args []float64) error
-	NArgs int
+	// of a magnitude over about 1.26e308. It fills hashes (len NHashes)
+	// with the 64-bit hashes of the values that distinct counts
+	// (AggDistinct) read, uniformly distributed, one value's alike in
+	// every record and run (its hash stands for it in stored state).
+	// Needed with Aggregates that read any.
+	Args    func(r *Record, args []float64, hashes []uint64) error
+	NArgs   int
+	NHashes int
 }
 
 // Validate reports the first setting that cannot work.
@@ -165,11 +173,13 @@ type windowAcc struct {
 	firstTime, lastTime int64
 	fired               bool
 	touched             bool // got the record being processed; not stored
-	// With many aggregates, the partials and sketches of its rowLayout, which
-	// keep what sum to last keep of one aggregate (unused then), and
+	// With many aggregates, the partials, sketches and distinct sketches of
+	// its rowLayout, which keep what sum to last keep of one aggregate
+	// (unused then), and
 	// firstTime and lastTime only if the layout needs them.
-	partials []float64
-	sketches []sketch
+	partials  []float64
+	sketches  []sketch
+	distincts []*hyperloglog.Sketch
 }
 
 func (a *windowAcc) add(r *Record) {
@@ -224,12 +234,13 @@ type windowOp struct {
 	spec WindowSpec
 	join bool
 	ctx  *Context
-	// rows lays out the windows of many aggregates (nil: of one), args the
-	// arguments of the record being processed, and query reads their
-	// sketches' quantiles.
-	rows  *rowLayout
-	args  []float64
-	query sketchQuery
+	// rows lays out the windows of many aggregates (nil: of one), args and
+	// hashes the arguments of the record being processed, and query reads
+	// their sketches' quantiles.
+	rows   *rowLayout
+	args   []float64
+	hashes []uint64
+	query  sketchQuery
 	// windows are a key's open windows; fired, with a lateness, its
 	// tumbling or sliding windows the watermark passed, kept for late
 	// records (nil: they stay among the open ones), so that a record on
@@ -257,7 +268,7 @@ func (o *windowOp) Open(ctx *Context) (err error) {
 		return NewValueState[[]windowAcc](ctx, o.rows.stateName(base), &reusingRowsCodec{rowsCodec: rowsCodec{o.rows}})
 	}
 	if len(o.spec.Aggregates) > 0 {
-		o.rows, o.args = newRowLayout(o.spec.Aggregates, o.spec.NArgs), make([]float64, o.spec.NArgs)
+		o.rows, o.args, o.hashes = newRowLayout(o.spec.Aggregates, o.spec.NArgs), make([]float64, o.spec.NArgs), make([]uint64, o.spec.NHashes)
 	}
 	if o.windows, err = state("windows"); err != nil {
 		return err
@@ -313,10 +324,10 @@ func (o *windowOp) ProcessRecord(input int, r *Record) error {
 // readArgs reads r's arguments into o.args, or returns the error that
 // rejects r.
 func (o *windowOp) readArgs(r *Record) error {
-	if o.spec.NArgs == 0 {
+	if o.spec.NArgs+o.spec.NHashes == 0 {
 		return nil
 	}
-	if err := o.spec.Args(r, o.args); err != nil {
+	if err := o.spec.Args(r, o.args, o.hashes); err != nil {
 		if _, ok := errors.AsType[*RecordError](err); ok {
 			return err
 		}
@@ -426,7 +437,7 @@ func (o *windowOp) addToWindow(ws []windowAcc, side int64, span [2]int64, r *Rec
 		i = len(ws) - 1
 	}
 	if o.rows != nil {
-		o.rows.add(&ws[i], r.Time, o.args)
+		o.rows.add(&ws[i], r.Time, o.args, o.hashes)
 	} else {
 		ws[i].add(r)
 	}

@@ -91,7 +91,8 @@ func benchmarkWindowFewKeys(b *testing.B, spec WindowSpec) {
 }
 
 // BenchmarkWindowRows sets the window of the four figures (avg, max, p95
-// and count, of three arguments) beside the average of one value, in the
+// and count, of three arguments), and a distinct count (of the humidity's
+// 31 values) with a count, beside the average of one value, in the
 // scenarios of BenchmarkWindowState (100,000 keys: heap and snapshot
 // bytes a key, time a record) and BenchmarkWindowFewKeys (100 keys of
 // 50 records a window: time and garbage a record). Its arguments are
@@ -101,11 +102,15 @@ func BenchmarkWindowRows(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		aggs []NamedAggregate
-	}{{"avg", nil}, {"four-figures", fourFigures}} {
-		spec := WindowSpec{Kind: Tumbling, Aggregate: AggAvg, Aggregates: c.aggs, NArgs: 3,
-			Args: func(r *Record, args []float64) error { copy(args, r.Payload.([]float64)); return nil }}
+	}{{"avg", nil}, {"four-figures", fourFigures}, {"distinct", []NamedAggregate{{Name: "d", Func: AggDistinct}, {Name: "n", Func: AggCount}}}} {
+		spec := WindowSpec{Kind: Tumbling, Aggregate: AggAvg, Aggregates: c.aggs, NArgs: 3, NHashes: 1,
+			Args: func(r *Record, args []float64, hashes []uint64) error {
+				copy(args, r.Payload.([]float64))
+				hashes[0] = testHash(uint64(args[1]))
+				return nil
+			}}
 		if c.aggs == nil {
-			spec.NArgs, spec.Args = 0, nil
+			spec.NArgs, spec.NHashes, spec.Args = 0, 0, nil
 		}
 		b.Run("keys=100k/"+c.name, func(b *testing.B) {
 			spec.Size = time.Minute

@@ -240,7 +240,8 @@ func decodeWindowsV1(ws []windowAcc, src []byte) ([]windowAcc, error) {
 //	uvarint flags (rowFired, rowLastTimeIsFirst), varint start,
 //	varint end - start, varint count,
 //	[varint firstTime - start, [varint lastTime - firstTime]],
-//	float64 per partial, sketch per sketch
+//	float64 per partial, sketch per sketch,
+//	uvarint length and distinct sketch per distinct sketch
 //
 // where the times are there only if the layout keeps them, lastTime only
 // when the flags do not say it equals firstTime, and a sketch is the
@@ -249,15 +250,19 @@ func decodeWindowsV1(ws []windowAcc, src []byte) ([]windowAcc, error) {
 // bins, then the first bin's varint index and uvarint count, then for
 // each next bin the uvarint (index - previous - 1) << 1 | binCounted,
 // and, if binCounted, the uvarint count - 2: a bin of one value near the
-// one before takes a byte. What the layout keeps is not written: the
-// state's name says it (rowLayout.stateName). A window of one record of
-// avg, max and a quantile, of three arguments, takes 36 bytes.
+// one before takes a byte; a distinct sketch is a HyperLogLog sketch as
+// its library writes it (appendDistinct), of at most maxDistinctBytes: 24
+// bytes for one value, 58 for ten, 2,807 for 1,000, and 16,392 once
+// dense, from about 7,600. What the layout keeps is not written: the state's name says
+// it (rowLayout.stateName). A window of one record of avg, max and a
+// quantile, of three arguments, takes 36 bytes.
 //
 // Decode keeps a sketch's bytes (sketch.packed), and reads its bins only
 // when its window is read or merged: a record adds its value to the
 // bytes of its window's sketch (sketch.addPacked), and costs the others a
 // copy of theirs. It trusts its input, what Append wrote or Check
-// accepted (keyed state checks restored values with Check).
+// accepted (keyed state checks restored values with Check), but for the
+// distinct sketches, which it reads whole, and which the library checks.
 type rowsCodec struct{ layout *rowLayout }
 
 // windowsFormat3 is a uvarint 1 written in two bytes, as windowsFormat2
@@ -316,6 +321,10 @@ func (c rowsCodec) appendRows(dst []byte, ws []windowAcc, scratch []byte) ([]byt
 			scratch = appendSketch(scratch[:0], s)
 			e.Bytes(scratch)
 		}
+		for _, s := range w.distincts {
+			scratch = appendDistinct(scratch[:0], s)
+			e.Bytes(scratch)
+		}
 	}
 	return e, scratch
 }
@@ -358,8 +367,9 @@ func (c rowsCodec) Decode(src []byte) ([]windowAcc, error) {
 // Check reports what is wrong with src, which restored keyed state holds:
 // besides the bytes' framing, what would make a window wrong to read:
 // flags it does not know, a window of no records, a sketch's bin out of
-// the mapping's indexes, of no count, or beyond its span, and a sketch
-// whose counts do not add up to its window's.
+// the mapping's indexes, of no count, or beyond its span, a sketch
+// whose counts do not add up to its window's, and a distinct sketch that
+// readDistinct refuses.
 func (c rowsCodec) Check(src []byte) error {
 	_, err := c.decodeInto(nil, new(rowSlabs), src, true)
 	return err
@@ -408,7 +418,9 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte, check
 		return nil, errors.New("window state: not of format 3")
 	}
 	d := wire.NewDecoder(src[len(windowsFormat3):])
-	minBytes := 4 + 8*len(l.partials) + 4*len(l.sketched) // flags, start, end, count; floats; length and three counts
+	// flags, start, end, count; floats; a sketch's length and three
+	// counts; a distinct sketch's length, header and two empty lists
+	minBytes := 4 + 8*len(l.partials) + 4*len(l.sketched) + 21*len(l.counted)
 	if l.times {
 		minBytes++
 	}
@@ -454,6 +466,17 @@ func (c rowsCodec) decodeInto(ws []windowAcc, slabs *rowSlabs, src []byte, check
 			slabs.sketches = append(slabs.sketches, sketch{packed: slabs.packed[at:len(slabs.packed):len(slabs.packed)], slabs: slabs})
 		}
 		w.sketches = slabs.sketches[from:len(slabs.sketches):len(slabs.sketches)]
+		for range l.counted {
+			b := d.Bytes()
+			if d.Err() != nil {
+				break
+			}
+			s, err := readDistinct(b)
+			if err != nil {
+				return nil, fmt.Errorf("window state: %w", err)
+			}
+			w.distincts = append(w.distincts, s)
+		}
 		ws = append(ws, w)
 	}
 	if err := d.End(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/axiomhq/hyperloglog"
+
 	"github.com/cairn-edge/cairn/wire"
 )
 
@@ -166,16 +168,27 @@ var fourFigures = []NamedAggregate{{Name: "temp_avg", Func: AggAvg, Arg: 0}, {Na
 	{Name: "vib_p95", Func: AggQuantile, Quantile: 0.95, Arg: 2}, {Name: "n", Func: AggCount}}
 
 // everyFunction is a layout of every function, over two arguments, with
-// two sketches.
+// two sketches, and a distinct count of a hashed one.
 var everyFunction = []NamedAggregate{{Name: "n", Func: AggCount}, {Name: "sum", Func: AggSum}, {Name: "min", Func: AggMin, Arg: 1},
 	{Name: "max", Func: AggMax}, {Name: "avg", Func: AggAvg, Arg: 1}, {Name: "first", Func: AggFirst}, {Name: "last", Func: AggLast, Arg: 1},
-	{Name: "sd", Func: AggStddev}, {Name: "p50", Func: AggQuantile, Quantile: 0.5}, {Name: "p99", Func: AggQuantile, Quantile: 0.99, Arg: 1}}
+	{Name: "sd", Func: AggStddev}, {Name: "p50", Func: AggQuantile, Quantile: 0.5}, {Name: "p99", Func: AggQuantile, Quantile: 0.99, Arg: 1},
+	{Name: "distinct", Func: AggDistinct}}
+
+// testHash is the hash of the i-th of a test's distinct values: uniformly
+// distributed, as WindowSpec.Args must give them (splitmix64's mix).
+func testHash(i uint64) uint64 {
+	z := i*0x9e3779b97f4a7c15 + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
 
 // randomRows are up to three windows of layout l, of records of random
-// arguments: some of values far apart, whose sketches span their bins.
+// arguments: some of values far apart, whose sketches span their bins,
+// and one hash, of one of eight values.
 func randomRows(rng *rand.Rand, l *rowLayout, nargs int) []windowAcc {
 	ws := make([]windowAcc, rng.IntN(4))
-	args := make([]float64, nargs)
+	args, hashes := make([]float64, nargs), make([]uint64, 1)
 	for i := range ws {
 		start := rng.Int64N(1<<42) - 1<<41
 		ws[i] = l.newWindow([2]int64{start, start + 1 + rng.Int64N(1<<20)})
@@ -184,15 +197,20 @@ func randomRows(rng *rand.Rand, l *rowLayout, nargs int) []windowAcc {
 			for j := range args {
 				args[j] = []float64{0, math.Copysign(0, -1), -3.25, 7, 1e-300, -1e300, rng.NormFloat64()}[rng.IntN(7)]
 			}
-			l.add(&ws[i], ws[i].start+rng.Int64N(ws[i].end-ws[i].start), args)
+			hashes[0] = testHash(rng.Uint64N(8))
+			l.add(&ws[i], ws[i].start+rng.Int64N(ws[i].end-ws[i].start), args, hashes)
 		}
 	}
 	return ws
 }
 
-// sameRows compares windows of many aggregates, floats bit for bit and
-// sketches by their counts, packed or not.
+// sameRows compares windows of many aggregates, floats bit for bit,
+// sketches by their counts, packed or not, and distinct sketches by their
+// bytes.
 func sameRows(a, b []windowAcc) bool {
+	sameDistinct := func(s, t *hyperloglog.Sketch) bool {
+		return bytes.Equal(appendDistinct(nil, s), appendDistinct(nil, t))
+	}
 	sameCounts := func(s, t sketch) bool { // of copies, which unpack leaves a and b alone by
 		s.unpack()
 		t.unpack()
@@ -201,7 +219,7 @@ func sameRows(a, b []windowAcc) bool {
 	return slices.EqualFunc(a, b, func(x, y windowAcc) bool {
 		return x.start == y.start && x.end == y.end && x.count == y.count && x.fired == y.fired &&
 			x.firstTime == y.firstTime && x.lastTime == y.lastTime && slices.EqualFunc(x.partials, y.partials, sameFloat) &&
-			slices.EqualFunc(x.sketches, y.sketches, sameCounts)
+			slices.EqualFunc(x.sketches, y.sketches, sameCounts) && slices.EqualFunc(x.distincts, y.distincts, sameDistinct)
 	})
 }
 
@@ -213,7 +231,7 @@ func sameRows(a, b []windowAcc) bool {
 func TestRowsEncodeSmall(t *testing.T) {
 	l := newRowLayout(fourFigures, 3)
 	w := l.newWindow([2]int64{1_764_460_800_000, 1_764_460_810_000})
-	l.add(&w, 1_764_460_801_234, []float64{21.5, 61, 0.31})
+	l.add(&w, 1_764_460_801_234, []float64{21.5, 61, 0.31}, nil)
 	if enc := (rowsCodec{l}).Append(nil, []windowAcc{w}); len(enc) != 36 {
 		t.Errorf("one window of one record of the four figures takes %d bytes, want 36", len(enc))
 	}
@@ -290,25 +308,49 @@ func TestDamagedRowsAreRefused(t *testing.T) {
 		return e
 	}
 	good := bins(sketchBin{3, 1}, sketchBin{9, 1})
-	if err := c.Check(window(rowLastTimeIsFirst, 2, good, good)); err != nil {
+	two := newDistinct()
+	two.InsertHash(testHash(1))
+	two.InsertHash(testHash(2))
+	counted := appendDistinct(nil, two)
+	if err := c.Check(window(rowLastTimeIsFirst, 2, good, good, counted)); err != nil {
 		t.Fatalf("the undamaged window: %v", err)
 	}
+	dense := newDistinct()
+	for i := range uint64(5000) {
+		dense.InsertHash(testHash(i))
+	}
+	precision16 := hyperloglog.New16()
+	precision16.InsertHash(testHash(1))
 	for name, enc := range map[string][]byte{
-		"another format":            append([]byte{0x80, 0x00}, window(rowLastTimeIsFirst, 2, good, good)[2:]...),
-		"unknown flags":             window(rowFlagsEnd|rowLastTimeIsFirst, 2, good, good),
-		"no records":                window(rowLastTimeIsFirst, 0, bins(), bins()),
-		"a sketch of other records": window(rowLastTimeIsFirst, 3, good, good),
-		"a bin of no count":         window(rowLastTimeIsFirst, 2, good, bins(sketchBin{3, 0}, sketchBin{9, 2})),
-		"a bin out of the mapping":  window(rowLastTimeIsFirst, 2, good, bins(sketchBin{maxSketchIndex + 1, 2})),
-		"bins spanning too far":     window(rowLastTimeIsFirst, 2, good, bins(sketchBin{0, 1}, sketchBin{sketchBins, 1})),
-		"a gap past every index":    window(rowLastTimeIsFirst, 2, good, []byte{0, 2, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0}),
-		"a count past every count":  window(rowLastTimeIsFirst, 2, good, []byte{0, 2, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}),
-		"a sketch past its length":  window(rowLastTimeIsFirst, 2, good, append(bytes.Clone(good), 0)),
+		"another format":                    append([]byte{0x80, 0x00}, window(rowLastTimeIsFirst, 2, good, good, counted)[2:]...),
+		"unknown flags":                     window(rowFlagsEnd|rowLastTimeIsFirst, 2, good, good, counted),
+		"no records":                        window(rowLastTimeIsFirst, 0, bins(), bins(), counted),
+		"a sketch of other records":         window(rowLastTimeIsFirst, 3, good, good, counted),
+		"a bin of no count":                 window(rowLastTimeIsFirst, 2, good, bins(sketchBin{3, 0}, sketchBin{9, 2}), counted),
+		"a bin out of the mapping":          window(rowLastTimeIsFirst, 2, good, bins(sketchBin{maxSketchIndex + 1, 2}), counted),
+		"bins spanning too far":             window(rowLastTimeIsFirst, 2, good, bins(sketchBin{0, 1}, sketchBin{sketchBins, 1}), counted),
+		"a gap past every index":            window(rowLastTimeIsFirst, 2, good, []byte{0, 2, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0}, counted),
+		"a count past every count":          window(rowLastTimeIsFirst, 2, good, []byte{0, 2, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, counted),
+		"a sketch past its length":          window(rowLastTimeIsFirst, 2, good, append(bytes.Clone(good), 0), counted),
+		"no distinct sketch":                window(rowLastTimeIsFirst, 2, good, good),
+		"a distinct sketch cut short":       window(rowLastTimeIsFirst, 2, good, good, counted[:len(counted)-1]),
+		"a distinct sketch with a byte on":  window(rowLastTimeIsFirst, 2, good, good, append(bytes.Clone(counted), 0)),
+		"a dense sketch cut short":          window(rowLastTimeIsFirst, 2, good, good, appendDistinct(nil, dense)[:maxDistinctBytes/2]),
+		"a distinct sketch of precision 16": window(rowLastTimeIsFirst, 2, good, good, appendDistinct(nil, precision16)),
+		"a distinct sketch too long":        window(rowLastTimeIsFirst, 2, good, good, append(bytes.Clone(counted), make([]byte, maxDistinctBytes)...)),
+		"a distinct sketch of garbage":      window(rowLastTimeIsFirst, 2, good, good, bytes.Repeat([]byte{0xff}, 40)),
+		"a register past 64-14+1": window(rowLastTimeIsFirst, 2, good, good, func() []byte {
+			b := appendDistinct(nil, dense)
+			b[len(b)-1] = 64
+			return b
+		}()),
 	} {
 		if err := c.Check(enc); err == nil {
 			t.Errorf("%s checks", name)
 		}
-		c.Decode(enc)
+		if _, err := c.Decode(enc); err == nil && strings.Contains(name, "distinct") {
+			t.Errorf("%s decodes", name)
+		}
 	}
 	huge := append(bytes.Clone(windowsFormat3), 0xff, 0xff, 0xff, 0xff, 0x0f)
 	for _, read := range []func([]byte) error{c.Check, func(b []byte) error { _, err := c.Decode(b); return err }} {

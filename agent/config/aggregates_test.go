@@ -51,6 +51,8 @@ func TestWindowAggregates(t *testing.T) {
       v_p95: P95( vibration )
       v_p99: p99(vibration)
       v_q: quantile(vibration, 0.999)
+      sites: distinct(site)
+      t_n: distinct(temperature)
       f: avg(temperature * ${K} + 32)
   - {id: hot, type: filter, inputs: [stats], expr: t_avg > 30 && count > 5 && end - start == 10000}
   - {id: any, type: window, inputs: [loose], key_by: key, window: {kind: session, gap: 1m}, aggregates: {x: max(whatever)}}
@@ -94,26 +96,33 @@ sinks:
 		{Name: "h_p50", Func: graph.AggQuantile, Quantile: 0.5, Arg: 1},
 		{Name: "h_p90", Func: graph.AggQuantile, Quantile: 0.9, Arg: 1},
 		{Name: "n", Func: graph.AggCount},
+		{Name: "sites", Func: graph.AggDistinct, Arg: 0},
 		{Name: "t_avg", Func: graph.AggAvg, Arg: 2},
 		{Name: "t_first", Func: graph.AggFirst, Arg: 2},
 		{Name: "t_last", Func: graph.AggLast, Arg: 2},
 		{Name: "t_max", Func: graph.AggMax, Arg: 2},
 		{Name: "t_min", Func: graph.AggMin, Arg: 2},
+		{Name: "t_n", Func: graph.AggDistinct, Arg: 1},
 		{Name: "t_sd", Func: graph.AggStddev, Arg: 2},
 		{Name: "t_sum", Func: graph.AggSum, Arg: 2},
 		{Name: "v_p95", Func: graph.AggQuantile, Quantile: 0.95, Arg: 3},
 		{Name: "v_p99", Func: graph.AggQuantile, Quantile: 0.99, Arg: 3},
 		{Name: "v_q", Func: graph.AggQuantile, Quantile: 0.999, Arg: 3},
 	}
-	if !slices.Equal(spec.Aggregates, wantAggs) || spec.NArgs != 4 {
-		t.Fatalf("aggregates %v over %d arguments,\nwant %v over 4", spec.Aggregates, spec.NArgs, wantAggs)
+	if !slices.Equal(spec.Aggregates, wantAggs) || spec.NArgs != 4 || spec.NHashes != 2 {
+		t.Fatalf("aggregates %v over %d arguments and %d hashed,\nwant %v over 4 and 2", spec.Aggregates, spec.NArgs, spec.NHashes, wantAggs)
 	}
-	args := make([]float64, spec.NArgs)
-	if err := spec.Args(&graph.Record{Payload: map[string]any{"temperature": 20.0, "humidity": 50.0, "vibration": 0.5}}, args); err != nil || !slices.Equal(args, []float64{68, 50, 20, 0.5}) {
+	args, hashes := make([]float64, spec.NArgs), make([]uint64, spec.NHashes)
+	if err := spec.Args(&graph.Record{Payload: map[string]any{"temperature": 20.0, "humidity": 50.0, "vibration": 0.5, "site": "north"}}, args, hashes); err != nil || !slices.Equal(args, []float64{68, 50, 20, 0.5}) {
 		t.Errorf("args %v, %v; want [68 50 20 0.5]", args, err)
 	}
+	north := slices.Clone(hashes)
+	if err := spec.Args(&graph.Record{Payload: map[string]any{"temperature": 20, "humidity": 50.0, "vibration": 0.5, "site": "south"}}, args, hashes); err != nil ||
+		hashes[0] == north[0] || hashes[1] != north[1] {
+		t.Errorf("the hashes of north and 20.0 %x, of south and 20 %x, %v: want the sites' to differ, the temperatures' alike", north, hashes, err)
+	}
 	// A reason shows the call as the file writes it.
-	err = spec.Args(&graph.Record{Payload: map[string]any{"temperature": "hot"}}, args)
+	err = spec.Args(&graph.Record{Payload: map[string]any{"temperature": "hot"}}, args, hashes)
 	if want := "aggregate f: avg(temperature * ${K} + 32): "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("a rejection: %v, want it to start %q", err, want)
 	}
@@ -129,7 +138,7 @@ sinks:
 // reported at the value, at the very character where the file holds it
 // as it is, saying what is wrong.
 func TestAggregatesErrors(t *testing.T) {
-	const functions = "count, sum, min, max, avg, first, last, stddev, p50, p90, p95, p99 and quantile"
+	const functions = "count, sum, min, max, avg, first, last, stddev, p50, p90, p95, p99, quantile and distinct"
 	long := strings.Repeat("a", 65)
 	for _, tc := range []struct{ file, want string }{
 		// In the call: the function, its arguments, q.
@@ -156,6 +165,12 @@ func TestAggregatesErrors(t *testing.T) {
 			`a.yaml:18:14: operator "stats": aggregate t "p95(temprature)" does not compile: unknown name temprature (1:5); its records have key, time, value and the fields device, humidity, site, temperature, vibration`},
 		{"    aggregates:\n      s: max(site)\n",
 			`a.yaml:18:10: operator "stats": aggregate s "max(site)": its argument must give a number, not a string`},
+		{"    aggregates:\n      d: distinct(site == 'north')\n",
+			`a.yaml:18:10: operator "stats": aggregate d "distinct(site == 'north')": its argument must give a number or a string, not true or false`},
+		{"    aggregates:\n      d: distinct(sites)\n",
+			`a.yaml:18:19: operator "stats": aggregate d "distinct(sites)" does not compile: unknown name sites (1:10); its records have key, time, value and the fields device, humidity, site, temperature, vibration`},
+		{"    aggregates:\n      d: distinct(site, 2)\n",
+			`a.yaml:18:23: operator "stats": aggregate d "distinct(site, 2)" does not compile: distinct takes one argument (1:14)`},
 		// Where the file does not hold it as it is: at its start.
 		{"    aggregates:\n      t: \"\\x61vg(tmp)\"\n",
 			`a.yaml:18:10: operator "stats": aggregate t "avg(tmp)" does not compile: unknown name tmp (1:5); its records have key, time, value and the fields device, humidity, site, temperature, vibration`},

@@ -26,7 +26,12 @@ type WindowSettings struct {
 	// `min`, `max`, `avg`, `first`, `last` or `stddev` (of the
 	// population), as `avg(temperature)`; `p50`, `p90`, `p95` or `p99`,
 	// as `p95(vibration)`, and `quantile(expr, q)`, `q` a number from 0
-	// to 1, each within 1% of the true quantile. A name is 1 to 64
+	// to 1, each within 1% of the true quantile; and `distinct(expr)`,
+	// of an expression that gives a number or a string, as
+	// `distinct(code)`: how many distinct values it gave, exact up to
+	// about 6,000 of them but for a rare collision of their hashes, and
+	// beyond with a standard error of 0.81% (HyperLogLog's, at precision
+	// 14). A name is 1 to 64
 	// letters, digits and `_`, not starting with a digit, and none of the
 	// output's other fields (`start`, `count`, ...).
 	Aggregates map[string]string `yaml:"aggregates"`

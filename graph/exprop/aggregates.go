@@ -2,6 +2,7 @@ package exprop
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -21,15 +24,15 @@ import (
 
 // A Call is one of a window's many aggregates as a pipeline file writes
 // it: a function of the values an expression gives over the window's
-// records, such as avg(temperature), p95(vibration) or
-// quantile(vibration, 0.9), or count(), of the records.
+// records, such as avg(temperature), p95(vibration),
+// quantile(vibration, 0.9) or distinct(code), or count(), of the records.
 type Call struct {
 	Func graph.Aggregate
 	// Quantile is AggQuantile's q, in [0, 1].
 	Quantile float64
-	// Arg is the argument, an expression that gives a number, as the call
-	// writes it between the parentheses (less the spaces around it); ""
-	// for count().
+	// Arg is the argument, an expression that gives a number (for
+	// distinct, a number or a string), as the call writes it between the
+	// parentheses (less the spaces around it); "" for count().
 	Arg string
 
 	argAt   int         // the character of the call where Arg starts, from 0
@@ -50,7 +53,7 @@ var functions = []function{
 	{name: "max", agg: graph.AggMax}, {name: "avg", agg: graph.AggAvg}, {name: "first", agg: graph.AggFirst},
 	{name: "last", agg: graph.AggLast}, {name: "stddev", agg: graph.AggStddev},
 	{"p50", graph.AggQuantile, 0.5}, {"p90", graph.AggQuantile, 0.9}, {"p95", graph.AggQuantile, 0.95}, {"p99", graph.AggQuantile, 0.99},
-	{name: "quantile", agg: graph.AggQuantile},
+	{name: "quantile", agg: graph.AggQuantile}, {name: "distinct", agg: graph.AggDistinct},
 }
 
 // functionNames lists the functions' names for an error.
@@ -64,8 +67,8 @@ func functionNames() string {
 }
 
 // ParseCall reads src, one of a window's many aggregates: a function
-// (count, sum, min, max, avg, first, last, stddev, p50, p90, p95, p99 or
-// quantile, in any case) and its argument in parentheses, an expression
+// (count, sum, min, max, avg, first, last, stddev, p50, p90, p95, p99,
+// quantile or distinct, in any case) and its argument in parentheses, an expression
 // (in expr's syntax, read by expr's lexer: a string or a nested call may
 // hold commas and parentheses), none for count(), and for quantile the
 // quantile after it, a number from 0 to 1. An error is an *Error whose
@@ -191,14 +194,19 @@ func offset(chars []rune, line, col int) int {
 
 // CompileCall parses src (ParseCall) and compiles its argument over
 // records whose payload fields are fields, as CompileMap does: it must
-// give a number. An error is an *Error whose Line and Column are in src;
-// one about a result of the wrong type has Gives and Want.
+// give a number, or for distinct a number or a string. An error is an
+// *Error whose Line and Column are in src; one about a result of the
+// wrong type has Gives and Want.
 func CompileCall(src string, fields Fields) (Call, error) {
 	c, err := ParseCall(src)
 	if err != nil || c.Func == graph.AggCount {
 		return c, err
 	}
-	if c.program, err = CompileMap(c.Arg, fields); err != nil {
+	want, ok := "a number", isNumber
+	if c.Func == graph.AggDistinct {
+		want, ok = "a number or a string", func(k reflect.Kind) bool { return isNumber(k) || k == reflect.String }
+	}
+	if c.program, err = compile(c.Arg, fields, want, ok); err != nil {
 		e := &Error{Msg: err.Error()}
 		errors.As(err, &e)
 		if e.Line > 0 { // in the argument: make it in the call
@@ -224,49 +232,57 @@ type Aggregate struct {
 	Call, Shown string
 }
 
-// WindowAggregates sets spec's Aggregates (in the order of aggs), Args
-// and NArgs to make aggs of the windows of records whose payload fields
-// are fields: each call compiled by CompileCall, whose error it returns,
-// for the first that fails. Calls whose arguments are written alike
-// share the value Args reads.
+// WindowAggregates sets spec's Aggregates (in the order of aggs), Args,
+// NArgs and NHashes to make aggs of the windows of records whose payload
+// fields are fields: each call compiled by CompileCall, whose error it
+// returns, for the first that fails. Calls whose arguments are written
+// alike share the value Args reads, and distinct counts the hash.
 //
 // Args, which subtasks may call at once, evaluates every argument of a
 // record (a bare name, time, value or a field of a map payload, read as
 // it is; anything else by expr's VM, over one environment per record)
 // and rejects the record (graph.Reject) when one fails, or gives no
-// number or one that is not finite, for a reason that names the first
-// aggregate that reads it:
+// number or one that is not finite (for distinct, neither a string nor a
+// number other than NaN), for a reason that names the first aggregate
+// that reads it:
 //
 //	aggregate temp_avg: avg(temperature): field "temperature" is missing, want a number
+//
+// The value of a distinct count is hashed (hashString, hashNumber).
 func WindowAggregates(spec *graph.WindowSpec, aggs []Aggregate, fields Fields) error {
 	var (
-		named []graph.NamedAggregate
-		args  []argument
-		slot  = make(map[string]int) // by Arg
+		named          []graph.NamedAggregate
+		args, hashed   []argument
+		slot, hashSlot = make(map[string]int), make(map[string]int) // by Arg
 	)
 	for _, a := range aggs {
 		c, err := CompileCall(a.Call, fields)
 		if err != nil {
 			return fmt.Errorf("aggregate %s: %w", a.Name, err)
 		}
-		i, ok := slot[c.Arg]
+		list, slots := &args, slot
+		if c.Func == graph.AggDistinct {
+			list, slots = &hashed, hashSlot
+		}
+		i, ok := slots[c.Arg]
 		if !ok && c.Func != graph.AggCount {
-			i = len(args)
-			slot[c.Arg] = i
-			args = append(args, newArgument(c, a))
+			i = len(*list)
+			slots[c.Arg] = i
+			*list = append(*list, newArgument(c, a))
 		}
 		named = append(named, graph.NamedAggregate{Name: a.Name, Func: c.Func, Quantile: c.Quantile, Arg: i})
 	}
-	spec.Aggregates, spec.Args, spec.NArgs = named, nil, len(args)
-	if len(args) > 0 {
-		spec.Args = evalAll(args)
+	spec.Aggregates, spec.Args, spec.NArgs, spec.NHashes = named, nil, len(args), len(hashed)
+	if len(args)+len(hashed) > 0 {
+		spec.Args = evalAll(args, hashed)
 	}
 	return nil
 }
 
-// evalAll returns what evaluates args for a record, into values.
-func evalAll(args []argument) func(r *graph.Record, values []float64) error {
-	return func(r *graph.Record, values []float64) error {
+// evalAll returns what evaluates args for a record, into values, and
+// hashed, into hashes.
+func evalAll(args, hashed []argument) func(r *graph.Record, values []float64, hashes []uint64) error {
+	return func(r *graph.Record, values []float64, hashes []uint64) error {
 		var vars map[string]any // env(r), made for the first argument the VM evaluates
 		for i := range args {
 			v, err := args[i].eval(r, &vars)
@@ -274,6 +290,13 @@ func evalAll(args []argument) func(r *graph.Record, values []float64) error {
 				return err
 			}
 			values[i] = v
+		}
+		for i := range hashed {
+			h, err := hashed[i].hash(r, &vars)
+			if err != nil {
+				return err
+			}
+			hashes[i] = h
 		}
 		return nil
 	}
@@ -312,20 +335,42 @@ func (a *argument) eval(r *graph.Record, vars *map[string]any) (float64, error) 
 	case a.field != "" && isMap:
 		return a.result(p[a.field])
 	}
-	return a.run(r, vars)
+	out, err := a.run(r, vars)
+	if err != nil {
+		return 0, err
+	}
+	return a.result(out)
+}
+
+// hash returns the hash of the argument's value for r, or the record's
+// rejection, read as eval reads the value.
+func (a *argument) hash(r *graph.Record, vars *map[string]any) (uint64, error) {
+	switch p, isMap := r.Payload.(map[string]any); {
+	case a.field == "value":
+		return a.hashOf(r.Value)
+	case a.field == "time":
+		return a.hashOf(r.Time)
+	case a.field != "" && isMap:
+		return a.hashOf(p[a.field])
+	}
+	out, err := a.run(r, vars)
+	if err != nil {
+		return 0, err
+	}
+	return a.hashOf(out)
 }
 
 // run evaluates the argument for r with expr's VM, in *vars: env(r),
 // made at the first need.
-func (a *argument) run(r *graph.Record, vars *map[string]any) (float64, error) {
+func (a *argument) run(r *graph.Record, vars *map[string]any) (any, error) {
 	if *vars == nil {
 		*vars = env(r)
 	}
 	out, err := expr.Run(a.program, *vars)
 	if err != nil {
-		return 0, graph.Reject(fmt.Errorf("%s%s", a.reason, firstLine(err)))
+		return nil, graph.Reject(fmt.Errorf("%s%s", a.reason, firstLine(err)))
 	}
-	return a.result(out)
+	return out, nil
 }
 
 // result returns out, what the argument gave, as a number, or the
@@ -335,20 +380,66 @@ func (a *argument) result(out any) (float64, error) {
 	if ok && !math.IsInf(v, 0) && !math.IsNaN(v) {
 		return v, nil
 	}
+	return 0, a.reject(out, ok, v, "a number", "a finite number")
+}
+
+// hashOf returns the hash of out, what a distinct count's argument gave:
+// of a string, or of a number other than NaN; or the rejection of a
+// record for which it gave neither.
+func (a *argument) hashOf(out any) (uint64, error) {
+	if s, ok := out.(string); ok {
+		return hashString(s), nil
+	}
+	v, ok := number(out)
+	if ok && !math.IsNaN(v) {
+		return hashNumber(v), nil
+	}
+	return 0, a.reject(out, ok, v, "a number or a string", "a number other than NaN, or a string")
+}
+
+// reject returns the rejection of a record for which the argument gave
+// out, want: v if out is a number (isNumber), which is not wantNumber.
+func (a *argument) reject(out any, isNumber bool, v float64, want, wantNumber string) error {
 	var problem string
 	switch {
-	case ok:
-		problem = fmt.Sprintf("%v, want a finite number", v) // +Inf, NaN
+	case isNumber:
+		problem = fmt.Sprintf("%v, want %s", v, wantNumber) // +Inf, NaN
 	case out == nil:
-		problem = "nothing, want a number"
+		problem = "nothing, want " + want
 	default:
-		problem = describe(reflect.TypeOf(out).Kind()) + ", want a number"
+		problem = describe(reflect.TypeOf(out).Kind()) + ", want " + want
 	}
 	switch {
 	case a.field == "":
-		return 0, graph.Reject(fmt.Errorf("%sgave %s", a.reason, problem))
+		return graph.Reject(fmt.Errorf("%sgave %s", a.reason, problem))
 	case out == nil: // absent, or null
-		return 0, graph.Reject(fmt.Errorf("%s%s is missing, want a number", a.reason, a.subject))
+		return graph.Reject(fmt.Errorf("%s%s is missing, want %s", a.reason, a.subject, want))
 	}
-	return 0, graph.Reject(fmt.Errorf("%s%s holds %s", a.reason, a.subject, problem))
+	return graph.Reject(fmt.Errorf("%s%s holds %s", a.reason, a.subject, problem))
 }
+
+// The seeds of the hashes of a distinct count's values, one per kind of
+// value, so that the number 1 and the string "1" are two values, however
+// their bytes compare.
+const (
+	numberSeed = 1
+	stringSeed = 2
+)
+
+// hashNumber is the hash of v, a number other than NaN, that a distinct
+// count counts: XXH3 (64 bits) of its float64's bits, little endian,
+// -0 read as 0, so that the values that compare equal hash alike, an
+// integer as the float it reads as. It is stored in a window's state:
+// changing it would count a value again after a restore.
+func hashNumber(v float64) uint64 {
+	if v == 0 {
+		v = 0 // not -0
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+	return xxh3.HashSeed(b[:], numberSeed)
+}
+
+// hashString is the hash of s, as hashNumber is a number's: XXH3 of its
+// bytes.
+func hashString(s string) uint64 { return xxh3.HashStringSeed(s, stringSeed) }

@@ -43,9 +43,10 @@ func BenchmarkExpressions(b *testing.B) {
 
 // BenchmarkAggregateArgs evaluates the arguments of a window's
 // aggregates, one record per iteration, as its Args does: bare names read
-// as they are (read) or by expr's VM (vm), one argument or four.
+// as they are (read) or by expr's VM (vm), one argument, four, or a
+// distinct count's string, hashed.
 func BenchmarkAggregateArgs(b *testing.B) {
-	fields := Fields{"temperature": Number, "humidity": Number, "vibration": Number}
+	fields := Fields{"temperature": Number, "humidity": Number, "vibration": Number, "site": String}
 	r := graph.Record{Key: "d", Time: 1_772_323_230_500, Value: 21.5,
 		Payload: map[string]any{"temperature": 21.5, "humidity": 40.0, "vibration": 0.31, "site": "north"}}
 	for _, c := range []struct {
@@ -54,9 +55,10 @@ func BenchmarkAggregateArgs(b *testing.B) {
 	}{
 		{"one", []string{"avg(temperature)"}},
 		{"four", []string{"avg(temperature)", "max(humidity)", "p95(vibration)", "sum(value)"}},
+		{"distinct", []string{"distinct(site)"}},
 	} {
 		for _, vm := range []bool{false, true} {
-			var args []argument
+			var args, hashed []argument
 			for _, call := range c.calls {
 				compiled, err := CompileCall(call, fields)
 				if err != nil {
@@ -65,16 +67,20 @@ func BenchmarkAggregateArgs(b *testing.B) {
 				if vm {
 					compiled.field = ""
 				}
-				args = append(args, newArgument(compiled, Aggregate{Name: "a", Call: call}))
+				list := &args
+				if compiled.Func == graph.AggDistinct {
+					list = &hashed
+				}
+				*list = append(*list, newArgument(compiled, Aggregate{Name: "a", Call: call}))
 			}
 			path := "read"
 			if vm {
 				path = "vm"
 			}
 			b.Run(c.name+"/"+path, func(b *testing.B) {
-				eval, values := evalAll(args), make([]float64, len(args))
+				eval, values, hashes := evalAll(args, hashed), make([]float64, len(args)), make([]uint64, len(hashed))
 				for b.Loop() {
-					if err := eval(&r, values); err != nil {
+					if err := eval(&r, values, hashes); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -37,9 +37,9 @@ type rule struct {
 var rules = []rule{
 	{pkg: "wire", job: "the one codec of the binary formats: versioned headers, varints, fixed-width integers, length-prefixed bytes, counts bounded by the input; a decoder that never panics and allocates no more than its input"},
 	{pkg: "graph", job: "stream elements, operator/source API, keyed state in key groups (encoded in an arena per shard), timers, snapshot encoding, topology builder, built-in operators",
-		allowed: []string{"wire", "github.com/DataDog/sketches-go/ddsketch (the quantiles of windows)"}},
+		allowed: []string{"wire", "github.com/DataDog/sketches-go/ddsketch (the quantiles of windows)", "github.com/axiomhq/hyperloglog (their distinct counts)"}},
 	{pkg: "graph/exprop", job: "filter and map operators in expr-lang/expr, and the one compile of their expressions, typed by what is known of the records' fields, that validation shares",
-		allowed: []string{"graph", "github.com/expr-lang/expr"}},
+		allowed: []string{"graph", "github.com/expr-lang/expr", "github.com/zeebo/xxh3 (the hashes of the values a window counts)"}},
 	{pkg: "checkpoint", job: "the protocol as **deterministic state machines**: barrier `Handler`, `Coordinator`, manifests and statistics, the `Store` interface, an in-memory store — no goroutines, no `time.Now`: all I/O and time are the runtime's",
 		allowed: []string{"graph"}, noIO: true, tests: []string{"github.com/cockroachdb/datadriven"}},
 	{pkg: "runtime", job: "executes a topology: a goroutine per subtask, batches over credit-limited channels into each subtask's inbox (a state machine applying the barrier handler's Block/Unblock effects and the capture of channel state, driven alike by the goroutines and the seeded simulation), the coordinator's event loop (asleep until a tick is due), asynchronous and incremental snapshots, snapshots and checkpoints that change nothing stored once, restore of what `localrecovery` chose (decoding, key groups redistributed, fallback past damage); its status: each subtask's counters, alignment and watermark, the acknowledgements of a checkpoint in flight as they come, and every blocking alignment that ended (`Options.OnAligned`)",

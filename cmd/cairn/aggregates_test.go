@@ -70,29 +70,21 @@ type rowWatcher struct {
 	rows []map[string]any
 }
 
-// watchRows subscribes a client to filter at QoS 1 and keeps what it hears
-// until the test ends.
-func watchRows(t *testing.T, url, filter string) *rowWatcher {
+// watchRows connects a client made from opts, subscribes it to filter at
+// QoS 1, and keeps what it hears until the test ends.
+func watchRows(t *testing.T, opts *paho.ClientOptions, filter string) *rowWatcher {
 	t.Helper()
 	w := &rowWatcher{}
-	c := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID("figures-watcher").SetOrderMatters(true).
-		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			var row map[string]any
-			if err := json.Unmarshal(m.Payload(), &row); err != nil {
-				t.Errorf("output %q: %v", m.Payload(), err)
-				return
-			}
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.rows = append(w.rows, row)
-		}))
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("output subscriber: %v", tok.Error())
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
-	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe to %s: %v", filter, tok.Error())
-	}
+	subscribeFor(t, opts, filter, func(payload []byte) {
+		var row map[string]any
+		if err := json.Unmarshal(payload, &row); err != nil {
+			t.Errorf("output %q: %v", payload, err)
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.rows = append(w.rows, row)
+	})
 	return w
 }
 
@@ -121,7 +113,7 @@ func (w *rowWatcher) byID(t *testing.T) map[string]map[string]any {
 func TestFourFiguresPerDeviceAcrossKill9(t *testing.T) {
 	const devices, windows, perWindow = 4, 12, 10
 	r := newBrokerRun(t, "figures", figuresConfig)
-	rows := watchRows(t, r.broker.URL, "plant/out/#")
+	rows := watchRows(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("figures-watcher"), "plant/out/#")
 
 	// Readings of the last minutes, a window a second, with values a
 	// float64 holds exactly, so that a sum is the same in any order.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/internal/testing/cairntest"
 	"github.com/cairn-edge/cairn/internal/testing/testwait"
@@ -92,7 +94,7 @@ func TestSavepointOfAnAvgWindowBeforeAggregates(t *testing.T) {
 		return
 	}
 
-	rows := watchRows(t, r.broker.URL, "compat/out/#")
+	rows := watchRows(t, paho.NewClientOptions().AddBroker(r.broker.URL).SetClientID("compat-watcher"), "compat/out/#")
 	file, err := filepath.Abs(avgSavepoint)
 	if err != nil {
 		t.Fatal(err)

@@ -36,10 +36,10 @@ type outputWatcher struct {
 func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *outputWatcher {
 	t.Helper()
 	w := &outputWatcher{values: make(map[string][]float64), ids: make(map[string]bool)}
-	c := paho.NewClient(opts.SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+	subscribeFor(t, opts, filter, func(payload []byte) {
 		var out mqttio.Output
-		if err := json.Unmarshal(m.Payload(), &out); err != nil {
-			t.Errorf("output %q: %v", m.Payload(), err)
+		if err := json.Unmarshal(payload, &out); err != nil {
+			t.Errorf("output %q: %v", payload, err)
 			return
 		}
 		w.mu.Lock()
@@ -49,7 +49,16 @@ func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *output
 			w.ids[out.ID] = true
 			w.values[out.Key] = append(w.values[out.Key], out.Value)
 		}
-	}))
+	})
+	return w
+}
+
+// subscribeFor connects a client made from opts, subscribes it to filter
+// at QoS 1, and hands each message's payload, in order, to heard until
+// the test ends.
+func subscribeFor(t *testing.T, opts *paho.ClientOptions, filter string, heard func(payload []byte)) {
+	t.Helper()
+	c := paho.NewClient(opts.SetOrderMatters(true).SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { heard(m.Payload()) }))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("output subscriber: %v", tok.Error())
 	}
@@ -57,7 +66,6 @@ func watchOutputs(t *testing.T, opts *paho.ClientOptions, filter string) *output
 	if tok := c.Subscribe(filter, 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribe to %s: %v", filter, tok.Error())
 	}
-	return w
 }
 
 // read calls f with each key's values heard so far, which f must not

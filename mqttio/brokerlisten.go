@@ -100,9 +100,9 @@ func (l *clientListener) Serve(establish listeners.EstablishFn) {
 		go func() {
 			err := establish(clientsListener, conn)
 			conn.Close()
-			l.conns.remove(conn)
 			l.open.Add(-1)
 			l.ended(remote, err)
+			l.conns.remove(conn) // last: Close waits for it
 		}()
 	}
 }
@@ -179,10 +179,10 @@ func (l *agentClientListener) Serve(establish listeners.EstablishFn) {
 		go func() {
 			err := establish(agentListener, conn)
 			conn.Close()
-			l.conns.remove(conn)
 			if err != nil && !clientGone(err) {
 				l.log.Debug("the agent's connection to its embedded broker ended", "err", err)
 			}
+			l.conns.remove(conn) // last: Close waits for it
 		}()
 	}
 }
@@ -204,9 +204,11 @@ type connSet struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	closed bool
+	live   sync.WaitGroup // the connections added and not yet removed
 }
 
-// add adds c, unless the set was closed.
+// add adds c, unless the set was closed; whoever serves c removes it when
+// it is done with it.
 func (s *connSet) add(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,23 +219,32 @@ func (s *connSet) add(c net.Conn) bool {
 		s.conns = make(map[net.Conn]bool)
 	}
 	s.conns[c] = true
+	s.live.Add(1)
 	return true
 }
 
 func (s *connSet) remove(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.conns, c)
+	if s.conns[c] {
+		delete(s.conns, c)
+		s.live.Done()
+	}
 }
 
-// closeAll closes the connections and takes no more.
+// closeAll closes the connections, takes no more, and returns once every
+// one is removed: their goroutines are out of the broker (mochi's
+// EstablishConnection), which goes on to stop its hooks when the
+// listeners have closed, and must not be read by a connection still
+// being taken then (a data race the race detector found).
 func (s *connSet) closeAll() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}
+	s.mu.Unlock()
+	s.live.Wait()
 }
 
 // maxRateAddrs bounds the addresses addrRates keeps a bucket for: when

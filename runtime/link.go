@@ -77,11 +77,15 @@ func (l *chanLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) b
 	took := false
 	if partial != nil {
 		// The mailbox has a slot per channel beyond the credits for this.
+		// Counted before it is sent, as send counts: once sent, the batch
+		// is the receiver's, which may process and recycle it at once.
+		n := int64(len(partial.Records))
+		l.queued.Add(n)
 		select {
 		case l.mailbox <- delivery{ch: l.ch, batch: partial, free: true}:
-			l.queued.Add(int64(len(partial.Records)))
 			took = true
 		default:
+			l.queued.Add(-n)
 		}
 	}
 	l.ctl.push(controlMsg{kind: ctlBarrier, barrier: b, ch: l.ch, mark: mark})

@@ -3,11 +3,14 @@ package mqttio
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,5 +313,58 @@ func TestEmbeddedBrokerCloses(t *testing.T) {
 	testwait.Recv(t, closed, 10*time.Second, "the broker to close")
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		t.Fatal("a connection taken after Close")
+	}
+}
+
+// TestEmbeddedBrokerClosesWhileClientsConnect: Close returns, and no
+// data race is left behind (go test -race), while clients and the
+// agent's own connections keep arriving as it closes: a connection the
+// listener took just before Close is still being established in the
+// broker (mochi's EstablishConnection), and Close waits for it to leave
+// before the broker stops its hooks. Each of a few brokers closes once
+// its dialers have been let in at least 20 times.
+func TestEmbeddedBrokerClosesWhileClientsConnect(t *testing.T) {
+	for round := range 5 {
+		b, addr := startTimedBroker(t, BrokerLimits{}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
+		var admitted atomic.Int64
+		stop := make(chan struct{})
+		var dialers sync.WaitGroup
+		for i := range 4 {
+			dialers.Add(1)
+			go func() {
+				defer dialers.Done()
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if i == 0 { // the agent's side of the broker
+						if c, err := b.DialAgent(); err == nil {
+							admitted.Add(1)
+							c.Close()
+						}
+						continue
+					}
+					c, err := mqttraw.Dial(addr)
+					if err != nil {
+						continue // closed: the broker is gone
+					}
+					if code, err := c.Connect(mqttraw.Session{ID: fmt.Sprintf("r%d-d%d-%d", round, i, n)}); err == nil && code == 0 {
+						admitted.Add(1)
+					}
+					c.Close()
+				}
+			}()
+		}
+		testwait.For(t, 10*time.Second, "clients to be let in", func() bool { return admitted.Load() >= 20 })
+		closed := make(chan error, 1)
+		go func() { closed <- b.Close() }()
+		testwait.Recv(t, closed, 10*time.Second, "the broker to close while clients connect")
+		close(stop)
+		dialers.Wait()
+		if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			t.Fatalf("round %d: a connection taken after Close", round)
+		}
 	}
 }

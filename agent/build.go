@@ -181,7 +181,7 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 			in = graph.Forward() // each subtask takes one input subtask's records, in order
 		}
 		b.Operator(s.ID, s.Parallelism, mqttio.NewSink(mqttio.SinkConfig{Client: cc, Topic: s.Topic, Retain: s.Retain, Backlog: backlog, Metrics: metrics,
-			Format: s.Output.Format(s.Input, c.AggregateOf(s.Input))}),
+			Format: c.OutputFormat(s)}),
 			[]graph.Input{graph.In(streams[s.Input], in)})
 	}
 	topo, err := b.Build()

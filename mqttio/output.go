@@ -49,6 +49,10 @@ type OutputFormat struct {
 	Time                TimeFormat
 	Names               map[string]string
 	Add                 map[string]string
+	// Aggregates name what a window's rows (graph.WindowRow) of the
+	// sink's input carry, for Check: a field renamed or added under one
+	// of them would be written twice.
+	Aggregates []string
 
 	added []string // Add's names, sorted (prepare)
 }
@@ -89,7 +93,8 @@ var OutputFields = []string{"operator", "key", "time", "value", "aggregate", "st
 
 // Check returns what is wrong with f: a version other than 1 or 2, a name
 // for a field version 2 does not have, two fields given one name, a field
-// added under a name that version 2 uses.
+// renamed to the name of one of Aggregates, a field added under a name
+// that version 2 uses (an aggregate's too).
 func (f *OutputFormat) Check() error {
 	if f.Version != 0 && f.Version != 1 && f.Version != 2 {
 		return fmt.Errorf("output version %d: want 1 or 2", f.Version)
@@ -113,9 +118,21 @@ func (f *OutputFormat) Check() error {
 			return fmt.Errorf("output has no field %q to rename: it has %v", name, OutputFields)
 		}
 	}
+	rows := f.Aggregates
+	if f.Version == 1 {
+		rows = nil // version 1 holds a row in its payload
+	}
+	for _, name := range rows {
+		if other, ok := used[name]; ok {
+			return fmt.Errorf("output field %s renamed to %q, the name of an aggregate of the window", other, name)
+		}
+	}
 	for name := range f.Add {
 		if other, ok := used[name]; ok {
 			return fmt.Errorf("output field %q added is the name of the field %s", name, other)
+		}
+		if slices.Contains(rows, name) {
+			return fmt.Errorf("output field %q added is the name of an aggregate of the window", name)
 		}
 	}
 	return nil

@@ -160,12 +160,19 @@ func TestOutputFormatChecks(t *testing.T) {
 		{OutputFormat{Add: map[string]string{"time": "x"}}, `output field "time" added is the name of the field time`},
 		{OutputFormat{Time: TimeBoth, Add: map[string]string{"time_rfc3339": "x"}}, `added is the name of the field time`},
 		{OutputFormat{Names: map[string]string{"key": ""}}, "renamed to nothing"},
+		{OutputFormat{Aggregates: []string{"n", "t_avg"}, Names: map[string]string{"count": "n"}}, `output field count renamed to "n", the name of an aggregate of the window`},
+		{OutputFormat{Aggregates: []string{"n", "t_avg"}, Add: map[string]string{"t_avg": "x"}}, `output field "t_avg" added is the name of an aggregate of the window`},
 	} {
 		if err := c.f.Check(); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%+v: %v, want %q", c.f, err, c.says)
 		}
 	}
-	if err := (&OutputFormat{Names: map[string]string{"key": "device"}, Add: map[string]string{"gateway": "g"}}).Check(); err != nil {
-		t.Errorf("a good format refused: %v", err)
+	for _, good := range []OutputFormat{
+		{Names: map[string]string{"key": "device"}, Add: map[string]string{"gateway": "g"}},
+		{Version: 1, Aggregates: []string{"n"}, Add: map[string]string{"n": "x"}}, // a row is its payload
+	} {
+		if err := good.Check(); err != nil {
+			t.Errorf("a good format %+v refused: %v", good, err)
+		}
 	}
 }

@@ -196,6 +196,11 @@ func TestAggregatesErrors(t *testing.T) {
 			`a.yaml:12:5: operator "stats": a window needs aggregate or aggregates`},
 		{"    aggregate: avg\n  - {id: j, type: join, inputs: [readings, loose], key_by: key, window: {kind: tumbling, size: 1s}, aggregates: {n: count()}}\n",
 			`a.yaml:18:113: operator "j": a join makes one aggregate of each input (aggregate), not many: aggregates is for a window, for now`},
+		// A sink's output keeps its fields' names clear of the aggregates'.
+		{"    aggregates: {n: count()}\nsinks:\n  - {id: out, input: stats, broker: b, topic: o, output: {names: {count: n}}}\n",
+			`a.yaml:19:66: sink "out": output field count renamed to "n", the name of an aggregate of the window`},
+		{"    aggregates: {n: count()}\nsinks:\n  - {id: out, input: stats, broker: b, topic: o, output: {add: {n: gw-1}}}\n",
+			`a.yaml:19:64: sink "out": output field "n" added is the name of an aggregate of the window`},
 	} {
 		_, errs := Parse("a.yaml", []byte(aggSources+tc.file), env(nil))
 		if len(errs) != 1 || errs[0].Error() != tc.want {

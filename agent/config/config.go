@@ -484,12 +484,16 @@ type SinkOutput struct {
 // outputTimes are SinkOutput.Time's.
 var outputTimes = []string{"millis", "rfc3339", "both"}
 
-// Format is the mqttio format of the messages of sink s, whose input's
-// records are of operator (or source) in, aggregating as aggregate says
-// ("": none).
-func (o *SinkOutput) Format(in, aggregate string) mqttio.OutputFormat {
-	f := mqttio.OutputFormat{Operator: in, Aggregate: aggregate}
-	if o != nil {
+// OutputFormat is the mqttio format of the messages of sink s: its
+// output settings, and what its input's records are.
+func (c *Config) OutputFormat(s *Sink) mqttio.OutputFormat {
+	f := mqttio.OutputFormat{Operator: s.Input, Aggregate: c.AggregateOf(s.Input)}
+	for _, o := range c.Operators {
+		if o.ID == s.Input && o.Type == opWindow.name {
+			f.Aggregates = slices.Sorted(maps.Keys(o.Aggregates))
+		}
+	}
+	if o := s.Output; o != nil {
 		f.Version, f.Names, f.Add = o.Version, o.Names, o.Add
 		f.Time, _ = mqttio.ParseTimeFormat(o.Time)
 	}
@@ -960,7 +964,7 @@ func (v *validator) sink(s *Sink) {
 			v.errorf(c.at(&o.Time, o.Pos), "sink %s: output time %s is not one of %s", c.show(&s.ID), c.show(&o.Time), strings.Join(outputTimes, ", "))
 			return
 		}
-		f := o.Format(s.Input, "")
+		f := c.OutputFormat(s)
 		if err := f.Check(); err != nil {
 			at := o.Pos
 			switch {

@@ -88,3 +88,73 @@ func BenchmarkAggregateArgs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMapFields runs maps, one record per iteration, through the
+// operator: today's map of the value (expr), and maps that make a payload
+// of three fields read as they are (names), computed (computed), and
+// computed with the value set too (computed+expr).
+func BenchmarkMapFields(b *testing.B) {
+	fields := Fields{"temperature": Number, "humidity": Number, "site": String, "line": String}
+	r := graph.Record{Key: "d", Time: 1_772_323_230_500, Value: 21.5,
+		Payload: map[string]any{"temperature": 21.5, "humidity": 40.0, "site": "north", "line": "line-2", "vibration": 0.31}}
+	names := []Field{{Name: "temp", Expr: "temperature"}, {Name: "hum", Expr: "humidity"}, {Name: "site", Expr: "site"}}
+	computed := []Field{{Name: "temp_f", Expr: "temperature * 9 / 5 + 32"}, {Name: "hum", Expr: "humidity"}, {Name: "where", Expr: `site + "-" + line`}}
+	for _, c := range []struct {
+		name   string
+		fields []Field
+		expr   string
+	}{
+		{"expr", nil, "value * 1.8 + 32"},
+		{"names", names, ""},
+		{"computed", computed, ""},
+		{"computed+expr", computed, "value * 1.8 + 32"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			newOp, err := Map(c.expr, "", fields)
+			if c.fields != nil {
+				newOp, err = MapFields(c.fields, c.expr, "", fields)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			op := newOp(0)
+			if err := op.Open(graph.NewTaskState(graph.TaskInfo{Operator: "m", Parallelism: 1}, discard{}).Context()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				in := r
+				if err := op.ProcessRecord(0, &in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkKeyBy makes the key of a record, one per iteration, by a field
+// (as key_by of a field always did), a composite of three, and an
+// expression.
+func BenchmarkKeyBy(b *testing.B) {
+	fields := Fields{"site": String, "line": String, "device": String}
+	r := graph.Record{Key: "d", Payload: map[string]any{"site": "north", "line": "line-2", "device": "dev-7", "temperature": 21.5}}
+	for _, c := range []struct {
+		name  string
+		parts []string
+	}{
+		{"field", []string{"device"}},
+		{"composite", []string{"site", "line", "device"}},
+		{"expression", []string{`site + "-" + line`}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			key, err := KeyBy(c.parts, fields, func(v any) string { return v.(string) }, "(missing)")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				key(&r)
+			}
+		})
+	}
+}

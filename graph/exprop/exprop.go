@@ -1,24 +1,24 @@
 // Package exprop holds the operators written as expressions
-// (expr-lang/expr), filter and map, and the arguments of a window's many
-// aggregates (WindowAggregates). An expression sees a record as the
-// variables key (a string), time (milliseconds, an int64) and value (a
-// float64), plus every field of a map payload (a decoded JSON message,
-// say), or of a window's row: start, end and count (int64s) and each
-// aggregate by its name (a float64). Its integers, literals up to 2^63-1
-// and arithmetic on them, are int64 on every platform, 32-bit ARM too
-// (third_party/README.md).
+// (expr-lang/expr), filter and map (of the value, Map, or of a payload of
+// its own, MapFields), the arguments of a window's many aggregates
+// (WindowAggregates) and the keys of key_by (KeyBy). An expression sees
+// a record as the variables key (a string), time (milliseconds, an
+// int64) and value (a float64), plus every field of a map payload (a
+// decoded JSON message, say), or of a window's row: start, end and count
+// (int64s) and each aggregate by its name (a float64). Its integers,
+// literals up to 2^63-1 and arithmetic on them, are int64 on every
+// platform, 32-bit ARM too (third_party/README.md).
 //
-// CompileFilter, CompileMap and CompileCall are the one place an
-// expression is compiled: the config's validation and the operators use
-// them alike, so a pipeline that validates runs the expressions it
-// validated.
+// CompileFilter, CompileMap, CompileField, CompileKey and CompileCall are
+// the one place an expression is compiled: the config's validation and
+// the operators use them alike, so a pipeline that validates runs the
+// expressions it validated.
 package exprop
 
 import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -157,6 +157,9 @@ func compile(src string, fields Fields, want string, ok func(reflect.Kind) bool)
 	nt := p.Node().Nature()
 	if known := nt.Type != nil && nt.Kind != reflect.Interface; known && !ok(nt.Kind) {
 		gives := describe(nt.Kind)
+		if nt.Kind == reflect.Struct {
+			gives = "a " + nt.Type.String() // now(): a time.Time, no object
+		}
 		return nil, &Error{Expr: src, Msg: fmt.Sprintf("gives %s, not %s", gives, want), Gives: gives, Want: want}
 	}
 	return p, nil
@@ -244,16 +247,8 @@ func Map(src, shown string, fields Fields) (func(int) graph.Operator, error) {
 		if err != nil {
 			return graph.Reject(fmt.Errorf("map %q: %s", shown, firstLine(err)))
 		}
-		v, ok := number(out)
-		if !ok {
-			return graph.Reject(fmt.Errorf("map %q gave %T, want a number", shown, out))
-		}
-		if math.IsInf(v, 0) || math.IsNaN(v) {
-			// value / 0, say: no total, comparison or JSON output can use it.
-			return graph.Reject(fmt.Errorf("map %q gave %v, want a finite number", shown, v))
-		}
-		r.Value = v
-		return nil
+		r.Value, err = mapValue(shown, out)
+		return err
 	}), nil
 }
 

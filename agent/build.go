@@ -156,7 +156,11 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 	for _, o := range c.Operators {
 		var inputs []graph.Input
 		for _, in := range o.Inputs {
-			inputs = append(inputs, graph.In(streams[in], partitioner(o, parallelism[in])))
+			p, err := partitioner(o, parallelism[in])
+			if err != nil {
+				return nil, fmt.Errorf("operator %q: key_by: %w", o.ID, err)
+			}
+			inputs = append(inputs, graph.In(streams[in], p))
 		}
 		newOp, err := o.Build(config.Hooks{Late: g.lateCounter(o.ID)})
 		if err != nil {
@@ -192,29 +196,20 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 	return g, nil
 }
 
-// MissingKey is the key of records that lack the key_by field: they are
-// grouped together rather than failing the job.
-const MissingKey = "(missing)"
-
-// partitioner is how operator o reads an input of parallelism upstream.
-func partitioner(o *config.Operator, upstream int) graph.Partitioner {
+// partitioner is how operator o reads an input of parallelism upstream:
+// by the key its key_by gives a record, the record's own key as it is
+// for key_by: key.
+func partitioner(o *config.Operator, upstream int) (graph.Partitioner, error) {
 	switch {
-	case o.KeyBy == "key":
-		return graph.Hash(nil)
-	case o.KeyBy != "":
-		field := o.KeyBy
-		return graph.Hash(func(r *graph.Record) string {
-			if p, ok := r.Payload.(map[string]any); ok {
-				if v, ok := p[field]; ok {
-					return mqttio.FormatKey(v)
-				}
-			}
-			return MissingKey
-		})
+	case len(o.KeyBy) == 1 && o.KeyBy[0] == "key":
+		return graph.Hash(nil), nil
+	case o.KeyBy != nil:
+		key, err := o.Key()
+		return graph.Hash(key), err
 	case upstream == o.Parallelism:
-		return graph.Forward()
+		return graph.Forward(), nil
 	}
-	return graph.Rebalance()
+	return graph.Rebalance(), nil
 }
 
 // lateCounter returns config.Hooks.Late for operator id: a counter of the

@@ -39,7 +39,8 @@ var readingsSeeds = flag.Int("readings.seeds", 12, "pipelines of generated readi
 
 // readingsPipeline reads two sources, one keyed by a topic level and one
 // by a payload field, into an operator of every kind (each keyed one by
-// key, one also by a payload field), and publishes every operator's
+// key, one also by a payload field, one by an expression and one by a
+// composite key of a map's own fields), and publishes every operator's
 // records under a topic made of their keys.
 const readingsPipeline = `
 brokers:
@@ -74,6 +75,11 @@ operators:
   - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
   - {id: once, type: dedupe, inputs: [events], key_by: key, ttl: 1m}
   - {id: alarm, type: threshold, inputs: [both], key_by: key, high: 50, low: 10}
+  - {id: shaped, type: map, inputs: [telemetry], expr: "value + 1",
+     fields: {hum: humidity, temp_f: "temp * 9 / 5 + 32", where: 'site + "/" + device', tags: '[site, k, {"f": factor}]'}}
+  - {id: per-line, type: window, inputs: [shaped], key_by: [where, hum, key], parallelism: 2,
+     window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregates: {t_max: max(temp_f), n: count()}}
+  - {id: per-expr, type: count, inputs: [telemetry], key_by: 'site + "-" + k', parallelism: 2}
 sinks:
   - {id: out-hot, input: hot, broker: local, topic: "out/hot/{key}"}
   - {id: out-counts, input: counts, broker: local, topic: "out/counts/{key}"}
@@ -85,6 +91,9 @@ sinks:
   - {id: out-once, input: once, broker: local, topic: "out/once/{key}"}
   - {id: out-alarm, input: alarm, broker: local, topic: "{key}/alarm"}
   - {id: out-raw, input: events, broker: local, topic: "out/raw"}
+  - {id: out-shaped, input: shaped, broker: local, topic: "out/shaped/{key}"}
+  - {id: out-line, input: per-line, broker: local, topic: "out/line/{key}"}
+  - {id: out-expr, input: per-expr, broker: local, topic: "out/expr/{key}"}
 `
 
 // hostileStrings are keys, topic levels and field values devices have

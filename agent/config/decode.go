@@ -179,8 +179,13 @@ func (d *decoder) shapef(n *yaml.Node, format string, args ...any) {
 	d.errorf(n, format, args...)
 }
 
+// Strings are a list of strings that a file may also give as one string
+// alone, the list of it: `key_by: device` is `key_by: [device]`.
+type Strings []string
+
 var (
 	durationType = reflect.TypeOf(time.Duration(0))
+	stringsType  = reflect.TypeOf(Strings(nil))
 	posType      = reflect.TypeOf(Pos{})
 	// envRef is a reference to the environment: ${VAR}, or
 	// ${VAR:-default}, whose default (up to the first }) stands in when
@@ -249,6 +254,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 		return
 	}
 	switch {
+	case v.Type() == stringsType && n.Kind == yaml.ScalarNode:
+		// One string alone, the list of it.
+		d.decode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{n}, Line: n.Line, Column: n.Column}, v)
+		return
 	case v.Type() == durationType:
 		s := d.scalar(n)
 		dur, err := time.ParseDuration(s)
@@ -293,7 +302,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 				continue
 			}
 			if v.CanAddr() {
-				d.note(entry{v.Addr().Interface(), s.Len()}, item)
+				at := entry{v.Addr().Interface(), s.Len()}
+				d.note(at, item)
+				if elem.Kind() == reflect.String {
+					d.noteVerbatim(at, item, elem.String())
+				}
 			}
 			s = reflect.Append(s, elem)
 		}
@@ -315,6 +328,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value) {
 			}
 			if isNull(val) {
 				d.errorf(k, "%q is empty", k.Value)
+				continue
+			}
+			if m.MapIndex(reflect.ValueOf(k.Value)).IsValid() {
+				d.shapef(k, "key %q given twice", k.Value)
 				continue
 			}
 			elem := reflect.New(v.Type().Elem()).Elem()

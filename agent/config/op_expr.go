@@ -24,6 +24,24 @@ type ExprSettings struct {
 	ExprWritten string `yaml:"-"`
 }
 
+// MapSettings are the settings of a map that makes payloads of its own.
+type MapSettings struct {
+	// A map's payload of its own, instead of the one it reads: each field
+	// by its name, an [expr](https://expr-lang.org) expression over the
+	// record read, as `expr` is, that gives what a JSON payload holds
+	// (`hum: humidity`, `temp_f: temperature * 9 / 5 + 32`); the fields
+	// read and left out are dropped. The record keeps its key and time,
+	// and its value unless `expr` sets it. A name is 1 to 64 letters,
+	// digits and `_`, not starting with a digit, and not `key`, `time` or
+	// `value`, the record's own. Expressions after the map may name the
+	// fields, checked against the types their expressions give.
+	Fields map[string]string `yaml:"fields"`
+	// FieldsWritten are Fields as the file writes them, before ${VAR}
+	// substitution (Config.AsWritten), set by the validation: what the
+	// operator's reasons for rejecting a record show.
+	FieldsWritten map[string]string `yaml:"-"`
+}
+
 // opFilter passes the records its expression is true of.
 var opFilter = operatorKind{name: "filter", needs: []string{"expr"}, keepsFields: true,
 	validate: func(v *validator, o *Operator, in exprop.Fields) { checkExpr(v, o, in, exprop.CompileFilter) },
@@ -32,13 +50,61 @@ var opFilter = operatorKind{name: "filter", needs: []string{"expr"}, keepsFields
 	},
 	doc: "Passes the records for which `expr` is true."}
 
-// opMap sets each record's value to its expression's.
+// opMap sets each record's value to its expression's, or its payload to
+// its fields.
 var opMap = operatorKind{name: "map", needs: []string{"expr"}, keepsFields: true,
-	validate: func(v *validator, o *Operator, in exprop.Fields) { checkExpr(v, o, in, exprop.CompileMap) },
-	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
-		return exprop.Map(o.Expr, o.ExprWritten, o.PayloadFields)
+	validate: func(v *validator, o *Operator, in exprop.Fields) {
+		if o.Fields == nil || o.Expr != "" {
+			checkExpr(v, o, in, exprop.CompileMap)
+		}
+		if o.Fields != nil {
+			v.mapFields(o, in)
+		}
 	},
-	doc: "Sets each record's value to `expr`."}
+	build: func(o *Operator, _ Hooks) (func(int) graph.Operator, error) {
+		if o.Fields == nil {
+			return exprop.Map(o.Expr, o.ExprWritten, o.PayloadFields)
+		}
+		fields := make([]exprop.Field, 0, len(o.Fields))
+		for _, name := range slices.Sorted(maps.Keys(o.Fields)) {
+			fields = append(fields, exprop.Field{Name: name, Expr: o.Fields[name], Shown: o.FieldsWritten[name]})
+		}
+		return exprop.MapFields(fields, o.Expr, o.ExprWritten, o.PayloadFields)
+	},
+	doc: "Sets each record's value to `expr`; with `fields`, or `fields` and `expr`, makes its payload those fields " +
+		"(and its value `expr`), key and time kept."}
+
+// mapFields checks the fields of map o, which reads records that carry
+// the payload fields in: their names, and their expressions, compiled as
+// the operator's are (exprop.CompileField). It notes the payload fields
+// of o's records: those, of the types their expressions give.
+func (v *validator) mapFields(o *Operator, in exprop.Fields) {
+	c, name := v.c, v.c.show(&o.ID)
+	if len(o.Fields) == 0 {
+		v.errorf(c.at(&o.Fields, o.Pos), "operator %s: fields is empty: name one at least, such as hum: humidity", name)
+	}
+	out := make(exprop.Fields, len(o.Fields))
+	o.FieldsWritten = make(map[string]string, len(o.Fields))
+	for _, f := range slices.Sorted(maps.Keys(o.Fields)) {
+		at := entry{&o.Fields, f}
+		o.FieldsWritten[f] = c.asWritten(at, o.Fields[f])
+		switch {
+		case !aggregateName.MatchString(f):
+			v.errorf(c.at(at, o.Pos), "operator %s: fields: %q is no name: write 1 to 64 letters, digits and _, not starting with a digit", name, f)
+		case exprop.Own(f):
+			v.errorf(c.at(at, o.Pos), "operator %s: fields: %s is a record's own, which every expression reads as the record's %s, not a payload field's: %s",
+				name, f, f, map[string]string{"key": "key_by sets a record's key", "time": "a source's time sets a record's time", "value": "expr sets a record's value"}[f])
+		}
+		_, t, err := exprop.CompileField(o.Fields[f], in)
+		if err != nil {
+			v.exprError(o, at, "field "+f, in, err, func(shown, got, want string) string {
+				return fmt.Sprintf("field %s %s gives %s: a field holds %s", f, shown, got, want)
+			})
+		}
+		out[f] = t
+	}
+	v.fields[o.ID] = out
+}
 
 // checkExpr checks the expression of filter or map o, which reads
 // records that carry the payload fields in (nil: not known): it is

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/graph/exprop"
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // Operator is a step of the graph, reading named inputs. What it does is
@@ -25,13 +26,20 @@ type Operator struct {
 	// The sources and operators, listed above this one, whose records it
 	// reads.
 	Inputs []string `yaml:"inputs,required"`
-	// The payload field by which the inputs are hash-partitioned, or
-	// `key` for the record's key; records without the field go together.
-	// A keyed type keeps its state by it.
-	KeyBy string `yaml:"key_by"`
+	// What the inputs are hash-partitioned by, and a keyed type keeps its
+	// state by: an [expr](https://expr-lang.org) expression over the
+	// records read, as a map's `expr`, that gives a string, a number or
+	// true or false — a payload field (`device`), `key` for the record's
+	// key, or any expression (`site + "-" + line`) — or a list of them,
+	// a composite key whose parts are joined by `/`, each part's `%` and
+	// `/` written `%25` and `%2F` (`[site, line, device]` makes
+	// `north/line-2/dev-7`). A record that lacks a field named alone,
+	// or for which an expression fails, has the key `(missing)`.
+	KeyBy Strings `yaml:"key_by"`
 	// How many subtasks run the operator, 1 to 128.
 	Parallelism int `yaml:"parallelism" default:"1"`
 	ExprSettings
+	MapSettings
 	WindowSettings
 	DedupeSettings
 	ThresholdSettings
@@ -43,8 +51,8 @@ type Operator struct {
 	OnError string `yaml:"on_error" default:"dead-letter"`
 	// PayloadFields are the payload fields of the records the operator
 	// reads, as the validation found them (nil: not known): what its
-	// expressions (a filter's or map's expr, a window's aggregates) are
-	// compiled with.
+	// expressions (key_by's, a filter's or map's expr and fields, a
+	// window's aggregates) are compiled with.
 	PayloadFields exprop.Fields `yaml:"-"`
 }
 
@@ -181,9 +189,10 @@ func (v *validator) operator(o *Operator) {
 	if n := len(o.Inputs); n < k.inputs.min || k.inputs.max > 0 && n > k.inputs.max {
 		v.errorf(c.at(&o.Inputs, o.Pos), "operator %s: a %s %s", name, k.name, k.inputs.says)
 	}
-	if k.keyed && o.KeyBy == "" {
+	if k.keyed && o.KeyBy == nil && c.at(&o.KeyBy, Pos{}) == (Pos{}) { // not one that did not decode
 		v.errorf(o.Pos, "operator %s: %s is keyed: set key_by", name, k.name)
 	}
+	v.keyBy(o, in)
 	if k.validate != nil {
 		k.validate(v, o, in)
 	}
@@ -213,4 +222,42 @@ func merge(inputs []string, fields map[string]exprop.Fields) exprop.Fields {
 		}
 	}
 	return out
+}
+
+// MissingKey is the key of records that lack a field key_by names alone,
+// or for which a key_by expression fails: they are grouped together
+// rather than failing the job.
+const MissingKey = "(missing)"
+
+// Key returns the key of a record by operator o's key_by, which the
+// validation accepted (exprop.KeyBy): each part written as a source
+// writes the value of its key field (mqttio.FormatKey), MissingKey if one
+// fails.
+func (o *Operator) Key() (func(*graph.Record) string, error) {
+	return exprop.KeyBy(o.KeyBy, o.PayloadFields, mqttio.FormatKey, MissingKey)
+}
+
+// keyBy checks the key_by of operator o, which reads records that carry
+// the payload fields in: each expression compiles as the agent's
+// partitioner compiles it (exprop.CompileKey).
+func (v *validator) keyBy(o *Operator, in exprop.Fields) {
+	if o.KeyBy == nil {
+		return
+	}
+	c, name := v.c, v.c.show(&o.ID)
+	if len(o.KeyBy) == 0 {
+		v.errorf(c.at(&o.KeyBy, o.Pos), "operator %s: key_by is empty: name a field, or list the parts of a composite key", name)
+	}
+	for i, src := range o.KeyBy {
+		at := entry{&o.KeyBy, i}
+		if strings.TrimSpace(src) == "" {
+			v.errorf(c.at(at, o.Pos), "operator %s: key_by %s is empty: name a field, such as device, or write an expression", name, c.show(at))
+			continue
+		}
+		if _, err := exprop.CompileKey(src, in); err != nil {
+			v.exprError(o, at, "key_by", in, err, func(shown, got, want string) string {
+				return fmt.Sprintf("key_by %s gives %s: a key is %s", shown, got, want)
+			})
+		}
+	}
 }

@@ -262,6 +262,8 @@ func describe(t reflect.Type, words []string) (string, reflect.Type) {
 	switch {
 	case t == durationType:
 		return "duration", nil
+	case t == stringsType:
+		return "string, or list of strings", nil
 	case t.Kind() == reflect.Struct:
 		return "mapping", t
 	case t.Kind() == reflect.Slice:

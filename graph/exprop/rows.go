@@ -327,6 +327,7 @@ func KeyBy(exprs []string, fields Fields, format func(any) string, missing strin
 			vars map[string]any
 			b    strings.Builder
 		)
+		b.Grow(16 * len(parts))
 		for i := range parts {
 			v, ok := parts[i].value(r, &vars)
 			if !ok {

@@ -38,7 +38,7 @@ var rules = []rule{
 	{pkg: "wire", job: "the one codec of the binary formats: versioned headers, varints, fixed-width integers, length-prefixed bytes, counts bounded by the input; a decoder that never panics and allocates no more than its input"},
 	{pkg: "graph", job: "stream elements, operator/source API, keyed state in key groups (encoded in an arena per shard), timers, snapshot encoding, topology builder, built-in operators",
 		allowed: []string{"wire", "github.com/DataDog/sketches-go/ddsketch (the quantiles of windows)", "github.com/axiomhq/hyperloglog (their distinct counts)"}},
-	{pkg: "graph/exprop", job: "filter and map operators in expr-lang/expr, and the one compile of their expressions, typed by what is known of the records' fields, that validation shares",
+	{pkg: "graph/exprop", job: "filter and map operators in expr-lang/expr, the keys of key_by, and the one compile of their expressions, typed by what is known of the records' fields, that validation shares",
 		allowed: []string{"graph", "github.com/expr-lang/expr", "github.com/zeebo/xxh3 (the hashes of the values a window counts)"}},
 	{pkg: "checkpoint", job: "the protocol as **deterministic state machines**: barrier `Handler`, `Coordinator`, manifests and statistics, the `Store` interface, an in-memory store — no goroutines, no `time.Now`: all I/O and time are the runtime's",
 		allowed: []string{"graph"}, noIO: true, tests: []string{"github.com/cockroachdb/datadriven"}},

@@ -15,10 +15,10 @@ type Record struct {
 	// Value is the record's numeric reading or an aggregate.
 	Value float64
 	// Payload is the structured part of the record (a decoded message, a join
-	// result), or nil. Channel state (unaligned checkpoints) holds only the
-	// payload types of decoded messages and of the built-in operators
-	// (runtime/inflight.go): a record in flight with another fails its
-	// checkpoint.
+	// result), or nil. Channel state (unaligned checkpoints) and the joins'
+	// keyed state hold only the payload types of decoded messages and of
+	// the built-in operators (AppendPayload): a record in flight with
+	// another fails its checkpoint, and a join rejects it.
 	Payload any
 	// Origin says where the record came from, for a dead letter should an
 	// operator reject it: the source's ingest log and offset, as the source

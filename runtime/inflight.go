@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
@@ -113,46 +112,16 @@ func (c *capture) abort() { c.result <- inflightResult{aborted: true} }
 // channelStateMagic and version channelStateVersion, the count of input
 // channels, and for each the count of its records, each as its key
 // (length-prefixed), time (varint), value (float64), origin (uvarint) and
-// payload. A payload is a tag byte (payloadNil...) and the value's fields:
-// bytes and strings length-prefixed, floats as float64s, booleans as a
-// byte, a map as a count of entries, each its key (length-prefixed) and
-// value, sorted by key, a list as a count of values, and the built-in
-// operators' results as their fields in order, integers as varints; a
-// window's row's aggregates as their count, then each its name
-// (length-prefixed) and value.
+// payload (graph.AppendPayload, whose bytes are of this version too).
 // Version 1, still read, was encoding/gob's (inflightgob.go).
 const (
 	channelStateMagic   = "CRNC"
 	channelStateVersion = 2
 )
 
-// The tags of the payload types that flow between the built-in operators:
-// decoded messages (JSON, or raw bytes) and the operators' results.
-const (
-	payloadNil byte = iota
-	payloadBytes
-	payloadString
-	payloadFloat
-	payloadBool
-	payloadMap    // map[string]any
-	payloadList   // []any
-	payloadWindow // graph.WindowResult
-	payloadJoin   // graph.JoinResult
-	payloadAlert  // graph.Alert
-	payloadRow    // graph.WindowRow
-)
-
-// The fewest bytes a record and a map entry take, which bound how many a
-// damaged count can make the decoder allocate; a payload takes a byte.
-const (
-	minRecordBytes    = 12 // key, time, value (8), origin, payload
-	minEntryBytes     = 2  // key, value
-	minAggregateBytes = 9  // name, value (8)
-)
-
-// maxPayloadDepth bounds the nesting of maps and lists in a payload, as
-// encoding/json, which decoded them, bounds it.
-const maxPayloadDepth = 10_000
+// minRecordBytes is the fewest bytes a record takes, which bounds how
+// many a damaged count can make the decoder allocate.
+const minRecordBytes = 12 // key, time, value (8), origin, payload
 
 // encodeChannelState encodes per-channel records. A payload of a type
 // other than the built-in operators' and decoded messages' is an error.
@@ -168,7 +137,7 @@ func encodeChannelState(channels [][]graph.Record) ([]byte, error) {
 			e.Varint(r.Time)
 			e.Float64(r.Value)
 			e.Uvarint(r.Origin)
-			if err := appendPayload(&e, r.Payload, 0); err != nil {
+			if err := graph.AppendPayload(&e, r.Payload); err != nil {
 				return nil, fmt.Errorf("encoding records in flight: %w", err)
 			}
 		}
@@ -176,82 +145,8 @@ func encodeChannelState(channels [][]graph.Record) ([]byte, error) {
 	return e, nil
 }
 
-func appendPayload(e *wire.Encoder, p any, depth int) error {
-	if depth > maxPayloadDepth {
-		return fmt.Errorf("a payload nested deeper than %d", maxPayloadDepth)
-	}
-	switch v := p.(type) {
-	case nil:
-		e.Byte(payloadNil)
-	case []byte:
-		e.Byte(payloadBytes)
-		e.Bytes(v)
-	case string:
-		e.Byte(payloadString)
-		e.String(v)
-	case float64:
-		e.Byte(payloadFloat)
-		e.Float64(v)
-	case bool:
-		e.Byte(payloadBool)
-		e.Bool(v)
-	case map[string]any:
-		e.Byte(payloadMap)
-		e.Uvarint(uint64(len(v)))
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			e.String(k)
-			if err := appendPayload(e, v[k], depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		e.Byte(payloadList)
-		e.Uvarint(uint64(len(v)))
-		for _, x := range v {
-			if err := appendPayload(e, x, depth+1); err != nil {
-				return err
-			}
-		}
-	case graph.WindowResult:
-		e.Byte(payloadWindow)
-		e.Varint(v.Start)
-		e.Varint(v.End)
-		e.Varint(v.Count)
-	case graph.JoinResult:
-		e.Byte(payloadJoin)
-		e.Varint(v.Start)
-		e.Varint(v.End)
-		e.Float64(v.Left)
-		e.Float64(v.Right)
-		e.Varint(v.LeftCount)
-		e.Varint(v.RightCount)
-	case graph.Alert:
-		e.Byte(payloadAlert)
-		e.Bool(v.Raised)
-		e.Float64(v.Value)
-	case graph.WindowRow:
-		if len(v.Names) != len(v.Values) {
-			return fmt.Errorf("a window's row of %d names and %d values", len(v.Names), len(v.Values))
-		}
-		e.Byte(payloadRow)
-		e.Varint(v.Start)
-		e.Varint(v.End)
-		e.Varint(v.Count)
-		e.Uvarint(uint64(len(v.Names)))
-		for i, name := range v.Names {
-			e.String(name)
-			e.Float64(v.Values[i])
-		}
-	default:
-		return fmt.Errorf("a payload of type %T, which channel state cannot hold", p)
-	}
-	return nil
-}
-
 // decodeChannelState decodes what encodeChannelState wrote, or a cairn
 // before it, for a subtask with the given number of input channels.
-// Payload bytes are copies, nil when empty, as a raw message's are; an
-// empty list or map decodes as one, as from JSON, not as nil.
 func decodeChannelState(data []byte, channels int) ([][]graph.Record, error) {
 	d := wire.NewDecoder(data)
 	var out [][]graph.Record
@@ -277,7 +172,7 @@ func decodeChannelState(data []byte, channels int) ([][]graph.Record, error) {
 				r.Time = d.Varint()
 				r.Value = d.Float64()
 				r.Origin = d.Uvarint()
-				r.Payload = decodePayload(&d, 0)
+				r.Payload = graph.DecodePayload(&d)
 			}
 		}
 	}
@@ -288,61 +183,6 @@ func decodeChannelState(data []byte, channels int) ([][]graph.Record, error) {
 		return nil, fmt.Errorf("channel state of %d input channels for a subtask with %d", len(out), channels)
 	}
 	return out, nil
-}
-
-func decodePayload(d *wire.Decoder, depth int) any {
-	if depth > maxPayloadDepth {
-		d.Fail(fmt.Errorf("a payload nested deeper than %d", maxPayloadDepth))
-		return nil
-	}
-	switch tag := d.Byte(); tag {
-	case payloadNil:
-		return nil
-	case payloadBytes:
-		if b := d.Bytes(); len(b) > 0 {
-			return slices.Clone(b)
-		}
-		return []byte(nil) // as a raw message's empty payload is
-	case payloadString:
-		return string(d.Bytes())
-	case payloadFloat:
-		return d.Float64()
-	case payloadBool:
-		return d.Bool()
-	case payloadMap:
-		n := d.Count(minEntryBytes)
-		m := make(map[string]any, n)
-		for i := 0; i < n && d.Err() == nil; i++ {
-			k := string(d.Bytes())
-			m[k] = decodePayload(d, depth+1)
-		}
-		return m
-	case payloadList:
-		l := make([]any, d.Count(1))
-		for i := 0; i < len(l) && d.Err() == nil; i++ {
-			l[i] = decodePayload(d, depth+1)
-		}
-		return l
-	case payloadWindow:
-		return graph.WindowResult{Start: d.Varint(), End: d.Varint(), Count: d.Varint()}
-	case payloadJoin:
-		return graph.JoinResult{Start: d.Varint(), End: d.Varint(), Left: d.Float64(), Right: d.Float64(),
-			LeftCount: d.Varint(), RightCount: d.Varint()}
-	case payloadAlert:
-		return graph.Alert{Raised: d.Bool(), Value: d.Float64()}
-	case payloadRow:
-		row := graph.WindowRow{Start: d.Varint(), End: d.Varint(), Count: d.Varint()}
-		n := d.Count(minAggregateBytes)
-		row.Names, row.Values = make([]string, n), make([]float64, n)
-		for i := 0; i < n && d.Err() == nil; i++ {
-			row.Names[i] = string(d.Bytes())
-			row.Values[i] = d.Float64()
-		}
-		return row
-	default:
-		d.Fail(fmt.Errorf("unknown payload tag %d", tag))
-		return nil
-	}
 }
 
 // noteBarrier records the mark of barrier b on channel ch and closes the

@@ -156,7 +156,7 @@ func TestChannelStateRoundTrip(t *testing.T) {
 		t.Error("a payload of type int encoded")
 	}
 	var deep any
-	for range maxPayloadDepth + 2 {
+	for range graph.MaxPayloadDepth + 2 {
 		deep = []any{deep}
 	}
 	if _, err := encodeChannelState([][]graph.Record{{{Payload: deep}}}); err == nil {

@@ -155,8 +155,8 @@ func (r *gobReader) payload(depth int) any {
 	name := string(r.bytes())
 	if name == "" {
 		return nil
-	} else if depth > maxPayloadDepth {
-		r.fail("a payload nested deeper than %d", maxPayloadDepth)
+	} else if depth > graph.MaxPayloadDepth {
+		r.fail("a payload nested deeper than %d", graph.MaxPayloadDepth)
 	}
 	r.typeID()
 	height := len(r.chunks)

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/cairn-edge/cairn/wire"
 )
 
 // FuzzDecodeSubtaskSnapshot feeds arbitrary bytes to the snapshot decoder.
@@ -151,4 +153,35 @@ func (c stateContent) equal(o stateContent) bool {
 	})
 	return sameTables && maps.Equal(c.timers, o.timers) && maps.Equal(c.procTimers, o.procTimers) &&
 		c.watermark == o.watermark && bytes.Equal(c.operator, o.operator)
+}
+
+// FuzzJoinedRecords: the check of a join's records restored never panics,
+// and records it accepts are read whole, each payload decoding to its end,
+// as the join reads them (eachJoined, joinedRecord.record).
+func FuzzJoinedRecords(f *testing.F) {
+	e := wire.Encoder{joinedRecordsFormat}
+	for _, p := range []any{nil, []byte("raw"), map[string]any{"t": 21.5, "on": true, "l": []any{"x", nil}}, WindowRow{Names: []string{"n"}, Values: []float64{2}}} {
+		if err := appendJoined(&e, &Record{Time: 1_700_000_000_000, Value: 1, Payload: p}); err != nil {
+			f.Fatal(err)
+		}
+		f.Add([]byte(e))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		var c joinedRecordsCodec
+		if c.Check(src) != nil {
+			return
+		}
+		n := 0
+		for k := range eachJoined(src) {
+			d := wire.NewDecoder(k.payload)
+			DecodePayload(&d)
+			if err := d.End(); err != nil {
+				t.Fatalf("record %d, accepted, does not decode: %v", n, err)
+			}
+			n++
+		}
+		if n == 0 && len(src) > 1 {
+			t.Fatalf("%d bytes accepted hold no record", len(src))
+		}
+	})
 }

@@ -183,3 +183,22 @@ func decodePayload(d *wire.Decoder, depth int) any {
 		return nil
 	}
 }
+
+// EachField calls f with each field of payload p as expressions see it:
+// a decoded message's (a map's) entries; a window's row's aggregates,
+// and its start, end and count (int64); other payloads have none.
+func EachField(p any, f func(name string, v any)) {
+	switch p := p.(type) {
+	case map[string]any:
+		for k, v := range p {
+			f(k, v)
+		}
+	case WindowRow:
+		for i, name := range p.Names {
+			f(name, p.Values[i])
+		}
+		f("start", p.Start)
+		f("end", p.End)
+		f("count", p.Count)
+	}
+}

@@ -193,17 +193,7 @@ func firstLine(err error) string {
 // own, which hide a field of the same name.
 func env(r *graph.Record) map[string]any {
 	m := make(map[string]any, 8)
-	switch p := r.Payload.(type) {
-	case map[string]any:
-		for k, v := range p {
-			m[k] = v
-		}
-	case graph.WindowRow:
-		for i, name := range p.Names {
-			m[name] = p.Values[i]
-		}
-		m["start"], m["end"], m["count"] = p.Start, p.End, p.Count
-	}
+	graph.EachField(r.Payload, func(name string, v any) { m[name] = v })
 	m["key"], m["time"], m["value"] = r.Key, r.Time, r.Value
 	return m
 }

@@ -30,6 +30,9 @@ type built struct {
 	sources map[string]*mqttio.SourceMetrics // by source id
 	sinks   map[string]*mqttio.SinkMetrics   // by sink id
 	late    map[string]*atomic.Int64         // window operator → records dropped as late
+	// unmatched counts, by lookup join, the records it dropped with
+	// nothing to join yet.
+	unmatched map[string]*atomic.Int64
 	// brokerStates gather the connection states of each broker's clients.
 	brokerStates map[string]*mqttio.BrokerState
 }
@@ -94,7 +97,7 @@ func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error
 // build turns a validated config into a topology whose sinks share
 // backlog (nil: a trial build, whose graph never runs).
 func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) {
-	g := &built{late: make(map[string]*atomic.Int64), sources: make(map[string]*mqttio.SourceMetrics)}
+	g := &built{late: make(map[string]*atomic.Int64), unmatched: make(map[string]*atomic.Int64), sources: make(map[string]*mqttio.SourceMetrics)}
 	var b graph.Builder
 	streams := make(map[string]graph.Stream)
 	parallelism := make(map[string]int)
@@ -162,7 +165,7 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 			}
 			inputs = append(inputs, graph.In(streams[in], p))
 		}
-		newOp, err := o.Build(config.Hooks{Late: g.lateCounter(o.ID)})
+		newOp, err := o.Build(config.Hooks{Late: counter(g.late, o.ID), Unmatched: counter(g.unmatched, o.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
@@ -212,13 +215,13 @@ func partitioner(o *config.Operator, upstream int) (graph.Partitioner, error) {
 	return graph.Rebalance(), nil
 }
 
-// lateCounter returns config.Hooks.Late for operator id: a counter of the
-// records it drops as late, in g.late, where the status and the metrics
-// read it.
-func (g *built) lateCounter(id string) func() func(*graph.Record) {
+// counter returns a hook of config.Hooks for operator id (Late,
+// Unmatched): a counter of the records it hands to it, in counts (g.late,
+// g.unmatched), where the status and the metrics read it.
+func counter(counts map[string]*atomic.Int64, id string) func() func(*graph.Record) {
 	return func() func(*graph.Record) {
-		late := new(atomic.Int64)
-		g.late[id] = late
-		return func(*graph.Record) { late.Add(1) }
+		n := new(atomic.Int64)
+		counts[id] = n
+		return func(*graph.Record) { n.Add(1) }
 	}
 }

@@ -28,6 +28,7 @@ type incarnation struct {
 	brokers        map[string]*mqttio.BrokerState   // by name in the config
 	sinks          map[string]*mqttio.SinkMetrics   // by sink id
 	late           map[string]*atomic.Int64
+	unmatched      map[string]*atomic.Int64 // by lookup join
 	backlog        *mqttio.Backlog
 	completions    *completions
 	restoredSource string // recovery.Choice.Source
@@ -140,7 +141,7 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 		done.stopped(err)
 		ran <- err
 	}()
-	st.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: g.sources, late: g.late, backlog: backlog,
+	st.set(incarnation{job: job, mode: mode.String(), restoring: len(restore.Candidates) > 0, sources: g.sources, late: g.late, unmatched: g.unmatched, backlog: backlog,
 		brokers: g.brokerStates, sinks: g.sinks, completions: done, restoredSource: restore.Source, store: store, savepoints: filepath.Join(a.dataDir, "savepoints"), retainedSavepoints: cfg.Agent.RetainedSavepoints,
 		interval: interval, lateCheckpoints: lateCheckpoints,
 		carried: a.metrics.counts()}) // the incarnation before, if any, has stopped: its counts are final

@@ -85,7 +85,8 @@ func (c *exporter) write(w io.Writer) {
 	counter("cairn_records_rejected_total", "Records a subtask's operator rejected (dead-lettered or dropped, as its on_error says).")
 	counter("cairn_records_out_total", "Records a subtask emitted.")
 	counter("cairn_backpressure_seconds_total", "Time a subtask waited for room downstream.")
-	counter("cairn_late_records_total", "Records a window dropped for arriving after its allowed lateness.")
+	counter("cairn_late_records_total", "Records a window dropped for arriving after its allowed lateness, or an interval join after nothing could join them.")
+	counter("cairn_unmatched_records_total", "Records a lookup join dropped for having no table record of their key yet.")
 	counter("cairn_source_bad_time_records_total", "Readings whose event time a source refused (max_future, max_past, min_time): dead letters of cause bad_time.")
 	var kept, added map[string]int64
 	if c.state.logs != nil {
@@ -235,6 +236,9 @@ func (c *exporter) counts() counts {
 	}
 	for id, n := range inc.late {
 		out.add("cairn_late_records_total", labels("operator", id), float64(n.Load()))
+	}
+	for id, n := range inc.unmatched {
+		out.add("cairn_unmatched_records_total", labels("operator", id), float64(n.Load()))
 	}
 	for id, m := range inc.sinks {
 		sink := labels("sink", id)

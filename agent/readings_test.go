@@ -73,6 +73,8 @@ operators:
      aggregates: {t_avg: avg(temp), h_max: max(humidity), t_p95: p95(temp), t_sd: stddev(temp), t_first: first(temp), q: "quantile(value * 2, 0.3)", d: distinct(site), n: count()}}
   - {id: hot-figures, type: filter, inputs: [figures], expr: "t_avg > 20 and n > 1"}
   - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
+  - {id: pairs, type: interval_join, inputs: [telemetry, events], key_by: key, within: {before: 1s, after: 1s}}
+  - {id: with-events, type: lookup_join, inputs: [telemetry, events], key_by: key}
   - {id: once, type: dedupe, inputs: [events], key_by: key, ttl: 1m}
   - {id: alarm, type: threshold, inputs: [both], key_by: key, high: 50, low: 10}
   - {id: shaped, type: map, inputs: [telemetry], expr: "value + 1",
@@ -88,6 +90,8 @@ sinks:
   - {id: out-avg, input: avg, broker: local, topic: "out/avg/{key}"}
   - {id: out-figures, input: hot-figures, broker: local, topic: "out/figures/{key}"}
   - {id: out-drift, input: drift, broker: local, topic: "out/drift/{key}"}
+  - {id: out-pairs, input: pairs, broker: local, topic: "out/pairs/{key}"}
+  - {id: out-with, input: with-events, broker: local, topic: "out/with"}
   - {id: out-once, input: once, broker: local, topic: "out/once/{key}"}
   - {id: out-alarm, input: alarm, broker: local, topic: "{key}/alarm"}
   - {id: out-raw, input: events, broker: local, topic: "out/raw"}

@@ -121,6 +121,9 @@ func (s *state) status() api.Status {
 			if l := inc.late[t.ID.Operator]; l != nil {
 				out.Operators[i].LateRecords = l.Load()
 			}
+			if u := inc.unmatched[t.ID.Operator]; u != nil {
+				out.Operators[i].UnmatchedRecords = u.Load()
+			}
 			if m := inc.sources[t.ID.Operator]; m != nil {
 				out.Operators[i].BadTimeRecords = m.BadTimes.Load()
 			}

@@ -224,8 +224,12 @@ type Operator struct {
 	ID          string `json:"id"`
 	Parallelism int    `json:"parallelism"`
 	// LateRecords, for windows and joins, were dropped for arriving after
-	// their windows' allowed lateness.
+	// their windows' allowed lateness, or, for an interval join, after
+	// nothing could join them.
 	LateRecords int64 `json:"late_records"`
+	// UnmatchedRecords, for a lookup join, were dropped for having no
+	// table record of their key yet.
+	UnmatchedRecords int64 `json:"unmatched_records,omitempty"`
 	// BadTimeRecords, for a source, are the readings whose event time it
 	// refused since the agent started (max_future, max_past, min_time: a
 	// device clock that is wrong), each a dead letter.

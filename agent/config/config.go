@@ -519,14 +519,18 @@ func (c *Config) AggregateOf(id string) string {
 
 // WindowHorizon is how far past a record's event time the windows of
 // the pipeline's event-time operators may end and still take late
-// records: the longest window (or session gap) and its allowed lateness.
-// An idle source's event time follows the clock no further than this past
-// its newest reading (graph.Idleness).
+// records: the longest window (or session gap) and its allowed lateness,
+// or span of an interval join (its records are kept that long). An idle
+// source's event time follows the clock no further than this past its
+// newest reading (graph.Idleness).
 func (c *Config) WindowHorizon() time.Duration {
 	var h time.Duration
 	for _, o := range c.Operators {
 		if w := o.Window; w != nil && w.Time != "processing" {
 			h = max(h, max(w.Size, w.Gap)+w.AllowedLateness)
+		}
+		if w := o.Within; w != nil {
+			h = max(h, w.Before, w.After)
 		}
 	}
 	return h

@@ -43,6 +43,7 @@ type Operator struct {
 	WindowSettings
 	DedupeSettings
 	ThresholdSettings
+	JoinSettings
 	// What becomes of a record the operator rejects (an expression that
 	// fails on it or gives the wrong type, a total it would make
 	// infinite): `dead-letter` stores it, with the reason, as a dead
@@ -100,9 +101,14 @@ type operatorKind struct {
 // operator's settings.
 type Hooks struct {
 	// Late, if set, is called once by a kind whose operators drop the
-	// records that come after their window closed (window, join), and
-	// returns what each such record is handed to.
+	// records that come after their window closed (window, join) or that
+	// nothing can join any more (interval_join), and returns what each
+	// such record is handed to.
 	Late func() func(*graph.Record)
+	// Unmatched, if set, is called once by a kind whose operators drop
+	// the records that have nothing to join yet (lookup_join), and
+	// returns what each such record is handed to.
+	Unmatched func() func(*graph.Record)
 }
 
 // Build makes operator o of a config that Parse accepted, as its kind
@@ -125,7 +131,7 @@ type inputCount struct {
 
 // operatorKinds are the kinds of operators, in the order errors and
 // docs/config.md list them.
-var operatorKinds = []*operatorKind{&opFilter, &opMap, &opUnion, &opCount, &opSum, &opWindow, &opJoin, &opDedupe, &opThreshold}
+var operatorKinds = []*operatorKind{&opFilter, &opMap, &opUnion, &opCount, &opSum, &opWindow, &opJoin, &opIntervalJoin, &opLookupJoin, &opDedupe, &opThreshold}
 
 // OperatorKinds are the names of the kinds of operators, which a file
 // gives in an operator's type, in the order docs/config.md lists them.

@@ -362,7 +362,8 @@ The top level:
 func TestOperatorKinds(t *testing.T) {
 	// Values of what the types need, by type and field or by field.
 	samples := map[string]string{"filter.expr": "expr: value > 1", "map.expr": "expr: value * 2",
-		"window": "window: {kind: tumbling, size: 1s}", "aggregate": "aggregate: avg", "ttl": "ttl: 1m", "high": "high: 2", "low": "low: 1"}
+		"window": "window: {kind: tumbling, size: 1s}", "aggregate": "aggregate: avg", "ttl": "ttl: 1m", "high": "high: 2", "low": "low: 1",
+		"within": "within: {before: 1s, after: 1s}"}
 	file := func(fields []string) []byte {
 		return []byte("sources:\n  - {id: a, simulator: {devices: 1, rate: 1}}\n  - {id: b, simulator: {devices: 1, rate: 1}}\n" +
 			"operators:\n  - {" + strings.Join(fields, ", ") + "}\n")

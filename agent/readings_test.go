@@ -41,7 +41,10 @@ var readingsSeeds = flag.Int("readings.seeds", 12, "pipelines of generated readi
 // by a payload field, into an operator of every kind (each keyed one by
 // key, one also by a payload field, one by an expression and one by a
 // composite key of a map's own fields), and publishes every operator's
-// records under a topic made of their keys.
+// records under a topic made of their keys; but the lookup join's, which
+// joins a record or not as the two sources' records happen to arrive,
+// under one topic: a replay may join others, and a sink rejects a topic
+// made of a hostile key, so the replay would reject other records.
 const readingsPipeline = `
 brokers:
   local: {embedded: true}

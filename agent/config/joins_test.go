@@ -94,3 +94,26 @@ func TestJoinsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinFieldsOfIdsNoExpressionCanName: an input's id with a - or a .
+// names its fields in a join's records with _ in their place, so that an
+// expression can name them.
+func TestJoinFieldsOfIdsNoExpressionCanName(t *testing.T) {
+	c, errs := Parse("j.yaml", []byte(`brokers:
+  b: {url: 'tcp://b:1883'}
+sources:
+  - {id: supply-line.2, broker: b, topics: ["supply/{device}"], fields: {temp: number}}
+  - {id: set-points, broker: b, topics: ["setpoints/{device}"], fields: {target: number}}
+operators:
+  - {id: p, type: interval_join, inputs: [supply-line.2, set-points], key_by: device, within: {after: 1s}}
+  - {id: hot, type: filter, inputs: [p], expr: "supply_line_2_temp > set_points_target"}
+  - {id: w, type: lookup_join, inputs: [supply-line.2, set-points], key_by: device}
+  - {id: warm, type: filter, inputs: [w], expr: "temp > set_points_target + set_points_value"}
+`), env(nil))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := c.Operators[1].PayloadFields["set_points_target"]; got != exprop.Number {
+		t.Errorf("the filter after the join reads set_points_target as %v, want a number", got)
+	}
+}

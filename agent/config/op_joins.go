@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairn-edge/cairn/graph"
@@ -41,7 +42,7 @@ var opIntervalJoin = operatorKind{name: "interval_join", needs: []string{"within
 		v.joined(o, false)
 	},
 	build: func(o *Operator, h Hooks) (func(int) graph.Operator, error) {
-		spec := graph.IntervalJoinSpec{Lower: -o.Within.Before, Upper: o.Within.After, Prefixes: [2]string{o.Inputs[0] + "_", o.Inputs[1] + "_"}}
+		spec := graph.IntervalJoinSpec{Lower: -o.Within.Before, Upper: o.Within.After, Prefixes: [2]string{joinPrefix(o.Inputs[0]), joinPrefix(o.Inputs[1])}}
 		if h.Late != nil {
 			spec.OnLate = h.Late()
 		}
@@ -50,7 +51,7 @@ var opIntervalJoin = operatorKind{name: "interval_join", needs: []string{"within
 	doc: "Joins each record of the first input with each record of the second of its key from `within.before` " +
 		"its time to `within.after` it, in event time, whatever their order: a record per pair, its time the later one's, " +
 		"its value the first's, its payload the fields of both, each named after its input (`<input>_<field>`, with " +
-		"`<input>_value` and `<input>_time`). Records are kept until the watermark passes what can still join them; " +
+		"`<input>_value` and `<input>_time`; a `-` or `.` of the input's id written `_`). Records are kept until the watermark passes what can still join them; " +
 		"a record that comes after that is late, and dropped (docs/pipelines.md)."}
 
 // opLookupJoin adds to each record of the first input the latest record
@@ -63,13 +64,21 @@ var opLookupJoin = operatorKind{name: "lookup_join", keyed: true,
 		if h.Unmatched != nil {
 			unmatched = h.Unmatched()
 		}
-		return graph.LookupJoin(o.Inputs[1]+"_", unmatched), nil
+		return graph.LookupJoin(joinPrefix(o.Inputs[1]), unmatched), nil
 	},
 	doc: "Keeps the latest record of each key of the second input (a table: set points, a device's data) and emits " +
 		"each record of the first with the table record's fields added, named after the second input " +
-		"(`<input>_<field>`, with `<input>_value` and `<input>_time`), in the order the records arrive. " +
+		"(`<input>_<field>`, with `<input>_value` and `<input>_time`; a `-` or `.` of its id written `_`), in the order the records arrive. " +
 		"A record whose key has no table record yet is dropped, and counted; a table record emits nothing " +
 		"(docs/pipelines.md)."}
+
+// joinPrefix is what the fields of input's records start with in a
+// join's: its id, with each `-` and `.` written `_` so that an
+// expression can name them (supply-line's temp is supply_line_temp), and
+// `_`.
+func joinPrefix(input string) string {
+	return strings.NewReplacer("-", "_", ".", "_").Replace(input) + "_"
+}
 
 // joined checks interval or lookup join o, and notes the payload fields
 // of its records: those of its inputs, each named after its input (but
@@ -108,11 +117,11 @@ func (v *validator) joined(o *Operator, lookup bool) {
 		}
 		for _, f := range slices.Sorted(maps.Keys(known)) {
 			if f != "value" && f != "time" { // the record's own hide them
-				add(in+"_"+f, known[f], fmt.Sprintf("field %s of %s", f, in))
+				add(joinPrefix(in)+f, known[f], fmt.Sprintf("field %s of %s", f, in))
 			}
 		}
-		add(in+"_value", exprop.Number, "the value of "+in)
-		add(in+"_time", exprop.Number, "the time of "+in)
+		add(joinPrefix(in)+"value", exprop.Number, "the value of "+in)
+		add(joinPrefix(in)+"time", exprop.Number, "the time of "+in)
 	}
 	v.fields[o.ID] = fields
 }

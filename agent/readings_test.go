@@ -40,7 +40,8 @@ var readingsSeeds = flag.Int("readings.seeds", 12, "pipelines of generated readi
 // readingsPipeline reads two sources, one keyed by a topic level and one
 // by a payload field, into an operator of every kind (each keyed one by
 // key, one also by a payload field, one by an expression and one by a
-// composite key of a map's own fields), and publishes every operator's
+// composite key of a map's own fields; those in event time over the
+// source with time, as the validation asks), and publishes every operator's
 // records under a topic made of their keys; but the lookup join's, which
 // joins a record or not as the two sources' records happen to arrive,
 // under one topic: a replay may join others, and a sink rejects a topic
@@ -75,8 +76,7 @@ operators:
   - {id: figures, type: window, inputs: [telemetry], key_by: key, window: {kind: sliding, size: 2s, slide: 1s, allowed_lateness: 2s},
      aggregates: {t_avg: avg(temp), h_max: max(humidity), t_p95: p95(temp), t_sd: stddev(temp), t_first: first(temp), q: "quantile(value * 2, 0.3)", d: distinct(site), n: count()}}
   - {id: hot-figures, type: filter, inputs: [figures], expr: "t_avg > 20 and n > 1"}
-  - {id: drift, type: join, inputs: [telemetry, events], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
-  - {id: pairs, type: interval_join, inputs: [telemetry, events], key_by: key, within: {before: 1s, after: 1s}}
+  - {id: drift, type: join, inputs: [telemetry, hot], key_by: key, window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregate: sum}
   - {id: with-events, type: lookup_join, inputs: [telemetry, events], key_by: key}
   - {id: once, type: dedupe, inputs: [events], key_by: key, ttl: 1m}
   - {id: alarm, type: threshold, inputs: [both], key_by: key, high: 50, low: 10}
@@ -85,6 +85,7 @@ operators:
   - {id: per-line, type: window, inputs: [shaped], key_by: [where, hum, key], parallelism: 2,
      window: {kind: tumbling, size: 1s, allowed_lateness: 2s}, aggregates: {t_max: max(temp_f), n: count()}}
   - {id: per-expr, type: count, inputs: [telemetry], key_by: 'site + "-" + k', parallelism: 2}
+  - {id: pairs, type: interval_join, inputs: [hot, shaped], key_by: key, within: {before: 1s, after: 1s}}
 sinks:
   - {id: out-hot, input: hot, broker: local, topic: "out/hot/{key}"}
   - {id: out-counts, input: counts, broker: local, topic: "out/counts/{key}"}

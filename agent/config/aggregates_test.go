@@ -12,18 +12,19 @@ import (
 	"github.com/cairn-edge/cairn/graph/exprop"
 )
 
-// aggSources are a source with fields, one without, and the start of a
-// window over the first, up to line 16: aggregates follow at line 17.
+// aggSources are a source with fields, one without, both with event
+// time, and the start of a window over the first, up to line 16:
+// aggregates follow at line 17.
 const aggSources = `brokers:
   b: {url: 'tcp://b:1883'}
 sources:
   - id: readings
     broker: b
     topics: ["sensors/{device}/t"]
+    time: ts
     fields: {temperature: number, humidity: number, vibration: number, site: string}
-  - id: loose
-    broker: b
-    topics: [loose/t]
+  - {id: loose, broker: b, topics: [loose/t],
+     time: ts}
 operators:
   - id: stats
     type: window

@@ -360,7 +360,9 @@ type Source struct {
 	Value string `yaml:"value"`
 	// The payload field that holds the record's event time: milliseconds
 	// since the epoch, or an RFC 3339 string, of the years 0001 to 9999.
-	// Empty: the time the message was received, and no watermarks.
+	// Empty: the time the message was received, and no watermarks, so
+	// no operator in event time may read the source's records (a
+	// window's `time: processing` may).
 	Time string `yaml:"time"`
 	// With `time`, how far a record's event time may be behind the
 	// newest one seen and still count as on time: the watermark trails
@@ -737,6 +739,10 @@ type validator struct {
 	// fields are the payload fields of the records of each source and
 	// operator checked so far (nil: not known).
 	fields map[string]exprop.Fields
+	// timeless names, for each source and operator checked so far, a
+	// source without event time whose records it reads, if any
+	// (v.needEventTime).
+	timeless map[string]string
 }
 
 func (v *validator) errorf(p Pos, format string, args ...any) {
@@ -756,7 +762,7 @@ func (v *validator) validate() {
 	for name, b := range c.Brokers {
 		v.broker(name, b)
 	}
-	v.ids, v.defined, v.fields = make(map[string]bool), make(map[string]bool), make(map[string]exprop.Fields)
+	v.ids, v.defined, v.fields, v.timeless = make(map[string]bool), make(map[string]bool), make(map[string]exprop.Fields), make(map[string]string)
 	for _, s := range c.Sources {
 		v.source(s)
 	}
@@ -891,6 +897,9 @@ func (v *validator) source(s *Source) {
 	v.parallelism(s.Pos, &s.Parallelism)
 	v.defined[s.ID] = true
 	v.fields[s.ID] = v.sourceFields(s)
+	if s.Time == "" && s.Simulator == nil {
+		v.timeless[s.ID] = s.ID // no watermarks (agent.build)
+	}
 	if s.Simulator != nil {
 		if s.Broker != "" || len(s.Topics) > 0 {
 			v.errorf(s.Pos, "source %s: a simulator has no broker or topics", c.show(&s.ID))

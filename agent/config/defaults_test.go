@@ -20,7 +20,7 @@ sources:
   - {id: in, broker: plant, topics: [a/b]}
   - {id: sim, simulator: {devices: 1, rate: 1}}
 operators:
-  - {id: w, type: window, inputs: [in], key_by: key, window: {kind: tumbling, size: 1s}, aggregate: avg}
+  - {id: w, type: window, inputs: [sim], key_by: key, window: {kind: tumbling, size: 1s}, aggregate: avg}
 sinks:
   - {id: out, input: w, broker: local, topic: out}
 remote: {endpoint: 's3:9000', bucket: bkt, access_key: a, secret_key: s}

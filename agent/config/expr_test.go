@@ -21,9 +21,9 @@ sources:
     broker: b
     topics: [other/t]
     fields: {humidity: number, site: any}
-  - id: loose
-    broker: b
-    topics: [loose/t]
+  - {id: loose,
+     broker: b,
+     topics: [loose/t], time: ts}
 operators:
 `
 

@@ -8,19 +8,19 @@ import (
 	"github.com/cairn-edge/cairn/graph/exprop"
 )
 
-// joinSources are two sources with fields, one without: operators follow
-// at line 14.
+// joinSources are two sources with fields and event time, one with
+// neither: operators follow at line 14.
 const joinSources = `brokers:
   b: {url: 'tcp://b:1883'}
 sources:
-  - id: supply
-    broker: b
-    topics: ["supply/{device}"]
-    fields: {temp: number, ok: bool}
-  - id: setpoints
-    broker: b
-    topics: ["setpoints/{device}"]
-    fields: {target: number, mode: string}
+  - {id: supply,
+     broker: b, time: ts,
+     topics: ["supply/{device}"],
+     fields: {temp: number, ok: bool}}
+  - {id: setpoints,
+     broker: b, time: ts,
+     topics: ["setpoints/{device}"],
+     fields: {target: number, mode: string}}
   - {id: loose, broker: b, topics: [loose]}
 operators:
 `
@@ -102,8 +102,8 @@ func TestJoinFieldsOfIdsNoExpressionCanName(t *testing.T) {
 	c, errs := Parse("j.yaml", []byte(`brokers:
   b: {url: 'tcp://b:1883'}
 sources:
-  - {id: supply-line.2, broker: b, topics: ["supply/{device}"], fields: {temp: number}}
-  - {id: set-points, broker: b, topics: ["setpoints/{device}"], fields: {target: number}}
+  - {id: supply-line.2, broker: b, topics: ["supply/{device}"], time: ts, fields: {temp: number}}
+  - {id: set-points, broker: b, topics: ["setpoints/{device}"], time: ts, fields: {target: number}}
 operators:
   - {id: p, type: interval_join, inputs: [supply-line.2, set-points], key_by: device, within: {after: 1s}}
   - {id: hot, type: filter, inputs: [p], expr: "supply_line_2_temp > set_points_target"}

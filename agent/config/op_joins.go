@@ -39,6 +39,7 @@ var opIntervalJoin = operatorKind{name: "interval_join", needs: []string{"within
 		if o.Within == nil {
 			v.errorf(o.Pos, "operator %s: an interval_join needs within: {before: ..., after: ...}", v.c.show(&o.ID))
 		}
+		v.needEventTime(o, "it would keep every record")
 		v.joined(o, false)
 	},
 	build: func(o *Operator, h Hooks) (func(int) graph.Operator, error) {

@@ -135,6 +135,9 @@ func (v *validator) windowed(o *Operator, in exprop.Fields, many bool) {
 	if _, err := o.Window.spec(graph.AggCount, c.show); err != nil {
 		v.errorf(o.Window.Pos, "%v", err)
 	}
+	if o.Window.Time == "event" {
+		v.needEventTime(o, "its windows would never close; or write window.time: processing")
+	}
 }
 
 // aggregates checks the aggregates of window o, which reads records that

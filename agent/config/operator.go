@@ -167,6 +167,11 @@ func (v *validator) operator(o *Operator) {
 			v.errorf(c.at(entry{&o.Inputs, i}, o.Pos), "operator %s: input %s is not a source or an operator defined above", name, c.show(entry{&o.Inputs, i}))
 		}
 	}
+	for _, in := range o.Inputs {
+		if v.timeless[o.ID] == "" {
+			v.timeless[o.ID] = v.timeless[in]
+		}
+	}
 	k := kindNamed(o.Type)
 	in := merge(o.Inputs, v.fields)
 	o.PayloadFields = in
@@ -265,5 +270,17 @@ func (v *validator) keyBy(o *Operator, in exprop.Fields) {
 				return fmt.Sprintf("key_by %s gives %s: a key is %s", shown, got, want)
 			})
 		}
+	}
+}
+
+// needEventTime reports, for operator o, which works in event time and
+// so waits for watermarks (what would does with them, "its windows would
+// never close"), a source upstream that has none: one without time sends
+// no watermarks, so o's event time, the least of its inputs', would stay
+// where it is for good.
+func (v *validator) needEventTime(o *Operator, would string) {
+	if src := v.timeless[o.ID]; src != "" {
+		v.errorf(o.Pos, "operator %s works in event time, but source %s, whose records it reads, has no time: its event time would never move, and %s; give the source a time (the payload field of each reading's time)",
+			v.c.show(&o.ID), src, would)
 	}
 }

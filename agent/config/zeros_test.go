@@ -15,7 +15,7 @@ func zeroFile(path, zero string) string {
 		"agent":       "agent:\n  data_dir: d\n",
 		"brokers":     "brokers:\n  b:\n    url: tcp://broker:1883\n",
 		"checkpoints": "checkpoints:\n  interval: 10s\n",
-		"sources":     "sources:\n  - id: s\n    broker: b\n    topics: [a/b]\n",
+		"sources":     "sources:\n  - id: s\n    broker: b\n    topics: [a/b]\n    time: ts\n",
 		"operators":   "operators:\n  - id: w\n    type: window\n    inputs: [s]\n    key_by: key\n    window: {kind: tumbling, size: 1s}\n    aggregate: avg\n",
 		"sinks":       "sinks:\n  - id: out\n    input: w\n    broker: b\n    topic: out/{key}\n",
 		"remote":      "",

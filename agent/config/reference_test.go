@@ -334,7 +334,8 @@ var referenceIntro = `<!-- Made by ` + "`" + regenerate + "`" + ` from the defin
 A pipeline file is YAML. ` + "`cairn validate -c FILE`" + ` checks one and prints every problem as ` + "`FILE:LINE:COL: message`" + `;
 ` + "`cairn run`" + ` refuses to start on one with problems, and a reload keeps the running pipeline. Unknown fields and wrong types
 are problems, and so is what would fail once the agent runs, as far as the file tells: an expression over fields its records
-lack, an address that is no host:port, a named file that cannot be read, a topic no broker takes. [pipelines.md](pipelines.md) shows
+lack, an address that is no host:port, a named file that cannot be read, a topic no broker takes, a window in event time over a
+source without time. [pipelines.md](pipelines.md) shows
 how the parts of a file fit; ` + "`configs/`" + ` has whole files.
 
 - A line indented less than the block it belongs to is reported at its own line, with the column to indent it to, not

@@ -25,6 +25,7 @@ const DefaultBrokerAddr = "127.0.0.1:18830"
 // own, to a socket of their own (DialAgent).
 type Broker struct {
 	srv     *mqtt.Server
+	acl     *brokerACL
 	clients *clientListener
 	agent   *agentClientListener
 	guard   *brokerGuard
@@ -48,6 +49,15 @@ type BrokerConfig struct {
 	Users map[string]string
 	// AllowAnonymous lets in clients that give no user name.
 	AllowAnonymous bool
+	// Grants are what users may publish and subscribe to, by user name;
+	// AnonymousGrants, what clients without one may. A user not in
+	// Grants may publish and subscribe to any topic but the agent's.
+	Grants          map[string]Grants
+	AnonymousGrants Grants
+	// AgentTopics are the topics only the agent's own clients may
+	// publish to: topics, and sinks' topics in which "{key}" stands for
+	// any key (CheckTopicTemplate).
+	AgentTopics []string
 	// OwnClientIDs is the prefix of the agent's own clients' ids: only
 	// they, with the credentials of Broker.Credentials, may connect under
 	// such an id, so that no one else takes over their sessions (a client
@@ -96,7 +106,11 @@ func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
 	if err := b.srv.AddHook(&brokerAuth{cfg: cfg, own: b.own, refer: b.refer}, nil); err != nil {
 		return err
 	}
-	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.refer)
+	b.acl = newBrokerACL(cfg)
+	if err := b.srv.AddHook(&brokerAccess{srv: b.srv, acl: b.acl, refer: b.refer}, nil); err != nil {
+		return err
+	}
+	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.acl, b.refer)
 	if err := b.srv.AddHook(b.guard, nil); err != nil {
 		return err
 	}
@@ -128,6 +142,16 @@ func (b *Broker) DialAgent() (net.Conn, error) { return net.Dial("unix", b.agent
 // logged, and of no use on the clients' listener.
 func (b *Broker) Credentials() (user, password string) { return b.own[0], b.own[1] }
 
+// SetAgentTopics makes topics the ones only the agent's own clients may
+// publish to (BrokerConfig.AgentTopics), in place of those before: a
+// pipeline reloaded has sinks of its own.
+func (b *Broker) SetAgentTopics(topics []string) { b.acl.setAgentTopics(topics) }
+
+// Refusals returns how many refusals of each kind the broker made its
+// clients since it started (a failed login, a topic not granted, a
+// message over a limit, ...), by the message of their log lines.
+func (b *Broker) Refusals() map[string]int64 { return b.refer.counted() }
+
 // Close stops the broker, once, and logs the refusals not logged yet.
 func (b *Broker) Close() error {
 	b.closing.Do(func() {
@@ -141,7 +165,7 @@ func (b *Broker) Close() error {
 // and logs the failed logins through refusals: at most a line a minute
 // for each address, with their number, the newest's user name and client
 // id, never a password. (What a client may do once connected is
-// brokerGuard's.)
+// brokerAccess's and brokerGuard's.)
 type brokerAuth struct {
 	mqtt.HookBase
 	cfg   BrokerConfig

@@ -98,6 +98,7 @@ type brokerGuard struct {
 	mqtt.HookBase
 	srv   *mqtt.Server
 	lim   BrokerLimits
+	acl   *brokerACL // what a client may read (OnACLCheck)
 	refer *refusals
 
 	mu sync.Mutex
@@ -149,8 +150,8 @@ type check struct {
 	taken bool // taken back as the filter's
 }
 
-func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, refer *refusals) *brokerGuard {
-	return &brokerGuard{srv: srv, lim: lim, refer: refer, subscribing: make(map[*mqtt.Client]*subscribe),
+func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, acl *brokerACL, refer *refusals) *brokerGuard {
+	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, subscribing: make(map[*mqtt.Client]*subscribe),
 		subs: make(map[string]map[string]bool), queues: make(map[*mqtt.Client]*queue), session: make(map[string]*mqtt.Client),
 		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool)}
 }
@@ -298,6 +299,9 @@ func (g *brokerGuard) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Pa
 		}
 		for i := range pk.Filters {
 			f := pk.Filters[i].Filter
+			if f == "" {
+				continue // refused (brokerAccess), or none
+			}
 			why, attr := g.topicRefusal(f)
 			if why == "" && g.lim.MaxFiltersPerSubscribe > 0 && i >= g.lim.MaxFiltersPerSubscribe {
 				why, attr = "over max_filters_per_subscribe", slog.Int("max_filters_per_subscribe", g.lim.MaxFiltersPerSubscribe)

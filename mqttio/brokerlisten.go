@@ -137,7 +137,7 @@ func (l *clientListener) Close(closeClients listeners.CloseFn) {
 
 // errRefused is what the broker's hooks end a connection with when they
 // refused it and logged why.
-var errRefused = errors.New("refused by the embedded broker's limits")
+var errRefused = errors.New("refused by the embedded broker")
 
 // agentClientListener is an embedded broker's listener for the agent's
 // own clients: a unix socket (abstract, on Linux) that only this process

@@ -75,12 +75,19 @@ func (g *brokerGuard) deliveryCostLocked(topic string) int64 {
 }
 
 // OnACLCheck lets every client publish and subscribe to anything (the
-// limits on topics are OnPublish's and OnSubscribe's); it is mochi's
-// question before each delivery, too: a message that would take a
-// session over its limits is not delivered to it.
+// limits on topics are OnPublish's and OnSubscribe's, the grants
+// brokerAccess's); it is mochi's question before each delivery, too: a
+// message to a topic the client may not read (a session it took over
+// from another user) or that would take a session over its limits is
+// not delivered to it. (A filter mochi asks about is one brokerAccess
+// let through, which grants it as a topic too.)
 func (g *brokerGuard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if write {
 		return true
+	}
+	if !isAgent(cl) && !g.acl.maySubscribe(g.acl.of(cl.Properties.Username), cl.ID, topic) {
+		g.refuse(cl, "embedded broker did not deliver a message: a topic not granted to the client", 1, slog.String("topic", clientText(topic)))
+		return false
 	}
 	g.mu.Lock()
 	q := g.queueLocked(cl)

@@ -143,6 +143,35 @@ func newTopicTemplate(template string) topicTemplate {
 // render returns the topic of key.
 func (t *topicTemplate) render(key string) string { return strings.Join(t.parts, key) }
 
+// makes reports whether topic is the topic of some key, without making
+// one: the key is the text at the first placeholder, as long as the
+// topic's bytes beyond the parts' make it, once for each placeholder.
+func (t *topicTemplate) makes(topic string) bool {
+	n := len(t.parts) - 1
+	if n == 0 {
+		return topic == t.parts[0]
+	}
+	extra := len(topic) - t.bytes
+	if extra < 0 || extra%n != 0 {
+		return false
+	}
+	first := len(t.parts[0])
+	key, rest := topic[first:first+extra/n], topic
+	for i, part := range t.parts {
+		if !strings.HasPrefix(rest, part) {
+			return false
+		}
+		rest = rest[len(part):]
+		if i < n {
+			if !strings.HasPrefix(rest, key) {
+				return false
+			}
+			rest = rest[len(key):]
+		}
+	}
+	return rest == ""
+}
+
 // check is CheckTopic of the topic of key, without making the topic
 // unless it is invalid: the parts of a valid template are valid UTF-8
 // without a character CheckTopic refuses, so the topic is valid when the

@@ -1,0 +1,340 @@
+package mqttio
+
+import (
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Grants are the topics a client of an embedded broker may publish and
+// subscribe to, in mosquitto's ACL model: topic filters in which a level
+// that is exactly %u stands for the client's user name and one that is
+// exactly %c for its client id. A nil list grants every topic, an empty
+// one none. A client whose user name or client id holds +, # or / is
+// granted nothing by a filter with %u or %c (it would widen the filter),
+// nor is an anonymous client by one with %u. Whatever they grant, only
+// the agent's own clients publish to the agent's topics
+// (BrokerConfig.AgentTopics), and no client to $SYS topics.
+type Grants struct {
+	Publish, Subscribe []string
+}
+
+// CheckGrant returns a *TopicError if pattern is no filter Grants may
+// hold: a valid topic filter (wildcards whole levels, # the last; no
+// character CheckTopic refuses but them; not too long or deep) in which
+// %u and %c are whole levels.
+func CheckGrant(pattern string) error {
+	if pattern == "" {
+		return &TopicError{Topic: pattern, At: -1, Reason: "is empty"}
+	}
+	at := 0
+	for level := range strings.SplitSeq(pattern, "/") {
+		switch {
+		case level == "+" || level == "%u" || level == "%c":
+		case level == "#":
+			if at+len(level) != len(pattern) {
+				return &TopicError{Topic: pattern, At: at, Reason: "# must be the last level"}
+			}
+		case strings.Contains(level, "%u") || strings.Contains(level, "%c"):
+			return &TopicError{Topic: pattern, At: at + strings.IndexByte(level, '%'), Reason: "%u and %c stand for a whole level only"}
+		default:
+			if i, reason := badChar(level); i >= 0 {
+				if c := level[i]; c == '+' || c == '#' {
+					reason = "a wildcard must be a whole level"
+				}
+				return &TopicError{Topic: pattern, At: at + i, Reason: reason}
+			}
+		}
+		at += len(level) + 1
+	}
+	return checkSize(pattern, len(pattern), strings.Count(pattern, "/"), false)
+}
+
+// brokerACL decides what the clients of an embedded broker may publish
+// and subscribe to (BrokerConfig.Grants, AnonymousGrants, AgentTopics).
+// It holds no state of clients: a decision reads the client's user name
+// and id. Safe for concurrent use once made.
+type brokerACL struct {
+	agent     atomic.Pointer[[]topicTemplate] // the agent's topics
+	users     map[string]*access              // the users with Grants, by name
+	anonymous *access
+}
+
+// access is what a client may do: its user name, and its grants
+// compiled.
+type access struct {
+	user               string
+	publish, subscribe grantList
+}
+
+// grantList is a list of Grants, each filter split into its levels; all
+// grants every topic (a nil list).
+type grantList struct {
+	all     bool
+	filters [][]string
+}
+
+// everything is the access of a client whose grants are not listed.
+var everything = &access{publish: grantList{all: true}, subscribe: grantList{all: true}}
+
+func newBrokerACL(cfg BrokerConfig) *brokerACL {
+	a := &brokerACL{users: make(map[string]*access), anonymous: compileAccess("", cfg.AnonymousGrants)}
+	a.setAgentTopics(cfg.AgentTopics)
+	for user, g := range cfg.Grants {
+		a.users[user] = compileAccess(user, g)
+	}
+	return a
+}
+
+// setAgentTopics makes topics (BrokerConfig.AgentTopics) the agent's.
+func (a *brokerACL) setAgentTopics(topics []string) {
+	var ts []topicTemplate
+	for _, t := range topics {
+		ts = append(ts, newTopicTemplate(t))
+	}
+	a.agent.Store(&ts)
+}
+
+func compileAccess(user string, g Grants) *access {
+	list := func(filters []string) grantList {
+		l := grantList{all: filters == nil}
+		for _, f := range filters {
+			l.filters = append(l.filters, strings.Split(f, "/"))
+		}
+		return l
+	}
+	return &access{user: user, publish: list(g.Publish), subscribe: list(g.Subscribe)}
+}
+
+// of returns the access of the client with user name user (empty:
+// anonymous).
+func (a *brokerACL) of(user []byte) *access {
+	if len(user) == 0 {
+		return a.anonymous
+	}
+	if ac := a.users[string(user)]; ac != nil {
+		return ac
+	}
+	return everything
+}
+
+// agentTopic reports whether topic is one of the agent's.
+func (a *brokerACL) agentTopic(topic string) bool {
+	ts := *a.agent.Load()
+	for i := range ts {
+		if ts[i].makes(topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayPublish reports whether a client with access ac and id client may
+// publish to topic (a topic name, without wildcards), and, if it may not,
+// whether that is because topic is the agent's.
+func (a *brokerACL) mayPublish(ac *access, client, topic string) (ok, agents bool) {
+	if a.agentTopic(topic) {
+		return false, true
+	}
+	return ac.publish.grants(topic, ac.user, client), false
+}
+
+// maySubscribe reports whether a client with access ac and id client may
+// subscribe to filter: whether a grant matches every topic the filter
+// does (of a shared subscription, $share/GROUP/ left out). Given a topic
+// name, it says whether the client may read it.
+func (a *brokerACL) maySubscribe(ac *access, client, filter string) bool {
+	if ac.subscribe.all {
+		return true
+	}
+	if mqtt.IsSharedFilter(filter) {
+		_, rest, _ := strings.Cut(filter, "/")
+		_, filter, _ = strings.Cut(rest, "/")
+	}
+	return ac.subscribe.grants(filter, ac.user, client)
+}
+
+// grants reports whether a filter of l matches every topic filter does
+// (a topic name: matches it), its levels %u and %c standing for user and
+// client.
+func (l *grantList) grants(filter, user, client string) bool {
+	if l.all {
+		return true
+	}
+	userOK, clientOK := substitutable(user), substitutable(client)
+	for _, g := range l.filters {
+		if covers(g, filter, user, client, userOK, clientOK) {
+			return true
+		}
+	}
+	return false
+}
+
+// substitutable reports whether s, a user name or client id, may stand
+// for %u or %c: a level of its own that widens no filter.
+func substitutable(s string) bool { return s != "" && !strings.ContainsAny(s, "+#/") }
+
+// covers reports whether grant, a filter split into levels, matches
+// every topic that filter matches (MQTT 3.1.1 section 4.7: + is one
+// level, # the parent level and any below; a topic that begins with $
+// is matched by no filter that begins with a wildcard). A level %u of
+// grant stands for user and %c for client, if they may (userOK,
+// clientOK); else grant covers nothing.
+func covers(grant []string, filter, user, client string, userOK, clientOK bool) bool {
+	rest, more := filter, true
+	for i, g := range grant {
+		if g == "#" {
+			return i > 0 || !strings.HasPrefix(filter, "$")
+		}
+		if !more {
+			return false
+		}
+		var level string
+		level, rest, more = strings.Cut(rest, "/")
+		if level == "#" {
+			// Any levels from here, one at least at the first level:
+			// matched by grant's # alone, or at the first level by +/#.
+			return len(grant) == i+2 && i == 0 && g == "+" && grant[1] == "#"
+		}
+		switch g {
+		case "+":
+			if i == 0 && strings.HasPrefix(level, "$") {
+				return false
+			}
+		case "%u":
+			if !userOK || level != user {
+				return false
+			}
+		case "%c":
+			if !clientOK || level != client {
+				return false
+			}
+		default:
+			if level != g {
+				return false
+			}
+		}
+	}
+	return !more
+}
+
+// brokerAccess is the embedded broker's hook that enforces its brokerACL
+// on the clients other than the agent's: a publish it refuses is
+// acknowledged and dropped (QoS 0 dropped; MQTT 3.1.1 has no negative
+// PUBACK, and mosquitto does the same), a filter gets SUBACK 0x80, a
+// will it refuses its CONNECT (CONNACK "not authorized"); and it closes
+// the connection of a CONNECT that MQTT 3.1.1 forbids (a password
+// without a user name, a will topic with a wildcard). A delivery the
+// client may not read (a session it took over from another user) is
+// brokerGuard's to refuse, as mochi asks it (OnACLCheck). Each refusal is
+// counted and logged through refusals.
+type brokerAccess struct {
+	mqtt.HookBase
+	srv   *mqtt.Server
+	acl   *brokerACL
+	refer *refusals
+}
+
+func (h *brokerAccess) ID() string { return "cairn-access" }
+
+func (h *brokerAccess) Provides(b byte) bool {
+	switch b {
+	case mqtt.OnConnect, mqtt.OnPacketRead, mqtt.OnSubscribe, mqtt.OnPublish:
+		return true
+	}
+	return false
+}
+
+// refuse counts and logs a refusal of what to cl.
+func (h *brokerAccess) refuse(cl *mqtt.Client, what string, detail ...slog.Attr) {
+	detail = append(detail, slog.String("user", clientText(string(cl.Properties.Username))), slog.String("client", clientText(cl.ID)))
+	h.refer.note(slog.LevelWarn, cl.Net.Remote, what, 1, detail...)
+}
+
+// OnConnect closes the connection of a CONNECT with a password and no
+// user name (MQTT 3.1.1: 3.1.2-22; MQTT 5 allows it) or a will topic
+// with a wildcard (3.1.2-9, 4.7.3), without CONNACK; and answers one
+// whose will topic the client may not publish to with "not authorized".
+func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if isAgent(cl) {
+		return nil
+	}
+	c := &pk.Connect
+	if c.PasswordFlag && !c.UsernameFlag && cl.Properties.ProtocolVersion < 5 {
+		h.refuse(cl, "embedded broker closed a client's connection: a CONNECT with a password and no user name")
+		return errRefused
+	}
+	if !c.WillFlag {
+		return nil
+	}
+	if strings.ContainsAny(c.WillTopic, "+#") {
+		h.refuse(cl, "embedded broker closed a client's connection: a will topic with a wildcard", slog.String("topic", clientText(c.WillTopic)))
+		return errRefused
+	}
+	if ok, agents := h.acl.mayPublish(h.acl.of(c.Username), cl.ID, c.WillTopic); !ok {
+		code := packets.ErrNotAuthorized
+		if cl.Properties.ProtocolVersion < 5 {
+			code = packets.ErrBadUsernameOrPassword // 3.1.1's "not authorized", 5
+		}
+		h.srv.SendConnack(cl, code, false, nil)
+		h.refuse(cl, "embedded broker refused a client's CONNECT: a will to "+refusedTopic(agents), slog.String("topic", clientText(c.WillTopic)))
+		return errRefused
+	}
+	return nil
+}
+
+// refusedTopic says why a client may not publish to a topic: it is the
+// agent's (agents), or not granted.
+func refusedTopic(agents bool) string {
+	if agents {
+		return "a topic only the agent publishes to"
+	}
+	return "a topic not granted to the client"
+}
+
+// OnPacketRead acknowledges and counts a client's QoS 1 publish to a
+// $SYS topic, which mochi drops unanswered before any other hook sees it.
+func (h *brokerAccess) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Type != packets.Publish || isAgent(cl) || len(pk.TopicName) < len(mqtt.SysPrefix) ||
+		!strings.EqualFold(pk.TopicName[:len(mqtt.SysPrefix)], mqtt.SysPrefix) {
+		return pk, nil
+	}
+	if pk.FixedHeader.Qos == 1 {
+		cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+	}
+	h.refuse(cl, "embedded broker dropped a message: a $SYS topic, which only the broker publishes to", slog.String("topic", clientText(pk.TopicName)))
+	return pk, nil
+}
+
+// OnSubscribe refuses the filters the client may not subscribe to, by
+// making them empty, as brokerGuard does those over its limits.
+func (h *brokerAccess) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	if isAgent(cl) {
+		return pk
+	}
+	ac := h.acl.of(cl.Properties.Username)
+	for i := range pk.Filters {
+		f := &pk.Filters[i].Filter
+		if *f != "" && !h.acl.maySubscribe(ac, cl.ID, *f) {
+			h.refuse(cl, "embedded broker refused a topic filter: not granted to the client", slog.String("filter", clientText(*f)))
+			*f = ""
+		}
+	}
+	return pk
+}
+
+// OnPublish drops, acknowledged, a message to a topic the client may not
+// publish to.
+func (h *brokerAccess) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if isAgent(cl) {
+		return pk, nil
+	}
+	if ok, agents := h.acl.mayPublish(h.acl.of(cl.Properties.Username), cl.ID, pk.TopicName); !ok {
+		h.refuse(cl, "embedded broker dropped a message: "+refusedTopic(agents), slog.String("topic", clientText(pk.TopicName)))
+		return pk, packets.CodeSuccessIgnore
+	}
+	return pk, nil
+}

@@ -1,0 +1,288 @@
+package mqttio
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// modelMatch is MQTT 3.1.1's matching of a topic by a filter (section
+// 4.7), as plainly as it is written: + is any one level, # any levels
+// below and the parent, and a topic that begins with $ is matched by no
+// filter that begins with a wildcard.
+func modelMatch(filter, topic string) bool {
+	f, t := strings.Split(filter, "/"), strings.Split(topic, "/")
+	if strings.HasPrefix(topic, "$") && (f[0] == "+" || f[0] == "#") {
+		return false
+	}
+	var match func(f, t []string) bool
+	match = func(f, t []string) bool {
+		switch {
+		case len(f) == 0:
+			return len(t) == 0
+		case f[0] == "#":
+			return true
+		case len(t) == 0:
+			return false
+		case f[0] == "+" || f[0] == t[0]:
+			return match(f[1:], t[1:])
+		}
+		return false
+	}
+	return match(f, t)
+}
+
+// modelSubstitute is grant with %u and %c put in as mosquitto does, or
+// false if the user name or client id would widen it (or there is none).
+func modelSubstitute(grant, user, client string) (string, bool) {
+	levels := strings.Split(grant, "/")
+	for i, l := range levels {
+		v := map[string]string{"%u": user, "%c": client}[l]
+		if l != "%u" && l != "%c" {
+			continue
+		}
+		if v == "" || strings.ContainsAny(v, "+#/") {
+			return "", false
+		}
+		levels[i] = v
+	}
+	return strings.Join(levels, "/"), true
+}
+
+// modelCovers reports whether grant, substituted, matches every topic
+// filter matches among all the topics of up to depth levels made of
+// words: filter and grant have fewer levels than depth, and words hold
+// every literal level of either and one more, so a topic that tells
+// them apart is among them.
+func modelCovers(grant, filter string, words []string, depth int) bool {
+	var topics func(prefix string, n int) bool
+	topics = func(prefix string, n int) bool {
+		if n > 0 && modelMatch(filter, prefix) && !modelMatch(grant, prefix) {
+			return false
+		}
+		if n == depth {
+			return true
+		}
+		for _, w := range words {
+			next := w
+			if n > 0 {
+				next = prefix + "/" + w
+			}
+			if !topics(next, n+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return topics("", 0)
+}
+
+// TestGrantsFollowTheModel checks brokerACL's matching of generated
+// filters (to subscribe to) and topic names (to publish to, and to read)
+// by generated grants, of users and client ids that may hold wildcards
+// and slashes, against modelMatch over every topic that could tell them
+// apart.
+func TestGrantsFollowTheModel(t *testing.T) {
+	grantLevels := []string{"a", "b", "$s", "", "+", "+", "#", "%u", "%c"}
+	filterLevels := []string{"a", "b", "$s", "", "+", "#", "dev", "gw1"}
+	names := []string{"dev", "gw1", "a", "$s", "d+", "d#", "d/e", ""}
+	randomFilter := func(rng *rand.Rand, levels []string, wild bool) string {
+		n := 1 + rng.IntN(3)
+		var out []string
+		for i := range n {
+			l := levels[rng.IntN(len(levels))]
+			for !wild && (l == "+" || l == "#") || l == "#" && i < n-1 {
+				l = levels[rng.IntN(len(levels))]
+			}
+			out = append(out, l)
+		}
+		if f := strings.Join(out, "/"); f != "" { // no filter
+			return f
+		}
+		return "a"
+	}
+	for seed := range uint64(3000) {
+		rng := rand.New(rand.NewPCG(seed, 38))
+		grants := []string{} // none granted, not all
+		for range rng.IntN(3) {
+			grants = append(grants, randomFilter(rng, grantLevels, true))
+		}
+		user, client := names[rng.IntN(len(names))], names[1+rng.IntN(len(names)-2)]
+		for _, g := range grants {
+			if err := CheckGrant(g); err != nil {
+				t.Fatalf("seed %d: grant %q refused: %v", seed, g, err)
+			}
+		}
+		acl := newBrokerACL(BrokerConfig{Grants: map[string]Grants{user: {Publish: grants, Subscribe: grants}}})
+		ac := acl.of([]byte(user))
+		if user == "" {
+			acl = newBrokerACL(BrokerConfig{AnonymousGrants: Grants{Publish: grants, Subscribe: grants}})
+			ac = acl.anonymous
+		}
+		filter := randomFilter(rng, filterLevels, rng.IntN(3) > 0)
+		words := []string{"zz", "$zz"}
+		for _, s := range append(strings.Split(filter, "/"), strings.Split(strings.Join(grants, "/"), "/")...) {
+			if !slices.Contains(words, s) && s != "+" && s != "#" && s != "%u" && s != "%c" {
+				words = append(words, s)
+			}
+		}
+		words = append(words, user, client)
+		want := false
+		for _, g := range grants {
+			if sub, ok := modelSubstitute(g, user, client); ok && modelCovers(sub, filter, words, 4) {
+				want = true
+			}
+		}
+		if got := acl.maySubscribe(ac, client, filter); got != want {
+			t.Fatalf("seed %d: user %q client %q grants %q: filter %q granted %v, the model says %v", seed, user, client, grants, filter, got, want)
+		}
+		if strings.ContainsAny(filter, "+#") {
+			continue
+		}
+		// A topic name: what matches it.
+		want = false
+		for _, g := range grants {
+			if sub, ok := modelSubstitute(g, user, client); ok && modelMatch(sub, filter) {
+				want = true
+			}
+		}
+		if got, agents := acl.mayPublish(ac, client, filter); got != want || agents {
+			t.Fatalf("seed %d: user %q client %q grants %q: publish to %q granted %v, the model says %v", seed, user, client, grants, filter, got, want)
+		}
+	}
+}
+
+// TestGrantsOfWhom checks whose grants apply: a user's own, the
+// anonymous clients', or every topic for a user without; and that only
+// the agent's clients publish to its topics, whatever is granted.
+func TestGrantsOfWhom(t *testing.T) {
+	acl := newBrokerACL(BrokerConfig{
+		Grants:          map[string]Grants{"dev-a": {Publish: []string{"sensors/%u/#"}, Subscribe: []string{"setpoints/%u/#", "cmd/%c"}}, "dash": {Publish: []string{}}},
+		AnonymousGrants: Grants{Subscribe: []string{"public/#"}},
+		AgentTopics:     []string{"out/cnt/{key}", "gw/status", "gw/status/json"},
+	})
+	for _, c := range []struct {
+		user, client, topic string
+		publish, subscribe  bool
+	}{
+		{"dev-a", "c1", "sensors/dev-a/t", true, false},
+		{"dev-a", "c1", "sensors/dev-b/t", false, false},
+		{"dev-a", "c1", "setpoints/dev-a/x", false, true},
+		{"dev-a", "c1", "cmd/c1", false, true},
+		{"dev-a", "c/1", "cmd/c/1", false, false},
+		{"dash", "d", "sensors/x", false, true},
+		{"other", "o", "anything/at/all", true, true},
+		{"other", "o", "out/cnt/dev1", false, true},
+		{"other", "o", "out/cnt/a/b", false, true},
+		{"other", "o", "out/cnt/", false, true},
+		{"other", "o", "out/cnt", true, true},
+		{"other", "o", "gw/status", false, true},
+		{"other", "o", "$SYS/broker/uptime", true, true},
+		{"", "anon", "public/news", true, true},
+		{"", "anon", "private", true, false},
+		{"", "anon", "$SYS/broker/uptime", true, false},
+	} {
+		ac := acl.of([]byte(c.user))
+		if ok, _ := acl.mayPublish(ac, c.client, c.topic); ok != c.publish {
+			t.Errorf("%q as %q: publish to %q: %v, want %v", c.client, c.user, c.topic, ok, c.publish)
+		}
+		if ok := acl.maySubscribe(ac, c.client, c.topic); ok != c.subscribe {
+			t.Errorf("%q as %q: subscribe to %q: %v, want %v", c.client, c.user, c.topic, ok, c.subscribe)
+		}
+	}
+	ac := acl.of([]byte("dev-a"))
+	if !acl.maySubscribe(ac, "c1", "$share/g/setpoints/dev-a/+") || acl.maySubscribe(ac, "c1", "$share/g/setpoints/#") {
+		t.Error("a shared subscription is not judged by its filter")
+	}
+}
+
+// TestTopicTemplateMakes checks makes against every key a topic could
+// hold, for generated templates and topics.
+func TestTopicTemplateMakes(t *testing.T) {
+	pieces := []string{"{key}", "a", "/", "b/", "{key}/", "x{key}"}
+	alphabet := []string{"a", "b", "/", "x", "ab/"}
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var tmpl, topic strings.Builder
+		for range 1 + rng.IntN(4) {
+			tmpl.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		tt := newTopicTemplate(tmpl.String())
+		if rng.IntN(2) == 0 {
+			var key strings.Builder
+			for range rng.IntN(4) {
+				key.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			topic.WriteString(tt.render(key.String()))
+		} else {
+			for range rng.IntN(8) {
+				topic.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+		}
+		s := topic.String()
+		want := false
+		for i := 0; i <= len(s) && !want; i++ {
+			for j := i; j <= len(s) && !want; j++ {
+				want = tt.render(s[i:j]) == s
+			}
+		}
+		if got := tt.makes(s); got != want {
+			t.Fatalf("seed %d: template %q makes %q: %v, want %v", seed, tmpl.String(), s, got, want)
+		}
+	}
+}
+
+// TestCheckGrant checks what CheckGrant refuses, and where.
+func TestCheckGrant(t *testing.T) {
+	for _, c := range []struct {
+		pattern string
+		at      int
+		reason  string
+	}{
+		{"sensors/%u/#", -2, ""},
+		{"cmd/%c", -2, ""},
+		{"+/+/%u", -2, ""},
+		{"$SYS/#", -2, ""},
+		{"", -1, "is empty"},
+		{"a/#/b", 2, "# must be the last level"},
+		{"a/b#", 3, "a wildcard must be a whole level"},
+		{"a+/b", 1, "a wildcard must be a whole level"},
+		{"dev-%u/x", 4, "%u and %c stand for a whole level only"},
+		{"a/%c%u", 2, "%u and %c stand for a whole level only"},
+		{"a/\x00", 2, "contains NUL (U+0000)"},
+		{strings.Repeat("a/", 201) + "a", -1, "has 202 levels, over mosquitto's limit of 201"},
+	} {
+		err := CheckGrant(c.pattern)
+		if c.at == -2 {
+			if err != nil {
+				t.Errorf("%q: %v", c.pattern, err)
+			}
+			continue
+		}
+		te, ok := err.(*TopicError)
+		if !ok || te.At != c.at || te.Reason != c.reason {
+			t.Errorf("%q: %v, want at %d: %s", c.pattern, err, c.at, c.reason)
+		}
+	}
+}
+
+// BenchmarkGrantPublish is the cost of deciding a publish of a user with
+// 10 grants, to a topic the tenth grants, with 3 topics of the agent's.
+func BenchmarkGrantPublish(b *testing.B) {
+	var grants []string
+	for i := range 9 {
+		grants = append(grants, fmt.Sprintf("site/%d/%%u/+/#", i))
+	}
+	grants = append(grants, "sensors/%u/#")
+	acl := newBrokerACL(BrokerConfig{Grants: map[string]Grants{"dev-a": {Publish: grants}},
+		AgentTopics: []string{"out/cnt/{key}", "gw/status", "gw/status/json"}})
+	user := []byte("dev-a")
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, _ := acl.mayPublish(acl.of(user), "dev-a-1", "sensors/dev-a/temperature/3"); !ok {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -216,7 +216,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if a.changes, a.stopWatch, err = watch(a.path, log); err != nil {
 		return err
 	}
-	a.state = &state{pipeline: a.path, host: a.clientID, remote: a.remote, logs: a.logs, dataDir: dataDir,
+	a.state = &state{pipeline: a.path, host: a.clientID, remote: a.remote, logs: a.logs, dataDir: dataDir, embedded: a.brokers,
 		wear:   newWear(wearFile{"ingest", a.logs.Wear}, wearFile{"checkpoints", a.store.Wear}),
 		stalls: newStalls()}
 	a.metrics = &exporter{state: a.state, build: opts.Build, checkpoints: newCheckpointMetrics()}
@@ -320,7 +320,7 @@ func (a *Agent) startBrokers() error {
 		if !b.Embedded {
 			continue
 		}
-		bc, err := brokerConfig(b, a.clientID)
+		bc, err := brokerConfig(a.cfg, b, a.clientID)
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}

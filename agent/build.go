@@ -74,24 +74,48 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 	return cc, nil
 }
 
-// brokerConfig is what an embedded broker b is started with: its users
-// (passwords read from their files), whether it lets in anonymous clients,
-// the agent's own client ids (of base clientID), which no one else may
-// take, and its limits.
-func brokerConfig(b *config.Broker, clientID string) (mqttio.BrokerConfig, error) {
+// brokerConfig is what an embedded broker b of config c is started
+// with: its users (passwords read from their files) and what they may
+// do, whether it lets in anonymous clients and what they may do, the
+// agent's own client ids (of base clientID), which no one else may take,
+// the agent's topics, which no one else may publish to, and its limits.
+func brokerConfig(c *config.Config, b *config.Broker, clientID string) (mqttio.BrokerConfig, error) {
 	bc := mqttio.BrokerConfig{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-",
-		Limits: b.Limits.MQTT()}
+		AgentTopics: agentTopics(c), Limits: b.Limits.MQTT(), Users: make(map[string]string), Grants: make(map[string]mqttio.Grants)}
+	if b.Anonymous != nil {
+		bc.AnonymousGrants = b.Anonymous.MQTT()
+	}
 	for _, u := range b.Users {
-		if bc.Users == nil {
-			bc.Users = make(map[string]string)
-		}
 		pw, err := secret(u.Password, u.PasswordFile, "password_file")
 		if err != nil {
 			return bc, fmt.Errorf("user %q: %w", u.Username, err)
 		}
 		bc.Users[u.Username] = pw
+		bc.Grants[u.Username] = u.MQTT()
 	}
 	return bc, nil
+}
+
+// agentTopics are the topics the agent publishes to on c's brokers: its
+// sinks' (with "{key}"), its sources' dead letters', its status topics
+// and their /json siblings. The embedded brokers let no one else publish
+// to them.
+func agentTopics(c *config.Config) []string {
+	var out []string
+	for _, s := range c.Sinks {
+		out = append(out, s.Topic)
+	}
+	for _, s := range c.Sources {
+		if s.DeadLetterTopic != "" {
+			out = append(out, s.DeadLetterTopic)
+		}
+	}
+	for _, b := range c.Brokers {
+		if b.StatusTopic != "" {
+			out = append(out, b.StatusTopic, mqttio.StatusJSONTopic(b.StatusTopic))
+		}
+	}
+	return out
 }
 
 // build turns a validated config into a topology whose sinks share

@@ -34,6 +34,8 @@ type state struct {
 	// logs holds the ingest logs and the dead letters, in dataDir.
 	logs    *ingest.Logs
 	dataDir string
+	// embedded are the embedded brokers, by name.
+	embedded map[string]*mqttio.Broker
 	// stalls are the alignments that ended, of every incarnation.
 	stalls *stalls
 
@@ -165,7 +167,11 @@ func (s *state) status() api.Status {
 		out.History = append(out.History, info)
 	}
 	for _, name := range slices.Sorted(maps.Keys(inc.brokers)) {
-		out.Brokers = append(out.Brokers, brokerStatus(name, inc.brokers[name].Status(), now))
+		b := brokerStatus(name, inc.brokers[name].Status(), now)
+		if br := s.embedded[name]; br != nil {
+			b.Refused = br.Refusals()
+		}
+		out.Brokers = append(out.Brokers, b)
 	}
 	out.OutputBacklogBytes, out.InputHeld = inc.backlog.Bytes()
 	for _, m := range inc.sources {

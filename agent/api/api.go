@@ -217,6 +217,11 @@ type Broker struct {
 	// LastError is the newest failure to connect or lost connection.
 	LastError       string `json:"last_error,omitempty"`
 	LastErrorUnixMS int64  `json:"last_error_unix_ms,omitempty"`
+	// Refused, of an embedded broker, counts what it refused its clients
+	// since it started (a failed login, a topic not granted, a limit, a
+	// CONNECT MQTT forbids), by the message of the log lines that tell
+	// of them.
+	Refused map[string]int64 `json:"refused,omitempty"`
 }
 
 // Operator is one node of the graph.

@@ -38,7 +38,7 @@ func TestAddresses(t *testing.T) {
 		"brokers:\n  l:\n    embedded: true\n    listen: 0.0.0.0:1883\n":                                            `a.yaml:4:13: broker "l": listen "0.0.0.0:1883" takes clients from the network, which could read every reading and inject their own: list users`,
 		"brokers:\n  l:\n    embedded: true\n    users:\n      - username: d\n":                                     `a.yaml:5:9: broker "l": user "d" needs password (such as ${MQTT_PASSWORD}) or password_file, one of them`,
 		"brokers:\n  l:\n    embedded: true\n    users: [{username: d, password: a}, {username: d, password: b}]\n": `broker "l": user "d" is there twice`,
-		"brokers:\n  b:\n    url: tcp://b:1883\n    allow_anonymous: false\n":                                       `a.yaml:3:5: broker "b": users and allow_anonymous are an embedded broker's`,
+		"brokers:\n  b:\n    url: tcp://b:1883\n    allow_anonymous: false\n":                                       `a.yaml:3:5: broker "b": users, allow_anonymous and anonymous are an embedded broker's`,
 	} {
 		_, errs := Parse("a.yaml", []byte(src+pipeline), env(nil))
 		if !strings.Contains(errs.Error(), want) || strings.Contains(errs.Error(), "secret") {

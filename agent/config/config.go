@@ -230,15 +230,21 @@ type Broker struct {
 	// `agent.sync_interval`; set, this is the window from the start, and
 	// the most a group waits for (a narrower window is still learned).
 	MaxInflight int `yaml:"max_inflight"`
-	// The clients an embedded broker lets in, by name and password. The
-	// agent's own clients connect with credentials made for the process,
-	// and no one else may use their client ids.
+	// The clients an embedded broker lets in, by name and password, and
+	// what each may publish and subscribe to. The agent's own clients
+	// connect with credentials made for the process, and no one else may
+	// use their client ids.
 	Users []*BrokerUser `yaml:"users"`
 	// Whether an embedded broker lets in clients that give no user name.
-	// Default: yes on a loopback `listen` address (this device only), no
-	// on any other, where anyone on the network could read every reading
-	// and inject their own.
+	// Default: no once `users` are listed; without them, yes on a
+	// loopback `listen` address (this device only) and no on any other,
+	// where anyone on the network could read every reading and inject
+	// their own.
 	AllowAnonymous *bool `yaml:"allow_anonymous"`
+	// What an embedded broker's clients that give no user name may
+	// publish and subscribe to (`publish`, `subscribe`, as a user's);
+	// left out, any topic but the agent's own.
+	Anonymous *BrokerAnonymous `yaml:"anonymous"`
 	// What an embedded broker's clients may make it hold and do, so that
 	// no client, whatever it sends, exhausts the agent (docs/security.md).
 	// They bind the clients at `listen`, not the agent's own, which
@@ -247,7 +253,9 @@ type Broker struct {
 	Limits *BrokerLimits `yaml:"limits"`
 }
 
-// BrokerUser is a client an embedded broker lets in.
+// BrokerUser is a client an embedded broker lets in, and what it may
+// publish and subscribe to: without `publish` and `subscribe`, any topic
+// but the agent's own.
 type BrokerUser struct {
 	Pos
 	// The client's user name.
@@ -258,15 +266,17 @@ type BrokerUser struct {
 	// A file holding the password; line breaks at its end are not part
 	// of it.
 	PasswordFile string `yaml:"password_file"`
+	BrokerGrants
 }
 
 // AnonymousAllowed reports whether an embedded broker lets in clients
-// that give no user name (Broker.AllowAnonymous).
+// that give no user name (Broker.AllowAnonymous): by default, only on
+// loopback and only when it lists no users.
 func (b *Broker) AnonymousAllowed() bool {
 	if b.AllowAnonymous != nil {
 		return *b.AllowAnonymous
 	}
-	return b.ListensLocally()
+	return len(b.Users) == 0 && b.ListensLocally()
 }
 
 // ListensLocally reports whether an embedded broker takes connections
@@ -1106,8 +1116,8 @@ func (v *validator) address(name string, b *Broker) {
 		v.listen(&b.Listen, b.Pos, fmt.Sprintf("broker %q: listen", name), "18830")
 		v.users(name, b)
 		v.limits(name, b.Limits)
-	} else if len(b.Users) > 0 || b.AllowAnonymous != nil {
-		v.errorf(b.Pos, "broker %q: users and allow_anonymous are an embedded broker's: who may connect to it", name)
+	} else if len(b.Users) > 0 || b.AllowAnonymous != nil || b.Anonymous != nil {
+		v.errorf(b.Pos, "broker %q: users, allow_anonymous and anonymous are an embedded broker's: who may connect to it, and do what", name)
 	} else if b.Limits != nil {
 		v.errorf(v.c.at(&b.Limits, b.Pos), "broker %q: limits are an embedded broker's: what its clients may make it hold", name)
 	}
@@ -1147,9 +1157,9 @@ func (v *validator) address(name string, b *Broker) {
 	}
 }
 
-// users checks who may connect to the embedded broker b: a listen
-// address other than loopback takes anonymous clients only when the file
-// says so.
+// users checks who may connect to the embedded broker b, and what they
+// may do: a listen address other than loopback takes anonymous clients
+// only when the file says so.
 func (v *validator) users(name string, b *Broker) {
 	seen := make(map[string]bool)
 	for _, u := range b.Users {
@@ -1161,7 +1171,9 @@ func (v *validator) users(name string, b *Broker) {
 			v.errorf(u.Pos, "broker %q: user %s needs password (such as ${MQTT_PASSWORD}) or password_file, one of them", name, v.c.show(&u.Username))
 		}
 		seen[u.Username] = true
+		v.grants(name, "user "+v.c.show(&u.Username), &u.BrokerGrants, u.Pos)
 	}
+	v.anonymousGrants(name, b)
 	if b.AllowAnonymous == nil && !b.ListensLocally() && len(b.Users) == 0 {
 		v.errorf(v.c.at(&b.Listen, b.Pos), "broker %q: listen %s takes clients from the network, which could read every reading and inject their own: "+
 			"list users (users: [{username: NAME, password_file: FILE}]), listen on 127.0.0.1, or say allow_anonymous: true", name, v.c.show(&b.Listen))

@@ -28,11 +28,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -489,7 +491,8 @@ func memoryLine(m api.Memory) string {
 }
 
 // brokerLine says whether a broker's clients are connected, since when,
-// and its newest connection error, at now, the status's time: the agent's
+// its newest connection error, and, of an embedded broker, what it
+// refused its clients, a line a kind, at now, the status's time: the agent's
 // times less it are what its monotonic clock measured (api.Status).
 func brokerLine(b api.Broker, now time.Time) string {
 	state := "connected"
@@ -499,6 +502,9 @@ func brokerLine(b api.Broker, now time.Time) string {
 	line := fmt.Sprintf("broker %s: %s for %s", b.ID, state, now.Sub(time.UnixMilli(b.SinceUnixMS)).Round(time.Second))
 	if b.LastError != "" {
 		line += fmt.Sprintf("; last error %s ago: %s", now.Sub(time.UnixMilli(b.LastErrorUnixMS)).Round(time.Second), b.LastError)
+	}
+	for _, what := range slices.Sorted(maps.Keys(b.Refused)) {
+		line += fmt.Sprintf("\n  refused %d: %s", b.Refused[what], strings.TrimPrefix(what, "embedded broker "))
 	}
 	return line
 }

@@ -35,8 +35,10 @@ func Dial(addr string) (*Conn, error) {
 
 // Session is what a CONNECT asks for.
 type Session struct {
-	ID             string
-	User, Password string // no user name if User is empty
+	ID string
+	// User and Password: none if empty. A Password without a User is a
+	// CONNECT MQTT 3.1.1 forbids.
+	User, Password string
 	Clean          bool
 	Keepalive      uint16 // seconds; 0: none
 	WillTopic      string // a will if not empty
@@ -52,6 +54,8 @@ func (c *Conn) Connect(s Session) (byte, error) {
 		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), ClientIdentifier: s.ID, Clean: s.Clean, Keepalive: s.Keepalive}}
 	if s.User != "" {
 		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(s.User)
+	}
+	if s.Password != "" {
 		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(s.Password)
 	}
 	if s.WillTopic != "" {

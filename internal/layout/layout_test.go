@@ -53,7 +53,7 @@ var rules = []rule{
 		tests:   []string{"runtime", "bench", "internal/procfs"}},
 	{pkg: "ingest", job: "the durable ingest logs on `seglog`, a log per source subtask, their groups and dead letters, opened in one place (`Open`), and the move of an earlier bbolt log",
 		allowed: []string{"seglog", "wire", "go.etcd.io/bbolt (to read the earlier log)"}, tests: []string{"bench"}},
-	{pkg: "mqttio", job: "MQTT: the source (on an `ingest` log), the two-phase-commit sink, the embedded broker and its limits (`BrokerLimits`, enforced by a mochi hook and a listener of its own; the agent's clients on a socket of their own), the publisher of an agent's status and the watcher of a fleet's",
+	{pkg: "mqttio", job: "MQTT: the source (on an `ingest` log), the two-phase-commit sink, the embedded broker, its limits (`BrokerLimits`, enforced by a mochi hook and a listener of its own; the agent's clients on a socket of their own) and its clients' grants, the publisher of an agent's status and the watcher of a fleet's",
 		allowed: []string{"graph", "ingest", "wire", "github.com/eclipse/paho.mqtt.golang", "golang.org/x/net/proxy (paho's)", "github.com/mochi-mqtt/server/v2"},
 		tests:   []string{"checkpoint", "runtime", "localrecovery", "bench", "github.com/cockroachdb/datadriven", "golang.org/x/net/nettest"}},
 	{pkg: "remote", job: "upload of completed checkpoints to S3-compatible storage (minio-go) and a read-only store of a device's uploads",

@@ -2,10 +2,16 @@ package mqttio
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
 )
 
 // modelMatch is MQTT 3.1.1's matching of a topic by a filter (section
@@ -284,5 +290,56 @@ func BenchmarkGrantPublish(b *testing.B) {
 		if ok, _ := acl.mayPublish(acl.of(user), "dev-a-1", "sensors/dev-a/temperature/3"); !ok {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// TestGrantsOnSessionTakenOver: a client that takes over a persistent
+// session another user subscribed in is not delivered what that user
+// may read and it may not, though the session holds the subscription.
+func TestGrantsOnSessionTakenOver(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb", "pub": "pp"},
+		Grants: map[string]Grants{"a": {Subscribe: []string{"a/#"}}, "b": {Subscribe: []string{"b/#"}}}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	dial := func(s mqttraw.Session) *mqttraw.Conn {
+		t.Helper()
+		c, err := mqttraw.Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if code, err := c.Connect(s); err != nil || code != 0 {
+			t.Fatalf("%s: CONNACK %d, %v", s.User, code, err)
+		}
+		return c
+	}
+	first := dial(mqttraw.Session{ID: "shared", User: "a", Password: "pa"})
+	if codes, err := first.SubscribeAck(1, 1, "a/#", "b/#"); err != nil || !slices.Equal(codes, []byte{1, 0x80}) {
+		t.Fatalf("a's SUBACK %v, %v", codes, err)
+	}
+	first.Close()
+	second := dial(mqttraw.Session{ID: "shared", User: "b", Password: "pb"})
+	if codes, err := second.SubscribeAck(2, 1, "b/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("b's SUBACK %v, %v", codes, err)
+	}
+	pub := dial(mqttraw.Session{ID: "pub", User: "pub", Password: "pp", Clean: true})
+	for i, topic := range []string{"a/1", "b/1"} {
+		if err := pub.Publish(uint16(i+1), topic, []byte(topic), 1, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pub.ReadType(packets.Puback, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pk, err := second.ReadType(packets.Publish, true)
+	if err != nil || pk.TopicName != "b/1" {
+		t.Fatalf("b read %q (%v), want b/1 alone", pk.TopicName, err)
+	}
+	if n := b.Refusals()["embedded broker did not deliver a message: a topic not granted to the client"]; n != 1 {
+		t.Errorf("deliveries refused: %d, want 1 (%v)", n, b.Refusals())
 	}
 }

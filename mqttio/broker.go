@@ -156,6 +156,7 @@ func (b *Broker) Refusals() map[string]int64 { return b.refer.counted() }
 func (b *Broker) Close() error {
 	b.closing.Do(func() {
 		b.srv.Close()
+		b.guard.close()
 		b.refer.close()
 	})
 	return nil

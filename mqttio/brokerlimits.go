@@ -20,8 +20,16 @@ import (
 type BrokerLimits struct {
 	// MaxClients bounds the connections at once, refused as they are
 	// accepted, and the sessions kept, connected or not: a CONNECT under
-	// a new client id is refused (CONNACK "server unavailable").
+	// a new client id ends the session offline longest, or, with none
+	// offline, is refused (CONNACK "server unavailable").
 	MaxClients int
+	// MaxSessionsPerAddress bounds the sessions of the clients last
+	// connected from one address, the same way, among that address's.
+	MaxSessionsPerAddress int
+	// OfflineSessionExpiry is how long a session is kept once its client
+	// is gone (by the monotonic clock): then it ends, with what it holds.
+	// An MQTT 5 client may ask for less.
+	OfflineSessionExpiry time.Duration
 	// MaxConnectionRate is the connections an address may open a second,
 	// in bursts of up to twice as many: more are closed as they are
 	// accepted.
@@ -45,7 +53,12 @@ type BrokerLimits struct {
 	// QoS 2 messages it sent and did not release; MaxQueuedBytesTotal
 	// bounds all sessions' together. A message that would go over is not
 	// delivered to that session (the others get it); a QoS 2 message the
-	// session would hold over them is not acknowledged.
+	// session would hold over them is not acknowledged. A session whose
+	// client is gone (offline) holds within its own limits and, with the
+	// other offline sessions, within half of MaxQueuedBytesTotal, and
+	// within what connected sessions leave of it: over any, the oldest
+	// message of that session (over its own) or of the offline session
+	// holding most (over the others) is dropped for the new one.
 	MaxQueuedMessages                   int
 	MaxQueuedBytes, MaxQueuedBytesTotal int64
 	// MaxRetainedBytes bounds the retained messages of all clients, the
@@ -116,10 +129,19 @@ type brokerGuard struct {
 	// that holds it now (stale hooks of a client whose session another
 	// took over touch nothing of it); session, which client that is, by
 	// client id.
-	queues   map[*mqtt.Client]*queue
-	session  map[string]*mqtt.Client
-	queued   int64            // bytes held for the sessions of clients other than the agent's
-	retained map[string]int64 // the retained messages' costs, by topic
+	queues  map[*mqtt.Client]*queue
+	session map[string]*mqtt.Client
+	queued  int64  // bytes held for the sessions of clients other than the agent's
+	seq     uint64 // the last inflight.seq given
+	// offline are the queues of the sessions whose client is gone (not
+	// the agent's), offlineQueued the bytes they hold, and drops the
+	// messages dropped from each session for them, by client id, while
+	// the session lasts (brokeroffline.go).
+	offline       map[*queue]struct{}
+	offlineQueued int64
+	drops         map[string]int64
+	closed        bool             // the broker stopped: no session ends any more
+	retained      map[string]int64 // the retained messages' costs, by topic
 	// retainedBytes is their sum.
 	retainedBytes int64
 	sending       map[string]*sending // the publishes under way, by topic
@@ -153,7 +175,8 @@ type check struct {
 func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, acl *brokerACL, refer *refusals) *brokerGuard {
 	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, subscribing: make(map[*mqtt.Client]*subscribe),
 		subs: make(map[string]map[string]bool), queues: make(map[*mqtt.Client]*queue), session: make(map[string]*mqtt.Client),
-		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool)}
+		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool),
+		offline: make(map[*queue]struct{}), drops: make(map[string]int64)}
 }
 
 func (g *brokerGuard) ID() string { return "cairn-limits" }
@@ -202,8 +225,8 @@ func (g *brokerGuard) refuseConnect(cl *mqtt.Client, code packets.Code, why stri
 	return errRefused
 }
 
-// OnConnect refuses a client a new session beyond MaxClients, and a will
-// over the topic limits or the queue limits.
+// OnConnect refuses a client a will over the topic limits or the queue
+// limits, and makes room for a new session (room).
 func (g *brokerGuard) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if isAgent(cl) {
 		return nil
@@ -220,23 +243,12 @@ func (g *brokerGuard) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			return g.refuseConnect(cl, packets.ErrQuotaExceeded, "will over max_queued_bytes or max_queued_bytes_total", slog.Int64("will_bytes", will))
 		}
 	}
-	if g.lim.MaxClients > 0 {
-		if _, ok := g.srv.Clients.Get(cl.ID); !ok && g.sessions() >= g.lim.MaxClients {
-			return g.refuseConnect(cl, packets.ErrServerBusy, "a new session over max_clients", slog.Int("max_clients", g.lim.MaxClients))
+	if _, ok := g.srv.Clients.Get(cl.ID); !ok {
+		if limit, n := g.room(cl); limit != "" {
+			return g.refuseConnect(cl, packets.ErrServerBusy, "a new session over "+limit, slog.Int(limit, n))
 		}
 	}
 	return nil
-}
-
-// sessions counts the sessions of clients other than the agent's.
-func (g *brokerGuard) sessions() int {
-	n := 0
-	for _, cl := range g.srv.Clients.GetAll() {
-		if !isAgent(cl) {
-			n++
-		}
-	}
-	return n
 }
 
 // OnSessionEstablished counts cl's will, in the queue of its session.
@@ -252,18 +264,29 @@ func (g *brokerGuard) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
 	}
 }
 
-// OnDisconnect forgets a session that ends with its connection.
+// OnDisconnect forgets a session that ends with its connection, and
+// takes one that does not offline.
 func (g *brokerGuard) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.subscribing, cl)
-	if expire && !cl.IsTakenOver() {
+	switch {
+	case cl.IsTakenOver():
+	case expire:
 		g.dropSessionLocked(cl)
+	default:
+		g.offlineLocked(cl)
 	}
 }
 
-// OnClientExpired forgets a session mochi expired.
+// OnClientExpired forgets a session mochi expired (one whose MQTT 5
+// client asked for less than OfflineSessionExpiry, by the wall clock),
+// and takes it out of mochi's index of topics and its messages in flight
+// too: mochi 2.7.9 only forgets the client, whose subscriptions then
+// stay in its index for good (and are a new session's of the same id).
 func (g *brokerGuard) OnClientExpired(cl *mqtt.Client) {
+	g.srv.UnsubscribeClient(cl)
+	cl.ClearInflights()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dropSessionLocked(cl)
@@ -274,6 +297,7 @@ func (g *brokerGuard) dropSessionLocked(cl *mqtt.Client) {
 	g.dropQueueLocked(cl)
 	if g.session[cl.ID] == cl {
 		delete(g.session, cl.ID)
+		delete(g.drops, cl.ID)
 		g.subsTotal -= len(g.subs[cl.ID])
 		delete(g.subs, cl.ID)
 	}

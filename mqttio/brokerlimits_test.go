@@ -25,6 +25,7 @@ var smallLimits = BrokerLimits{
 	MaxSubscriptions: 12, MaxSubscriptionsTotal: 30,
 	MaxQueuedMessages: 20, MaxQueuedBytes: 96 << 10, MaxQueuedBytesTotal: 256 << 10,
 	MaxRetainedBytes: 64 << 10, AgentQueuedBytes: 4 << 20,
+	MaxSessionsPerAddress: 6, OfflineSessionExpiry: 300 * time.Millisecond,
 }
 
 // TestBrokerBoundsHold drives an embedded broker of small limits with
@@ -58,7 +59,9 @@ func TestBrokerBoundsHold(t *testing.T) {
 		"topic filter: over max_filters_per_subscribe", "topic filter: over max_subscriptions", "topic filter: over max_subscriptions_total",
 		"dropped a message: topic over max_topic_levels", "dropped a message: topic over max_topic_length",
 		"dropped messages to a session: over max_queued_messages", "dropped messages to a session: over max_queued_bytes",
-		"did not retain a message: over max_retained_bytes", "CONNECT: a new session over max_clients", "CONNECT: will topic over"} {
+		"did not retain a message: over max_retained_bytes", "CONNECT: will topic over",
+		"ended an offline session for a new one: over max_sessions_per_address", "ended an offline session: after offline_session_expiry",
+		"dropped offline sessions' oldest messages: over"} {
 		found := false
 		for what := range refused {
 			found = found || strings.Contains(what, want)
@@ -313,6 +316,7 @@ func checkBounds(t *testing.T, b *Broker, lim BrokerLimits, when string) {
 	t.Helper()
 	var problems []string
 	sessions, subscriptions := 0, 0
+	var offline int64
 	for id, cl := range b.srv.Clients.GetAll() {
 		if isAgent(cl) {
 			continue
@@ -332,6 +336,12 @@ func checkBounds(t *testing.T, b *Broker, lim BrokerLimits, when string) {
 		if len(inflight) > lim.MaxQueuedMessages || held > lim.MaxQueuedBytes {
 			problems = append(problems, fmt.Sprintf("client %s: %d messages in flight, %d bytes", id, len(inflight), held))
 		}
+		if cl.Closed() {
+			offline += held
+		}
+	}
+	if offline > lim.MaxQueuedBytesTotal/offlineShare {
+		problems = append(problems, fmt.Sprintf("the offline sessions hold %d bytes in flight", offline))
 	}
 	if sessions > lim.MaxClients {
 		problems = append(problems, fmt.Sprintf("%d sessions", sessions))
@@ -400,9 +410,11 @@ func checkCounts(t *testing.T, b *Broker) {
 			}
 			subscriptions += cl.State.Subscriptions.Len()
 			inflight, _ := inflightOf(cl)
-			var counted map[uint16]int64
+			counted := make(map[uint16]int64)
 			if q := b.guard.queues[cl]; q != nil {
-				counted = q.inflight
+				for id, e := range q.inflight {
+					counted[id] = e.cost
+				}
 			}
 			// The same packets, each counted at no less than it costs (a
 			// message acknowledged in part is counted whole).

@@ -84,25 +84,55 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 			t.Fatal("a connection without CONNECT was kept for 10 s")
 		}
 	})
-	t.Run("sessions", func(t *testing.T) {
-		_, addr := startTimedBroker(t, BrokerLimits{MaxClients: 3}, defaultListenTimes)
-		for _, id := range []string{"s1", "s2", "s3"} {
-			c := dialRaw(t, addr)
-			if code, err := c.Connect(mqttraw.Session{ID: id}); err != nil || code != 0 {
-				t.Fatalf("%s: CONNACK %d, %v", id, code, err)
+	for name, lim := range map[string]BrokerLimits{"max_clients": {MaxClients: 3}, "max_sessions_per_address": {MaxClients: 10, MaxSessionsPerAddress: 3}} {
+		t.Run("sessions over "+name, func(t *testing.T) {
+			b, addr := startTimedBroker(t, lim, defaultListenTimes)
+			connect := func(id string) (*mqttraw.Conn, byte) {
+				c := dialRaw(t, addr)
+				code, err := c.Connect(mqttraw.Session{ID: id})
+				if err != nil {
+					return c, 255 // closed as it was accepted: max_clients connections
+				}
+				return c, code
 			}
-			c.Close()
-		}
-		// The broker notes a disconnection as it reads it: a fourth session
-		// is refused once the three are sessions without connections.
-		testwait.For(t, 10*time.Second, "a fourth session refused", func() bool {
-			code, err := dialRaw(t, addr).Connect(mqttraw.Session{ID: "s4"})
-			return err == nil && code == 3
+			// s1 and s2 go offline, s1 first; s3 stays.
+			for _, id := range []string{"s1", "s2", "s3"} {
+				c, code := connect(id)
+				if code != 0 {
+					t.Fatalf("%s: CONNACK %d", id, code)
+				}
+				if id != "s3" {
+					c.Close()
+					testwait.For(t, 10*time.Second, id+" offline", func() bool {
+						cl, ok := b.srv.Clients.Get(id)
+						b.guard.mu.Lock()
+						defer b.guard.mu.Unlock()
+						return ok && cl.Closed() && b.guard.queues[cl] != nil && b.guard.queues[cl].offline
+					})
+				}
+			}
+			// A fourth session ends the one offline longest, a fifth the
+			// other; a sixth, with none offline, is refused.
+			var last *mqttraw.Conn
+			for _, s := range []struct{ id, ends string }{{"s4", "s1"}, {"s5", "s2"}} {
+				var code byte
+				if last, code = connect(s.id); code != 0 {
+					t.Fatalf("%s: CONNACK %d, want 0, ending %s", s.id, code, s.ends)
+				}
+				if _, ok := b.srv.Clients.Get(s.ends); ok {
+					t.Fatalf("%s is a session still after %s's", s.ends, s.id)
+				}
+			}
+			if _, code := connect("s6"); code != 3 && code != 255 {
+				t.Fatalf("a sixth session: CONNACK %d, want 3 (none offline)", code)
+			}
+			last.Close() // a connection free, for max_clients
+			testwait.For(t, 10*time.Second, "s5 back, once its connection is gone", func() bool {
+				_, code := connect("s5")
+				return code == 0
+			})
 		})
-		if code, err := dialRaw(t, addr).Connect(mqttraw.Session{ID: "s2"}); err != nil || code != 0 {
-			t.Fatalf("a session kept: CONNACK %d, %v", code, err)
-		}
-	})
+	}
 	t.Run("rate", func(t *testing.T) {
 		b, addr := startTimedBroker(t, BrokerLimits{MaxConnectionRate: 2}, defaultListenTimes)
 		b.clients.rates.mu.Lock()

@@ -92,7 +92,12 @@ func (g *brokerGuard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool
 	g.mu.Lock()
 	q := g.queueLocked(cl)
 	cost := g.deliveryCostLocked(topic)
-	why := g.overLocked(q, cost)
+	var why string
+	if q.offline {
+		why = g.unfitLocked(q, cost)
+	} else {
+		why = g.overLocked(q, cost)
+	}
 	added := why == "" && !cl.Closed()
 	if added {
 		q.unsent++
@@ -174,6 +179,10 @@ func (g *brokerGuard) OnQosPublish(cl *mqtt.Client, pk packets.Packet, _ int64, 
 	if !pk.FixedHeader.Dup && !cl.Closed() {
 		g.takeUnsentLocked(q, cost)
 	}
+	if q.offline {
+		q.order = append(q.order, held{id: pk.PacketID, seq: q.inflight[pk.PacketID].seq})
+		g.trimLocked(q)
+	}
 }
 
 // OnQosComplete and OnQosDropped forget a message mochi no longer holds
@@ -242,7 +251,8 @@ func (g *brokerGuard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte)
 // queue is what the broker holds for one session, as BrokerLimits count
 // it.
 type queue struct {
-	agent bool // the agent's own session
+	cl    *mqtt.Client // the client that holds the session
+	agent bool         // the agent's own session
 	// unsent counts the deliveries OnACLCheck let through that mochi
 	// has not written yet (QoS 0 ones, but for a moment), and
 	// unsentBytes their costs. A delivery's cost is an estimate
@@ -252,9 +262,30 @@ type queue struct {
 	unsentBytes int64
 	// inflight are the costs of what mochi's inflight holds for the
 	// session, by packet id, and inflightBytes their sum.
-	inflight      map[uint16]int64
+	inflight      map[uint16]inflight
 	inflightBytes int64
 	will          int64 // the cost of the session's will
+	// offline: the session's client is gone (brokeroffline.go), since
+	// then, until expiry ends the session; order is its messages in
+	// flight, oldest first, while offline (some since taken out).
+	offline bool
+	since   time.Time
+	expiry  *time.Timer
+	order   []held
+}
+
+// inflight is what mochi holds in flight for a session under a packet
+// id: its cost, and its place in the order they came to the session.
+type inflight struct {
+	cost int64
+	seq  uint64
+}
+
+// held is a place in a queue's order: a packet id and the seq it had
+// when it came there.
+type held struct {
+	id  uint16
+	seq uint64
 }
 
 func (q *queue) messages() int { return q.unsent + len(q.inflight) }
@@ -269,7 +300,7 @@ func (g *brokerGuard) queueLocked(cl *mqtt.Client) *queue {
 	if q := g.queues[cl]; q != nil {
 		return q
 	}
-	q := &queue{agent: isAgent(cl), inflight: make(map[uint16]int64)}
+	q := &queue{cl: cl, agent: isAgent(cl), inflight: make(map[uint16]inflight)}
 	if cl.IsTakenOver() {
 		return q // the session is another's now: what cl still does is not counted
 	}
@@ -297,19 +328,26 @@ func (g *brokerGuard) addLocked(q *queue, bytes int64) {
 	if !q.agent {
 		g.queued += bytes
 	}
+	if q.offline {
+		g.offlineQueued += bytes
+	}
 }
 
 // setInflightLocked sets what mochi holds in flight for q under packet
 // id id: a message of that cost, or nothing (0).
 func (g *brokerGuard) setInflightLocked(q *queue, id uint16, cost int64) {
-	old := q.inflight[id]
-	if cost == 0 {
+	old, ok := q.inflight[id]
+	switch {
+	case cost == 0:
 		delete(q.inflight, id)
-	} else {
-		q.inflight[id] = cost
+	case ok:
+		q.inflight[id] = inflight{cost: cost, seq: old.seq}
+	default:
+		g.seq++
+		q.inflight[id] = inflight{cost: cost, seq: g.seq}
 	}
-	q.inflightBytes += cost - old
-	g.addLocked(q, cost-old)
+	q.inflightBytes += cost - old.cost
+	g.addLocked(q, cost-old.cost)
 }
 
 // takeUnsentLocked notes that a delivery of cost to q's session was
@@ -327,6 +365,12 @@ func (g *brokerGuard) takeUnsentLocked(q *queue, cost int64) {
 func (g *brokerGuard) dropQueueLocked(cl *mqtt.Client) {
 	if q := g.queues[cl]; q != nil {
 		g.addLocked(q, -q.bytes())
+		if q.offline {
+			if q.expiry != nil {
+				q.expiry.Stop()
+			}
+			delete(g.offline, q)
+		}
 		delete(g.queues, cl)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -13,10 +14,18 @@ import (
 type BrokerLimits struct {
 	Pos
 	// The clients connected at once, and the sessions kept for clients
-	// connected or not: a connection over it is closed as it is accepted,
-	// a CONNECT under a new client id is refused (CONNACK 3, server
-	// unavailable).
+	// connected or not: a connection over it is closed as it is accepted;
+	// a CONNECT under a new client id ends the session offline (its
+	// client gone) longest, or, with none offline, is refused (CONNACK 3,
+	// server unavailable).
 	MaxClients int `yaml:"max_clients" default:"100"`
+	// The sessions of the clients last connected from one address, the
+	// same way among that address's.
+	MaxSessionsPerAddress int `yaml:"max_sessions_per_address" default:"20"`
+	// How long a session is kept once its client is gone (clean=false),
+	// by the agent's monotonic clock: then it ends, with what it holds.
+	// An MQTT 5 client may ask for less.
+	OfflineSessionExpiry time.Duration `yaml:"offline_session_expiry" default:"1h"`
 	// The connections an address may open a second, in bursts of up to
 	// twice as many: more are closed as they are accepted. Failed logins
 	// come no faster.
@@ -36,7 +45,8 @@ type BrokerLimits struct {
 	// The messages the broker holds for a client's session: not yet
 	// written to its connection, or (QoS 1 and 2) not yet acknowledged.
 	// A message over it is not delivered to that session (the others get
-	// it).
+	// it); to an offline session, it takes the place of the session's
+	// oldest, which is dropped and counted.
 	MaxQueuedMessages int `yaml:"max_queued_messages" default:"1000"`
 	// The bytes the broker holds for a client's session, its will
 	// included, each message counted with 1 KiB of the broker's own, a
@@ -45,7 +55,10 @@ type BrokerLimits struct {
 	MaxQueuedBytes string `yaml:"max_queued_bytes" default:"4MiB"`
 	// MaxQueuedBytesN is MaxQueuedBytes parsed.
 	MaxQueuedBytesN int64 `yaml:"-"`
-	// The bytes held for all clients' sessions together, the same way.
+	// The bytes held for all clients' sessions together, the same way;
+	// offline sessions hold half of it at most, and never what connected
+	// ones need: over it, the oldest message of the offline session that
+	// holds most is dropped for a new one.
 	MaxQueuedBytesTotal string `yaml:"max_queued_bytes_total" default:"16MiB"`
 	// MaxQueuedBytesTotalN is MaxQueuedBytesTotal parsed.
 	MaxQueuedBytesTotalN int64 `yaml:"-"`
@@ -67,7 +80,8 @@ type BrokerLimits struct {
 // MQTT returns the limits as mqttio takes them.
 func (l *BrokerLimits) MQTT() mqttio.BrokerLimits {
 	return mqttio.BrokerLimits{
-		MaxClients: l.MaxClients, MaxConnectionRate: l.MaxConnectionRate,
+		MaxClients: l.MaxClients, MaxSessionsPerAddress: l.MaxSessionsPerAddress,
+		OfflineSessionExpiry: l.OfflineSessionExpiry, MaxConnectionRate: l.MaxConnectionRate,
 		MaxTopicLevels: l.MaxTopicLevels, MaxTopicLength: l.MaxTopicLength,
 		MaxFiltersPerSubscribe: l.MaxFiltersPerSubscribe,
 		MaxSubscriptions:       l.MaxSubscriptions, MaxSubscriptionsTotal: l.MaxSubscriptionsTotal,
@@ -87,6 +101,7 @@ func (v *validator) limits(name string, l *BrokerLimits) {
 		max  int
 	}{
 		{"max_clients", &l.MaxClients, math.MaxInt32},
+		{"max_sessions_per_address", &l.MaxSessionsPerAddress, math.MaxInt32},
 		{"max_connection_rate", &l.MaxConnectionRate, math.MaxInt32},
 		{"max_topic_levels", &l.MaxTopicLevels, 65535},
 		{"max_topic_length", &l.MaxTopicLength, 65535},
@@ -98,6 +113,9 @@ func (v *validator) limits(name string, l *BrokerLimits) {
 		if *f.n < 1 || *f.n > f.max {
 			v.errorf(c.at(f.n, l.Pos), "broker %q: limits.%s %s is outside 1..%d", name, f.name, c.show(f.n), f.max)
 		}
+	}
+	if l.OfflineSessionExpiry < time.Second {
+		v.errorf(c.at(&l.OfflineSessionExpiry, l.Pos), "broker %q: limits.offline_session_expiry %s is under 1s", name, c.show(&l.OfflineSessionExpiry))
 	}
 	for _, f := range []struct {
 		name  string

@@ -76,6 +76,7 @@ func TestWrittenZerosAreNotReplaced(t *testing.T) {
 		"sources[].max_future": "0s", "sources[].min_time": `""`, "sources[].idle_timeout": "0s",
 		"operators[].parallelism": "0", "operators[].on_error": `""`, "operators[].window.time": `""`,
 		"brokers.<name>.limits.max_clients": "0", "brokers.<name>.limits.max_connection_rate": "0",
+		"brokers.<name>.limits.max_sessions_per_address": "0", "brokers.<name>.limits.offline_session_expiry": "0s",
 		"brokers.<name>.limits.max_topic_levels": "0", "brokers.<name>.limits.max_topic_length": "0",
 		"brokers.<name>.limits.max_filters_per_subscribe": "0", "brokers.<name>.limits.max_subscriptions": "0",
 		"brokers.<name>.limits.max_subscriptions_total": "0", "brokers.<name>.limits.max_queued_messages": "0",

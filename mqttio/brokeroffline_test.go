@@ -1,0 +1,160 @@
+package mqttio
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
+)
+
+// defaultLimits are the limits of config's defaults (docs/security.md),
+// but for a short expiry.
+var defaultLimits = BrokerLimits{
+	MaxClients: 100, MaxConnectionRate: 10_000, MaxTopicLevels: 32, MaxTopicLength: 1024,
+	MaxFiltersPerSubscribe: 64, MaxSubscriptions: 100, MaxSubscriptionsTotal: 500,
+	MaxQueuedMessages: 1000, MaxQueuedBytes: 4 << 20, MaxQueuedBytesTotal: 16 << 20,
+	MaxRetainedBytes: 4 << 20, AgentQueuedBytes: 32 << 20,
+	MaxSessionsPerAddress: 20, OfflineSessionExpiry: time.Hour,
+}
+
+// TestOfflineSessionsTakeNoRoom: four clients connect with clean=false,
+// subscribe to #, and go; 2,000 QoS 1 messages of 10 KB later (which
+// took the whole of max_queued_bytes_total, so that a connected reader
+// got 1,049 and every new filter 0x80), the reader has every message, a
+// new filter is granted, the offline sessions hold their newest messages
+// within half the total and count what they lost, and after their expiry
+// they are gone, from mochi's index of topics too, and their bytes with
+// them.
+func TestOfflineSessionsTakeNoRoom(t *testing.T) {
+	lim := defaultLimits
+	lim.OfflineSessionExpiry = 8 * time.Second // from their going
+	b := limitedBroker(t, lim)
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	offline := []string{"off-0", "off-1", "off-2", "off-3"}
+	for _, id := range offline {
+		c := rawConn(t, addr, mqttraw.Session{ID: id})
+		if codes, err := c.SubscribeAck(1, 1, "#"); err != nil || !slices.Equal(codes, []byte{1}) {
+			t.Fatalf("%s subscribing to #: %x %v", id, codes, err)
+		}
+		c.Close()
+		testwait.Poll(10*time.Second, func() bool { cl, ok := b.srv.Clients.Get(id); return ok && cl.Closed() })
+	}
+	reader := rawConn(t, addr, mqttraw.Session{ID: "reader", Clean: true})
+	if codes, err := reader.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("the reader subscribing: %x %v", codes, err)
+	}
+	var read atomic.Int64
+	go func() {
+		for {
+			pk, err := reader.ReadPacket()
+			if err != nil {
+				return
+			}
+			if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1 {
+				read.Add(1)
+				reader.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+			}
+		}
+	}()
+	const messages = 2000
+	pub := rawConn(t, addr, mqttraw.Session{ID: "pub", Clean: true})
+	payload := make([]byte, 10_000)
+	for i := range messages {
+		binary.BigEndian.PutUint32(payload, uint32(i))
+		if err := pub.Publish(uint16(i%65535+1), "plant/line-1", payload, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pub.ReadType(packets.Puback, false); err != nil {
+			t.Fatalf("message %d not acknowledged: %v", i, err)
+		}
+	}
+	if !testwait.Poll(10*time.Second, func() bool { return read.Load() == messages }) {
+		t.Fatalf("the connected reader got %d of %d messages", read.Load(), messages)
+	}
+	if codes, err := pub.SubscribeAck(2, 1, "late/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("a new filter: SUBACK %x, %v; want 01", codes, err)
+	}
+
+	// The offline sessions hold within half the total, each its newest
+	// messages, and count the others.
+	drops := b.OfflineDrops()
+	b.guard.mu.Lock()
+	held := make(map[string]int, len(offline))
+	for q := range b.guard.offline {
+		held[q.cl.ID] = len(q.inflight)
+	}
+	offlineBytes := b.guard.offlineQueued
+	b.guard.mu.Unlock()
+	t.Logf("the offline sessions hold %v messages, %d bytes; dropped %v", held, offlineBytes, drops)
+	if offlineBytes > lim.MaxQueuedBytesTotal/offlineShare {
+		t.Errorf("the offline sessions hold %d bytes, over half of max_queued_bytes_total", offlineBytes)
+	}
+	for _, id := range offline {
+		if held[id] == 0 || int64(held[id])+drops[id] != messages {
+			t.Errorf("session %s holds %d messages and dropped %d, of %d", id, held[id], drops[id], messages)
+		}
+	}
+	// The first, back, is sent what it held: the newest.
+	back := rawConn(t, addr, mqttraw.Session{ID: offline[0]})
+	var got []int
+	for range held[offline[0]] {
+		pk, err := back.ReadType(packets.Publish, false)
+		if err != nil {
+			t.Fatalf("%s back, after %d messages: %v", offline[0], len(got), err)
+		}
+		got = append(got, int(binary.BigEndian.Uint32(pk.Payload)))
+		back.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+	}
+	slices.Sort(got)
+	if got[0] != messages-len(got) || got[len(got)-1] != messages-1 {
+		t.Errorf("%s back was sent messages %d..%d, want the newest %d..%d", offline[0], got[0], got[len(got)-1], messages-len(got), messages-1)
+	}
+
+	// The others expire, and what they held with them.
+	gone := func() string {
+		for _, id := range offline[1:] {
+			if _, ok := b.srv.Clients.Get(id); ok {
+				return id + " is still a session"
+			}
+			if _, ok := b.srv.Topics.Subscribers("plant/line-1").Subscriptions[id]; ok {
+				return id + " is still subscribed in mochi's index of topics"
+			}
+		}
+		b.guard.mu.Lock()
+		defer b.guard.mu.Unlock()
+		if b.guard.offlineQueued != 0 || len(b.guard.offline) != 0 {
+			return fmt.Sprintf("%d offline sessions holding %d bytes are counted", len(b.guard.offline), b.guard.offlineQueued)
+		}
+		return ""
+	}
+	var why string
+	if !testwait.Poll(lim.OfflineSessionExpiry+10*time.Second, func() bool { why = gone(); return why == "" }) {
+		t.Fatalf("after offline_session_expiry: %s", why)
+	}
+	if drops := b.OfflineDrops(); len(drops) != 1 || drops[offline[0]] == 0 {
+		t.Errorf("drops counted after the expiry: %v, want %s's only", drops, offline[0])
+	}
+}
+
+// rawConn connects to addr as s, or fails t.
+func rawConn(t *testing.T, addr string, s mqttraw.Session) *mqttraw.Conn {
+	t.Helper()
+	c, err := mqttraw.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(time.Minute))
+	if code, err := c.Connect(s); err != nil || code != 0 {
+		t.Fatalf("connecting as %s: CONNACK %d, %v", s.ID, code, err)
+	}
+	return c
+}

@@ -114,6 +114,12 @@ func (c *exporter) write(w io.Writer) {
 	for _, b := range st.Brokers {
 		e.sample("cairn_mqtt_connected", labels("broker", b.ID), bit(b.Connected))
 	}
+	e.family("cairn_broker_offline_dropped_total", "counter", "Messages an embedded broker dropped from a session while its client was gone (its oldest, for newer ones, over the limits), by client id, for the sessions it holds.")
+	for _, b := range st.Brokers {
+		for _, id := range slices.Sorted(maps.Keys(b.OfflineDropped)) {
+			e.sample("cairn_broker_offline_dropped_total", labels("broker", b.ID, "client", id), float64(b.OfflineDropped[id]))
+		}
+	}
 	gauge("cairn_ingest_lag_messages", "Logged MQTT messages waiting to be processed.", float64(st.IngestLag))
 	counter("cairn_ingest_append_failures_total", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
 	e.family("cairn_ingest_damaged_records_total", "counter", "Ranges of the ingest logs found lost to damage (bytes that do not verify, with records after them that do) and read past, since the agent started.")

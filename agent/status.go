@@ -170,6 +170,7 @@ func (s *state) status() api.Status {
 		b := brokerStatus(name, inc.brokers[name].Status(), now)
 		if br := s.embedded[name]; br != nil {
 			b.Refused = br.Refusals()
+			b.OfflineDropped = br.OfflineDrops()
 		}
 		out.Brokers = append(out.Brokers, b)
 	}

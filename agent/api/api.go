@@ -222,6 +222,11 @@ type Broker struct {
 	// CONNECT MQTT forbids), by the message of the log lines that tell
 	// of them.
 	Refused map[string]int64 `json:"refused,omitempty"`
+	// OfflineDropped, of an embedded broker, counts the messages it
+	// dropped from each session while its client was gone (the oldest,
+	// for newer ones, over the limits), by client id, for the sessions it
+	// holds.
+	OfflineDropped map[string]int64 `json:"offline_dropped,omitempty"`
 }
 
 // Operator is one node of the graph.

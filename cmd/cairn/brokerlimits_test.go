@@ -38,6 +38,7 @@ brokers:
   local:
     embedded: true
     listen: 127.0.0.1:%d
+%s
 checkpoints:
   interval: 200ms
 sources:
@@ -68,6 +69,8 @@ const (
 // attackAgent is an agent under attack.
 type attackAgent struct {
 	proc   *cairntest.Proc
+	bin    string
+	file   string // its pipeline file
 	addr   string // the embedded broker's host:port
 	socket string
 	cpu    time.Duration // the CPU time it had used before the attack
@@ -79,13 +82,20 @@ const memoryLimit = "memory_limit: 64MiB"
 // startAttackAgent starts bin on attackConfig with agent setting setting
 // (memoryLimit) and waits until its pipeline serves.
 func startAttackAgent(t testing.TB, bin, setting string) *attackAgent {
+	return startLimitedAgent(t, bin, setting, "")
+}
+
+// startLimitedAgent starts bin as startAttackAgent does, its broker's
+// settings followed by limits (a YAML mapping at the indent of a
+// broker's settings).
+func startLimitedAgent(t testing.TB, bin, setting, limits string) *attackAgent {
 	t.Helper()
 	dir := t.TempDir()
 	data, file, port := filepath.Join(dir, "data"), filepath.Join(dir, "pipeline.yaml"), freePort(t)
-	if err := os.WriteFile(file, fmt.Appendf(nil, attackConfig, data, setting, port), 0o600); err != nil {
+	if err := os.WriteFile(file, fmt.Appendf(nil, attackConfig, data, setting, port, limits), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &attackAgent{proc: cairntest.Start(t, nil, bin, "run", "-c", file), addr: fmt.Sprintf("127.0.0.1:%d", port),
+	a := &attackAgent{proc: cairntest.Start(t, nil, bin, "run", "-c", file), bin: bin, file: file, addr: fmt.Sprintf("127.0.0.1:%d", port),
 		socket: filepath.Join(data, "cairn.sock")}
 	a.serving(t, "probe")
 	a.cpu = a.cpuTime(t)

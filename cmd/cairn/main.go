@@ -492,7 +492,8 @@ func memoryLine(m api.Memory) string {
 
 // brokerLine says whether a broker's clients are connected, since when,
 // its newest connection error, and, of an embedded broker, what it
-// refused its clients, a line a kind, at now, the status's time: the agent's
+// refused its clients, a line a kind, and what it dropped of offline
+// sessions', a line a client, at now, the status's time: the agent's
 // times less it are what its monotonic clock measured (api.Status).
 func brokerLine(b api.Broker, now time.Time) string {
 	state := "connected"
@@ -505,6 +506,9 @@ func brokerLine(b api.Broker, now time.Time) string {
 	}
 	for _, what := range slices.Sorted(maps.Keys(b.Refused)) {
 		line += fmt.Sprintf("\n  refused %d: %s", b.Refused[what], strings.TrimPrefix(what, "embedded broker "))
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.OfflineDropped)) {
+		line += fmt.Sprintf("\n  dropped %d of offline session %q's oldest messages", b.OfflineDropped[id], id)
 	}
 	return line
 }

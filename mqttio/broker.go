@@ -79,6 +79,11 @@ func StartBroker(cfg BrokerConfig, log *slog.Logger) (*Broker, error) {
 	caps.MaximumInflight = agentMaxQueued
 	caps.MaximumClientWritesPending = agentMaxUnsent
 	caps.MaximumPacketSize = EmbeddedMaxPacket
+	// An acknowledgement carries no properties of the packet it answers:
+	// mochi would copy a PUBLISH's user properties into its PUBACK, which
+	// the Paho MQTT 5 test client (docs/mqtt.md#conformance) takes for a
+	// malformed packet and drops its connection over.
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	log = slog.New(brokerLog{log.Handler()}).With("component", "embedded-broker")
 	// $SYS topics once, at the start: mochi would rewrite them every
 	// second, after a stop-the-world runtime.ReadMemStats, and without

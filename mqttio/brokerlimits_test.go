@@ -54,14 +54,16 @@ func TestBrokerBoundsHold(t *testing.T) {
 	if ran < 5 {
 		return // too few to reach every limit
 	}
-	// The runs reach every limit they can.
+	// The runs reach every limit they can. (Not an offline session's
+	// drops nor its expiry: whether messages are still in flight when a
+	// generated client goes, and whether it stays gone for 300 ms, depend
+	// on timing; TestOfflineSessionsTakeNoRoom reaches both.)
 	for _, want := range []string{"topic filter: over max_topic_levels", "topic filter: over max_topic_length",
 		"topic filter: over max_filters_per_subscribe", "topic filter: over max_subscriptions", "topic filter: over max_subscriptions_total",
 		"dropped a message: topic over max_topic_levels", "dropped a message: topic over max_topic_length",
 		"dropped messages to a session: over max_queued_messages", "dropped messages to a session: over max_queued_bytes",
 		"did not retain a message: over max_retained_bytes", "CONNECT: will topic over",
-		"ended an offline session for a new one: over max_sessions_per_address", "ended an offline session: after offline_session_expiry",
-		"dropped offline sessions' oldest messages: over"} {
+		"ended an offline session for a new one: over max_sessions_per_address"} {
 		found := false
 		for what := range refused {
 			found = found || strings.Contains(what, want)
@@ -333,7 +335,15 @@ func checkBounds(t *testing.T, b *Broker, lim BrokerLimits, when string) {
 			}
 		}
 		inflight, held := inflightOf(cl)
-		if len(inflight) > lim.MaxQueuedMessages || held > lim.MaxQueuedBytes {
+		over := func() bool { return len(inflight) > lim.MaxQueuedMessages || held > lim.MaxQueuedBytes }
+		// An offline session makes room for a message at its delivery
+		// check, for what the message is expected to cost, and again once
+		// mochi holds it (OnQosPublish), for what it costs: in between it
+		// may be over by the difference, for a moment.
+		if over() && cl.Closed() {
+			testwait.Poll(time.Second, func() bool { inflight, held = inflightOf(cl); return !over() })
+		}
+		if over() {
 			problems = append(problems, fmt.Sprintf("client %s: %d messages in flight, %d bytes", id, len(inflight), held))
 		}
 		if cl.Closed() {

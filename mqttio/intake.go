@@ -219,6 +219,7 @@ func (in *intake) committed(group []inbound) {
 		in.logged[e.m.MessageID()] = e.sum
 	}
 	in.committing = nil
+	in.window.committed(time.Now())
 }
 
 // release lets go of an acknowledged group's messages and makes room for

@@ -15,8 +15,10 @@ import "time"
 // owed (received, not yet acknowledged), until it hears an
 // acknowledgement: two pauses in a row with as many owed are taken for the
 // window, which a group then fills without waiting for a pause. (A pause
-// is eight typical gaps between arrivals without one; where the interval
-// runs out first, three are enough to learn from.) A
+// is eight typical gaps between arrivals without one, counted from the
+// last arrival or, if later, the end of the last commit: while a commit
+// is written, a broker whose window it holds cannot send. Where the
+// interval runs out first, three gaps are enough to learn from.) A
 // publisher that pauses after as many messages twice looks the same (and
 // its bursts are then committed as they end); the first message that
 // arrives with more owed shows a window wider than learned, and it is
@@ -41,8 +43,10 @@ type window struct {
 	// last is when the newest message arrived, and gap the typical time
 	// between arrivals (a moving average); paused is the messages owed at
 	// the last pause, if no interval ran out since, and pausedAt the
-	// arrival that pause followed.
+	// arrival that pause followed; acked is when the last commit ended
+	// and its acknowledgements left.
 	last     time.Time
+	acked    time.Time
 	gap      time.Duration
 	paused   int
 	pausedAt time.Time
@@ -102,6 +106,10 @@ func (w *window) isFull(owed int) bool {
 	return w.full > 0 && owed >= w.full || w.limit > 0 && owed >= w.limit
 }
 
+// committed notes that a commit ended at now: its acknowledgements
+// leave, and the broker may send again.
+func (w *window) committed(now time.Time) { w.acked = now }
+
 // quiet is how long no message must arrive for a pause: eight typical
 // gaps between arrivals, at least minQuiet. At a steady pace it is longer
 // than the pace's gaps, so a pace does not pause.
@@ -119,7 +127,11 @@ func (w *window) due(now time.Time, owed int, oldest time.Time) (why dueReason, 
 	if w.isFull(owed) {
 		return windowFull, now
 	}
-	pause, interval := w.last.Add(w.quiet()), oldest.Add(w.interval)
+	quietSince := w.last
+	if w.acked.After(quietSince) {
+		quietSince = w.acked
+	}
+	pause, interval := quietSince.Add(w.quiet()), oldest.Add(w.interval)
 	switch {
 	case !now.Before(pause):
 		w.pause(owed)
@@ -128,7 +140,7 @@ func (w *window) due(now time.Time, owed int, oldest time.Time) (why dueReason, 
 		// The interval may end a pause that eight gaps would not have
 		// shown yet (a narrow window at a slow pace): three will do to
 		// learn from.
-		if now.Sub(w.last) >= max(minQuiet, 3*w.gap) {
+		if now.Sub(quietSince) >= max(minQuiet, 3*w.gap) {
 			w.pause(owed)
 		} else {
 			w.paused = 0 // the pause before was not the broker's window

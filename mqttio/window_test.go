@@ -301,6 +301,7 @@ func runSim(cfg simConfig, phases []simPhase) *simResult {
 			}
 			push(now+cfg.latency, simAcks, len(committing))
 			committing, busy = nil, false
+			w.committed(at(now))
 			evaluate()
 		case simAcks:
 			inflight -= e.n
@@ -430,7 +431,10 @@ func pct(d []time.Duration, p float64) time.Duration {
 	return d[min(len(d)-1, int(float64(len(d))*p/100))].Round(100 * time.Microsecond)
 }
 
-var windowRuns = flag.Int("window.runs", 20, "TestWindowProperties: random runs (a long run: 2000)")
+var (
+	windowRuns = flag.Int("window.runs", 20, "TestWindowProperties: random runs (a long run: 2000)")
+	windowSeed = flag.Uint64("window.seed", 0, "TestWindowProperties: the seed of its runs (0: the time)")
+)
 
 // TestWindowProperties runs the source against random brokers (windows of
 // 1 to 2,000), disks (a commit of 0.1 to 20 ms), links and loads, and
@@ -440,8 +444,11 @@ var windowRuns = flag.Int("window.runs", 20, "TestWindowProperties: random runs 
 // where less than a window arrives in one, with a few more while the
 // window is learned.
 func TestWindowProperties(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := *windowSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (-window.seed=N runs them again)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for run := range *windowRuns {
 		cfg := simConfig{

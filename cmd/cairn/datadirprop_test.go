@@ -254,6 +254,7 @@ func (c *damageCase) check(t *testing.T, bin, file string) {
 	if !testwait.Poll(2*time.Minute, func() bool {
 		select {
 		case <-p.Ended():
+			st = nil // what it said before it ended: "starting", say
 			return true
 		default:
 			st = statusOf(filepath.Join(c.data, "cairn.sock"))

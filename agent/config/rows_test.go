@@ -139,3 +139,47 @@ func TestKeyBy(t *testing.T) {
 		t.Errorf("gave %v, want %s", errs, want)
 	}
 }
+
+// TestKeyByAFieldNamedWithDashesOrDots: key_by names a payload field
+// whose name has - or . in it, as files before expressions did, whether
+// or not the source declares its fields; one not declared where fields
+// are is an error.
+func TestKeyByAFieldNamedWithDashesOrDots(t *testing.T) {
+	c, errs := Parse("k.yaml", []byte(`brokers:
+  b: {url: 'tcp://b:1883'}
+sources:
+  - {id: declared, broker: b, topics: [d/t], fields: {device-id: string, temperature: number}}
+  - {id: loose, broker: b, topics: [l/t]}
+operators:
+  - {id: a, type: count, inputs: [declared], key_by: device-id}
+  - {id: b, type: count, inputs: [loose], key_by: [serial.no, line-2]}
+`), env(nil))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i, tc := range []struct {
+		payload map[string]any
+		want    string
+	}{
+		{map[string]any{"device-id": "dev-7", "temperature": 20.5}, "dev-7"},
+		{map[string]any{"serial.no": "A/1", "line-2": 3.0}, "A%2F1/3"},
+	} {
+		key, err := c.Operators[i].Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := key(&graph.Record{Payload: tc.payload}); got != tc.want {
+			t.Errorf("operator %s: key %q of %v, want %q", c.Operators[i].ID, got, tc.payload, tc.want)
+		}
+	}
+	_, errs = Parse("k.yaml", []byte(`brokers:
+  b: {url: 'tcp://b:1883'}
+sources:
+  - {id: declared, broker: b, topics: [d/t], fields: {device_id: string}}
+operators:
+  - {id: a, type: count, inputs: [declared], key_by: device-id}
+`), env(nil))
+	if want := `k.yaml:6:54: operator "a": key_by "device-id" does not compile: unknown name device`; len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) {
+		t.Errorf("gave %v, want %s", errs, want)
+	}
+}

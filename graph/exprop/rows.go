@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"unicode"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -277,11 +278,36 @@ func mapValue(shown string, out any) (float64, error) {
 // CompileKey compiles an expression of an operator's key_by over the
 // records it reads, whose payload fields are fields: it must give a
 // string, a number or true or false; one whose type is known to be
-// another is an error (*Error).
+// another is an error (*Error). A name with - or . in it (device-id,
+// serial.no) is a payload field's name too (KeyBy reads that field
+// first): where fields are known and hold it, it is that field alone,
+// and the program is nil.
 func CompileKey(src string, fields Fields) (*vm.Program, error) {
-	return compile(src, fields, "a string, a number or true or false", func(k reflect.Kind) bool {
+	p, err := compile(src, fields, "a string, a number or true or false", func(k reflect.Kind) bool {
 		return isNumber(k) || k == reflect.String || k == reflect.Bool
 	})
+	if _, declared := fields[src]; err != nil && declared && dottedName(src) {
+		return nil, nil
+	}
+	return p, err
+}
+
+// dottedName reports whether s is a name with - or . between its parts
+// (device-id, serial.no): a payload field's name, which an expression
+// reads otherwise (device - id, serial's no).
+func dottedName(s string) bool {
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == '.' })
+	if len(parts) < 2 || len(strings.Join(parts, "")) != len(s)-len(parts)+1 {
+		return false
+	}
+	for i, part := range parts {
+		for j, r := range part {
+			if r != '_' && !unicode.IsLetter(r) && (!unicode.IsDigit(r) || i == 0 && j == 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // KeyBy returns the key of a record by exprs, the expressions of an
@@ -292,12 +318,14 @@ func CompileKey(src string, fields Fields) (*vm.Program, error) {
 // make one key ("north/line-2/dev-7"). A record for which an expression
 // fails or gives nothing has the key missing.
 //
-// A bare name is read as today's key_by field was: a payload field the
-// record has is its value, null too (format(nil)), and one it lacks is
-// missing; key, time and value are the record's own, as in every
-// expression. Of one bare name, then, a record's key is what key_by of
-// that field made it before expressions, byte for byte, so that keyed
-// state in checkpoints and savepoints of an earlier cairn is found again.
+// A bare name is a payload field: the record's value of it, null too
+// (format(nil)), or missing where the record lacks it; key, time and
+// value are the record's own, as in every expression. So is a name with
+// - or . in it (dottedName) where the record has a field of exactly that
+// name; where it has none, the expression decides. Of one such name, a
+// record's key is the field's value as format writes it, byte for byte,
+// as key_by has always keyed a field, so that keyed state in checkpoints
+// and savepoints of an earlier cairn is found again.
 //
 // The key returned may be called by many goroutines at once.
 func KeyBy(exprs []string, fields Fields, format func(any) string, missing string) (func(*graph.Record) string, error) {
@@ -308,8 +336,10 @@ func KeyBy(exprs []string, fields Fields, format func(any) string, missing strin
 			return nil, err
 		}
 		parts[i].program = p
-		if id, ok := p.Node().(*ast.IdentifierNode); ok {
-			parts[i].field = id.Value
+		if p == nil || dottedName(src) {
+			parts[i].field = src
+		} else if id, ok := p.Node().(*ast.IdentifierNode); ok {
+			parts[i].field, parts[i].bare = id.Value, true
 		}
 	}
 	if len(parts) == 1 {
@@ -347,24 +377,34 @@ var keyEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // A keyPart is an expression of a key_by.
 type keyPart struct {
+	// program is nil for a name with - or . that is a declared field
+	// and no expression (CompileKey).
 	program *vm.Program
-	field   string // the expression if it is a bare name
+	// field is the payload field the part names: the expression itself
+	// if it is a bare name (bare) or a name with - or . (dottedName).
+	field string
+	bare  bool
 }
 
 // value returns the part's value for r: false if r lacks the field a bare
 // name names, or the expression fails on r or gives nothing. The VM
 // evaluates it in *vars: env(r), made at the first need.
 func (k *keyPart) value(r *graph.Record, vars *map[string]any) (any, bool) {
-	switch p, isMap := r.Payload.(map[string]any); {
-	case k.field == "key":
+	p, isMap := r.Payload.(map[string]any)
+	switch {
+	case k.bare && k.field == "key":
 		return r.Key, true
-	case k.field == "time":
+	case k.bare && k.field == "time":
 		return r.Time, true
-	case k.field == "value":
+	case k.bare && k.field == "value":
 		return r.Value, true
 	case k.field != "" && isMap:
-		v, ok := p[k.field]
-		return v, ok
+		if v, ok := p[k.field]; ok || k.bare {
+			return v, ok
+		}
+	}
+	if k.program == nil {
+		return nil, false
 	}
 	if *vars == nil {
 		*vars = env(r)

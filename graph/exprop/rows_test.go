@@ -102,20 +102,57 @@ func TestKeyByReadsAsBefore(t *testing.T) {
 			return "(missing)"
 		}
 	}
-	for _, fields := range []Fields{nil, {"device": Any}} {
-		key, err := KeyBy([]string{"device"}, fields, formatKey, "(missing)")
-		if err != nil {
-			t.Fatal(err)
+	// A field's name with - or . reads as an expression too (device - id,
+	// serial's no), but a record that has the field is keyed by it.
+	for _, name := range []string{"device", "device-id", "serial.no", "site_2.line-2"} {
+		for _, fields := range []Fields{nil, {name: Any}} {
+			key, err := KeyBy([]string{name}, fields, formatKey, "(missing)")
+			if err != nil {
+				t.Fatalf("%s, fields %v: %v", name, fields, err)
+			}
+			for seed := range uint64(500) {
+				rng := rand.New(rand.NewPCG(seed, 36))
+				r := graph.Record{Key: "k", Payload: randomPayload(rng, []string{name, "other"})}
+				if rng.IntN(5) == 0 {
+					r.Payload = []any{nil, []byte("raw"), graph.WindowResult{Start: 1}}[rng.IntN(3)]
+				}
+				got, want := key(&r), oldKey(name)(&r)
+				if p, ok := r.Payload.(map[string]any); name != "device" && (!ok || !hasKey(p, name)) {
+					continue // no such field: the expression decides (device - id, serial's no)
+				}
+				if got != want {
+					t.Fatalf("%s, fields %v, seed %d: %+v: key %q, before %q", name, fields, seed, r, got, want)
+				}
+			}
 		}
-		for seed := range uint64(500) {
-			rng := rand.New(rand.NewPCG(seed, 36))
-			r := graph.Record{Key: "k", Payload: randomPayload(rng, []string{"device", "other"})}
-			if rng.IntN(5) == 0 {
-				r.Payload = []any{nil, []byte("raw"), graph.WindowResult{Start: 1}}[rng.IntN(3)]
-			}
-			if got, want := key(&r), oldKey("device")(&r); got != want {
-				t.Fatalf("seed %d: %+v: key %q, before %q", seed, r, got, want)
-			}
+	}
+	// Where the field is missing, a name with . reads a map's field.
+	key, err := KeyBy([]string{"serial.no"}, nil, formatKey, "(missing)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := key(&graph.Record{Payload: map[string]any{"serial": map[string]any{"no": "A7"}}}); got != "A7" {
+		t.Errorf("serial.no of {serial: {no: A7}}: key %q, want A7", got)
+	}
+	// A name with - that is not among the fields known is an error.
+	if _, err := KeyBy([]string{"device-id"}, Fields{"device_id": Any}, formatKey, "(missing)"); err == nil {
+		t.Error("key_by device-id over the fields [device_id]: no error")
+	}
+}
+
+func hasKey(p map[string]any, name string) bool {
+	_, ok := p[name]
+	return ok
+}
+
+func TestDottedName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"device-id": true, "serial.no": true, "a.b-c_d": true, "line-2": true, "x_1.y2": true,
+		"device": false, "-a": false, "a-": false, "a--b": false, "a..b": false, "1a-b": false,
+		"a - b": false, `a-"b"`: false, "a-b+c": false, "": false, "é-ü": true,
+	} {
+		if got := dottedName(s); got != want {
+			t.Errorf("dottedName(%q) = %v, want %v", s, got, want)
 		}
 	}
 }

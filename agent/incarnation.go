@@ -289,6 +289,11 @@ func unappliable(old, next *config.Config) string {
 				l.Pos = config.Pos{}
 				bb.Limits = &l
 			}
+			if b.Anonymous != nil {
+				an := *b.Anonymous
+				an.Pos = config.Pos{}
+				bb.Anonymous = &an
+			}
 			for _, u := range b.Users {
 				uu := *u
 				uu.Pos = config.Pos{}

@@ -39,8 +39,8 @@ func TestReloadRefusesRemoteChanges(t *testing.T) {
 	}
 }
 
-// Moving an embedded broker's users in the file is no change; changing
-// one is.
+// Moving an embedded broker's users and anonymous grants in the file is
+// no change; changing one is.
 func TestReloadComparesBrokerUsers(t *testing.T) {
 	parse := func(text string) *config.Config {
 		c, errs := config.Parse("p.yaml", []byte(text), func(string) (string, bool) { return "", false })
@@ -50,13 +50,16 @@ func TestReloadComparesBrokerUsers(t *testing.T) {
 		return c
 	}
 	const src = "sources:\n  - id: s\n    simulator: {devices: 1, rate: 1}\n"
-	const b = "brokers:\n  l:\n    embedded: true\n    users:\n      - {username: d, password: p}\n"
+	const b = "brokers:\n  l:\n    embedded: true\n    allow_anonymous: true\n    anonymous: {subscribe: [a/#]}\n    users:\n      - {username: d, password: p}\n"
 	base := parse(b + src)
 	if got := unappliable(base, parse("# moved\n\n"+b+src)); got != "" {
 		t.Errorf("users moved: %q", got)
 	}
 	if got := unappliable(base, parse(strings.Replace(b, "p}", "q}", 1)+src)); got != "brokers" {
 		t.Errorf("a password changed: %q, want brokers", got)
+	}
+	if got := unappliable(base, parse(strings.Replace(b, "a/#", "b/#", 1)+src)); got != "brokers" {
+		t.Errorf("an anonymous grant changed: %q, want brokers", got)
 	}
 }
 

@@ -541,7 +541,7 @@ func (c *Config) WindowHorizon() time.Duration {
 		if w := o.Window; w != nil && w.Time != "processing" {
 			h = max(h, max(w.Size, w.Gap)+w.AllowedLateness)
 		}
-		if w := o.Within; w != nil {
+		if w := o.Within; w != nil && o.Type == opIntervalJoin.name {
 			h = max(h, w.Before, w.After)
 		}
 	}

@@ -33,7 +33,7 @@ operators:
 func TestJoinsFields(t *testing.T) {
 	c, errs := Parse("j.yaml", []byte(joinSources+`  - {id: pairs, type: interval_join, inputs: [supply, setpoints], key_by: device, within: {before: 5s, after: 2s}}
   - {id: hot, type: filter, inputs: [pairs], expr: "supply_temp > setpoints_target && supply_time <= setpoints_time + 5000 && setpoints_mode == 'auto'"}
-  - {id: with, type: lookup_join, inputs: [supply, setpoints], key_by: device}
+  - {id: with, type: lookup_join, inputs: [supply, setpoints], key_by: device, within: {before: 1h, after: 1h}}
   - {id: off, type: filter, inputs: [with], expr: "temp - setpoints_target > 2 && ok && setpoints_value > 0"}
   - {id: blind, type: lookup_join, inputs: [loose, setpoints], key_by: key}
   - {id: any, type: filter, inputs: [blind], expr: "whatever > 1"}
@@ -54,7 +54,7 @@ func TestJoinsFields(t *testing.T) {
 		t.Errorf("within %+v", w)
 	}
 	if h := c.WindowHorizon(); h != 5*time.Second {
-		t.Errorf("the horizon is %v, want the join's 5s", h)
+		t.Errorf("the horizon is %v, want the interval join's 5s (a lookup join ignores within)", h)
 	}
 	for _, o := range c.Operators {
 		if newOp, err := o.Build(Hooks{}); err != nil || newOp(0) == nil {
@@ -72,13 +72,13 @@ func TestJoinsErrors(t *testing.T) {
 		{"  - {id: p, type: interval_join, inputs: [supply, setpoints], key_by: device, within: {before: -5s}}\n",
 			`j.yaml:14:96: want a duration such as 500ms or 10s, not "-5s"`},
 		{"  - {id: p, type: interval_join, inputs: [supply], key_by: device, within: {after: 1s}}\n",
-			`j.yaml:14:42: operator "p": a interval_join has exactly two inputs`},
+			`j.yaml:14:42: operator "p": interval_join has exactly two inputs`},
 		{"  - {id: p, type: interval_join, inputs: [supply, supply], key_by: device, within: {after: 1s}}\n",
 			`j.yaml:14:51: operator "p": joins "supply" with itself: name two inputs`},
 		{"  - {id: p, type: lookup_join, inputs: [supply, setpoints]}\n",
 			`j.yaml:14:5: operator "p": lookup_join is keyed: set key_by`},
 		{"  - {id: p, type: lookup_join, inputs: [supply, setpoints, loose], key_by: device}\n",
-			`j.yaml:14:40: operator "p": a lookup_join has exactly two inputs: the records, then the table`},
+			`j.yaml:14:40: operator "p": lookup_join has exactly two inputs: the records, then the table`},
 		{"  - {id: p, type: interval_join, inputs: [supply, setpoints], key_by: device, within: {after: 1s}}\n  - {id: f, type: filter, inputs: [p], expr: temp > 1}\n",
 			`j.yaml:15:46: operator "f": expr "temp > 1" does not compile: unknown name temp (1:1); its records have key, time, value and the fields setpoints_device, setpoints_mode, setpoints_target, setpoints_time, setpoints_value, supply_device, supply_ok, supply_temp, supply_time, supply_value`},
 		{"  - {id: p, type: lookup_join, inputs: [supply, setpoints], key_by: device}\n  - {id: f, type: filter, inputs: [p], expr: setpoints_mode > 1}\n",

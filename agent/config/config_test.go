@@ -161,9 +161,9 @@ sinks:
 		`operator "w": unknown type "spin"`,
 		`bad.yaml:24:5: id "in" is used twice`,
 		`bad.yaml:23:15: operator "w": on_error "ignore" is none of dead-letter, drop, fail`,
-		`a union needs two inputs or more`,
+		`union needs two inputs or more`,
 		`threshold's low (2) is above its high (1)`,
-		`operator "j": a join has exactly two inputs`,
+		`operator "j": join has exactly two inputs`,
 		`operator "j": a join needs tumbling or sliding windows`,
 	} {
 		if !strings.Contains(got, want) {

@@ -76,7 +76,8 @@ type operatorKind struct {
 	// needs are the settings, by their names in the file, that the kind
 	// needs besides id, type and inputs (and key_by if it is keyed); the
 	// other kinds ignore them. The validation refuses an operator
-	// without one of them (TestOperatorKinds).
+	// without one of them (TestOperatorKinds), unless its doc names
+	// another setting that takes its place (a map's fields, its expr's).
 	needs []string
 	// inputs bounds how many inputs the kind reads, if it does.
 	inputs inputCount
@@ -198,7 +199,7 @@ func (v *validator) operator(o *Operator) {
 		return
 	}
 	if n := len(o.Inputs); n < k.inputs.min || k.inputs.max > 0 && n > k.inputs.max {
-		v.errorf(c.at(&o.Inputs, o.Pos), "operator %s: a %s %s", name, k.name, k.inputs.says)
+		v.errorf(c.at(&o.Inputs, o.Pos), "operator %s: %s %s", name, k.name, k.inputs.says)
 	}
 	if k.keyed && o.KeyBy == nil && c.at(&o.KeyBy, Pos{}) == (Pos{}) { // not one that did not decode
 		v.errorf(o.Pos, "operator %s: %s is keyed: set key_by", name, k.name)

@@ -189,7 +189,7 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 			}
 			inputs = append(inputs, graph.In(streams[in], p))
 		}
-		newOp, err := o.Build(config.Hooks{Late: counter(g.late, o.ID), Unmatched: counter(g.unmatched, o.ID)})
+		newOp, err := o.Build(config.Hooks{Late: countingHook(g.late, o.ID), Unmatched: countingHook(g.unmatched, o.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("operator %q: %w", o.ID, err)
 		}
@@ -239,10 +239,10 @@ func partitioner(o *config.Operator, upstream int) (graph.Partitioner, error) {
 	return graph.Rebalance(), nil
 }
 
-// counter returns a hook of config.Hooks for operator id (Late,
+// countingHook returns a hook of config.Hooks for operator id (Late,
 // Unmatched): a counter of the records it hands to it, in counts (g.late,
 // g.unmatched), where the status and the metrics read it.
-func counter(counts map[string]*atomic.Int64, id string) func() func(*graph.Record) {
+func countingHook(counts map[string]*atomic.Int64, id string) func() func(*graph.Record) {
 	return func() func(*graph.Record) {
 		n := new(atomic.Int64)
 		counts[id] = n

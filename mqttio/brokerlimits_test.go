@@ -336,10 +336,8 @@ func checkBounds(t *testing.T, b *Broker, lim BrokerLimits, when string) {
 		}
 		inflight, held := inflightOf(cl)
 		over := func() bool { return len(inflight) > lim.MaxQueuedMessages || held > lim.MaxQueuedBytes }
-		// An offline session makes room for a message at its delivery
-		// check, for what the message is expected to cost, and again once
-		// mochi holds it (OnQosPublish), for what it costs: in between it
-		// may be over by the difference, for a moment.
+		// An offline session is over by the message mochi holds for it
+		// until OnQosPublish trims it (trimLocked), for a moment.
 		if over() && cl.Closed() {
 			testwait.Poll(time.Second, func() bool { inflight, held = inflightOf(cl); return !over() })
 		}

@@ -54,7 +54,7 @@ func (g *brokerGuard) offlineLocked(cl *mqtt.Client) {
 				slog.Duration("offline_session_expiry", g.lim.OfflineSessionExpiry))
 		})
 	}
-	g.trimLocked(q, 0)
+	g.trimLocked(q)
 }
 
 // unfitLocked says which limit a message of cost to offline queue q is
@@ -70,26 +70,25 @@ func (g *brokerGuard) unfitLocked(q *queue, cost int64) string {
 }
 
 // trimLocked drops the oldest messages of offline sessions while
-// offline queue q, with room for a message of cost more (0: none), is
-// over its own limits (q's) or the offline sessions over their share of
-// MaxQueuedBytesTotal or over what connected sessions leave of it (the
-// one holding most's). Room is made before mochi holds a message
-// (OnACLCheck), so that a session is never over its limits, even for a
-// moment; and again once it holds it (OnQosPublish), for a message that
-// came to the session meanwhile.
-func (g *brokerGuard) trimLocked(q *queue, cost int64) {
-	n := 0
-	if cost > 0 {
-		n = 1
-	}
+// offline queue q is over its own limits (q's) or the offline sessions
+// over their share of MaxQueuedBytesTotal or over what connected
+// sessions leave of it (the one holding most's). It is called as q goes
+// offline and once mochi holds a message for q (OnQosPublish), not when
+// mochi asks whether to deliver one (OnACLCheck): it asks before it works
+// out the delivery's QoS, and keeps nothing of a QoS 0 delivery to a
+// closed client, so room made then would be a held message dropped for
+// nothing. So a session may be over its bounds by one message from
+// mochi's holding it (in its inflight) until OnQosPublish, which mochi
+// calls next, trims it.
+func (g *brokerGuard) trimLocked(q *queue) {
 	for {
 		victim, why := q, ""
 		switch total := g.lim.MaxQueuedBytesTotal; {
-		case g.lim.MaxQueuedMessages > 0 && q.messages()+n > g.lim.MaxQueuedMessages:
+		case g.lim.MaxQueuedMessages > 0 && q.messages() > g.lim.MaxQueuedMessages:
 			why = "over max_queued_messages"
-		case g.lim.MaxQueuedBytes > 0 && q.bytes()+cost > g.lim.MaxQueuedBytes:
+		case g.lim.MaxQueuedBytes > 0 && q.bytes() > g.lim.MaxQueuedBytes:
 			why = "over max_queued_bytes"
-		case total > 0 && (g.offlineQueued+cost > total/offlineShare || g.queued+cost > total):
+		case total > 0 && (g.offlineQueued > total/offlineShare || g.queued > total):
 			why = "over their share of max_queued_bytes_total"
 			for o := range g.offline {
 				if o.inflightBytes > victim.inflightBytes {

@@ -158,3 +158,91 @@ func rawConn(t *testing.T, addr string, s mqttraw.Session) *mqttraw.Conn {
 	}
 	return c
 }
+
+// TestOfflineSessionQoS0DropsNothing: a full offline session (its
+// max_queued_messages of QoS 1 held) loses nothing it holds to a QoS 0
+// message, nor to a QoS 1 message through a QoS 0 subscription, which
+// mochi keeps nothing of for a client that is gone; its client, back, is
+// sent every message it held.
+func TestOfflineSessionQoS0DropsNothing(t *testing.T) {
+	lim := defaultLimits
+	lim.MaxQueuedMessages = 5
+	b := limitedBroker(t, lim)
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	c := rawConn(t, addr, mqttraw.Session{ID: "held"})
+	if codes, err := c.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("subscribing at QoS 1: %x %v", codes, err)
+	}
+	if codes, err := c.SubscribeAck(2, 0, "zero/#"); err != nil || !slices.Equal(codes, []byte{0}) {
+		t.Fatalf("subscribing at QoS 0: %x %v", codes, err)
+	}
+	c.Close()
+	awaitOffline(t, b, "held")
+	pub := rawConn(t, addr, mqttraw.Session{ID: "pub", Clean: true})
+	for i := range lim.MaxQueuedMessages {
+		if err := pub.Publish(uint16(i+1), "plant/a", []byte{byte(i)}, 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// mochi serves a connection's packets in order: its PINGRESP comes
+	// once it delivered what came before.
+	if err := pub.Ping(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	held := func() []uint16 {
+		cl, _ := b.srv.Clients.Get("held")
+		var ids []uint16
+		for _, pk := range cl.State.Inflight.GetAll(false) {
+			ids = append(ids, pk.PacketID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	full := held()
+	if len(full) != lim.MaxQueuedMessages {
+		t.Fatalf("the offline session holds %v, want %d messages", full, lim.MaxQueuedMessages)
+	}
+	for i := range 3 {
+		if err := pub.Publish(0, "plant/a", []byte("qos 0"), 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(uint16(100+i), "zero/a", []byte("through qos 0"), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Ping(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if now := held(); !slices.Equal(now, full) {
+		t.Errorf("after QoS 0 deliveries the offline session holds %v, before %v", now, full)
+	}
+	if drops := b.OfflineDrops(); drops["held"] != 0 {
+		t.Errorf("%d of the offline session's messages dropped for QoS 0 deliveries", drops["held"])
+	}
+	back := rawConn(t, addr, mqttraw.Session{ID: "held"})
+	back.SetDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	for range lim.MaxQueuedMessages {
+		pk, err := back.ReadType(packets.Publish, false)
+		if err != nil {
+			t.Fatalf("back, after %d messages: %v", len(got), err)
+		}
+		got = append(got, pk.Payload...)
+		back.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []byte{0, 1, 2, 3, 4}) {
+		t.Errorf("back, the client was sent %v, want the 5 it held", got)
+	}
+}
+
+// awaitOffline waits until b holds the session of client id offline.
+func awaitOffline(t *testing.T, b *Broker, id string) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, id+" offline", func() bool {
+		cl, ok := b.srv.Clients.Get(id)
+		b.guard.mu.Lock()
+		defer b.guard.mu.Unlock()
+		return ok && cl.Closed() && b.guard.queues[cl] != nil && b.guard.queues[cl].offline
+	})
+}

@@ -104,13 +104,6 @@ func (g *brokerGuard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool
 		q.unsentBytes += cost
 		g.addLocked(q, cost)
 	}
-	if why == "" && q.offline {
-		room := cost // mochi holds it for a closed client, uncounted until OnQosPublish
-		if added {
-			room = 0
-		}
-		g.trimLocked(q, room) // before mochi holds it
-	}
 	if s := g.subscribing[cl]; s != nil && slices.Contains(s.filters, topic) {
 		// mochi asks the same of a filter being subscribed to, which
 		// OnSubscribed takes back (a filter is no delivery, nor ever
@@ -188,7 +181,7 @@ func (g *brokerGuard) OnQosPublish(cl *mqtt.Client, pk packets.Packet, _ int64, 
 	}
 	if q.offline {
 		q.order = append(q.order, held{id: pk.PacketID, seq: q.inflight[pk.PacketID].seq})
-		g.trimLocked(q, 0)
+		g.trimLocked(q)
 	}
 }
 

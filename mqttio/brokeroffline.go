@@ -72,33 +72,40 @@ func (g *brokerGuard) unfitLocked(q *queue, cost int64) string {
 // trimLocked drops the oldest messages of offline sessions while
 // offline queue q is over its own limits (q's) or the offline sessions
 // over their share of MaxQueuedBytesTotal or over what connected
-// sessions leave of it (the one holding most's). It is called as q goes
-// offline and once mochi holds a message for q (OnQosPublish), not when
-// mochi asks whether to deliver one (OnACLCheck): it asks before it works
-// out the delivery's QoS, and keeps nothing of a QoS 0 delivery to a
-// closed client, so room made then would be a held message dropped for
-// nothing. So a session may be over its bounds by one message from
-// mochi's holding it (in its inflight) until OnQosPublish, which mochi
-// calls next, trims it.
+// sessions leave of it (the one holding most of those with a message to
+// drop: a session's QoS 2 acknowledgements are no message of its own to
+// drop, nor is its will). It is called as q goes offline and once mochi
+// holds a message for q (OnQosPublish), not when mochi asks whether to
+// deliver one (OnACLCheck): it asks before it works out the delivery's
+// QoS, and keeps nothing of a QoS 0 delivery to a closed client, so room
+// made then would be a held message dropped for nothing. So a session
+// may be over its bounds by one message from mochi's holding it (in its
+// inflight) until OnQosPublish, which mochi calls next, trims it.
 func (g *brokerGuard) trimLocked(q *queue) {
 	for {
-		victim, why := q, ""
+		victim, why, shared := q, "", false
 		switch total := g.lim.MaxQueuedBytesTotal; {
 		case g.lim.MaxQueuedMessages > 0 && q.messages() > g.lim.MaxQueuedMessages:
 			why = "over max_queued_messages"
 		case g.lim.MaxQueuedBytes > 0 && q.bytes() > g.lim.MaxQueuedBytes:
 			why = "over max_queued_bytes"
 		case total > 0 && (g.offlineQueued > total/offlineShare || g.queued > total):
-			why = "over their share of max_queued_bytes_total"
+			why, shared, victim = "over their share of max_queued_bytes_total", true, nil
 			for o := range g.offline {
-				if o.inflightBytes > victim.inflightBytes {
+				if len(o.order) > 0 && (victim == nil || o.inflightBytes > victim.inflightBytes) {
 					victim = o
 				}
+			}
+			if victim == nil {
+				return // none holds a message to drop
 			}
 		default:
 			return
 		}
-		if !g.dropOldestLocked(victim, why) {
+		// A victim that had none left (its order only messages taken out
+		// since) has an empty order now: for the share, the next holding
+		// most is tried.
+		if !g.dropOldestLocked(victim, why) && !shared {
 			return
 		}
 	}

@@ -246,3 +246,55 @@ func awaitOffline(t *testing.T, b *Broker, id string) {
 		return ok && cl.Closed() && b.guard.queues[cl] != nil && b.guard.queues[cl].offline
 	})
 }
+
+// TestOfflineShareDropsFromWhoHoldsMessages: an offline session that
+// holds the most only in QoS 2 messages of its own it never released
+// (acknowledgements mochi keeps, no message to drop) does not stop the
+// offline sessions from being trimmed to their share: the next holding
+// most, which holds messages, drops its oldest.
+func TestOfflineShareDropsFromWhoHoldsMessages(t *testing.T) {
+	lim := defaultLimits
+	lim.MaxQueuedBytesTotal = 256 << 10 // the offline sessions' share: 128 KiB
+	b := limitedBroker(t, lim)
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	// hoard: 100 QoS 2 messages unreleased, 100 KiB as the limits count.
+	const unreleased = 100
+	hoard := rawConn(t, addr, mqttraw.Session{ID: "hoard"})
+	for i := range unreleased {
+		if err := hoard.Publish(uint16(i+1), "hoard/x", []byte("x"), 2, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hoard.ReadType(packets.Pubrec, false); err != nil {
+			t.Fatalf("QoS 2 message %d: %v", i, err)
+		}
+	}
+	hoard.Close()
+	awaitOffline(t, b, "hoard")
+	sub := rawConn(t, addr, mqttraw.Session{ID: "sub"})
+	if codes, err := sub.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("subscribing: %x %v", codes, err)
+	}
+	sub.Close()
+	awaitOffline(t, b, "sub")
+	pub := rawConn(t, addr, mqttraw.Session{ID: "pub", Clean: true})
+	for i := range 60 { // 2,024 bytes each as the limits count
+		if err := pub.Publish(uint16(i+1), "plant/a", make([]byte, 1000), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Ping(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.guard.mu.Lock()
+	offline := b.guard.offlineQueued
+	b.guard.mu.Unlock()
+	hoarder, _ := b.srv.Clients.Get("hoard")
+	drops := b.OfflineDrops()
+	t.Logf("the offline sessions hold %d bytes; dropped %v", offline, drops)
+	if offline > lim.MaxQueuedBytesTotal/offlineShare {
+		t.Errorf("the offline sessions hold %d bytes, over their share, %d", offline, lim.MaxQueuedBytesTotal/offlineShare)
+	}
+	if drops["sub"] == 0 || drops["hoard"] != 0 || hoarder.State.Inflight.Len() != unreleased {
+		t.Errorf("dropped %v, hoard holds %d; want sub's oldest dropped, hoard's %d kept", drops, hoarder.State.Inflight.Len(), unreleased)
+	}
+}

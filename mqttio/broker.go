@@ -187,8 +187,7 @@ func (h *brokerAuth) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) b
 	if h.allowed(cl, pk) {
 		return true
 	}
-	h.refer.note(slog.LevelWarn, cl.Net.Remote, "embedded broker refused a client: failed login", 1,
-		slog.String("user", clientText(string(pk.Connect.Username))), slog.String("client", clientText(cl.ID)))
+	h.refer.noteClient(cl, "embedded broker refused a client: failed login", 1)
 	return false
 }
 

@@ -248,12 +248,6 @@ func (h *brokerAccess) Provides(b byte) bool {
 	return false
 }
 
-// refuse counts and logs a refusal of what to cl.
-func (h *brokerAccess) refuse(cl *mqtt.Client, what string, detail ...slog.Attr) {
-	detail = append(detail, slog.String("user", clientText(string(cl.Properties.Username))), slog.String("client", clientText(cl.ID)))
-	h.refer.note(slog.LevelWarn, cl.Net.Remote, what, 1, detail...)
-}
-
 // OnConnect closes the connection of a CONNECT with a password and no
 // user name (MQTT 3.1.1: 3.1.2-22; MQTT 5 allows it) or a will topic
 // with a wildcard (3.1.2-9, 4.7.3), without CONNACK; and answers one
@@ -264,14 +258,14 @@ func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	c := &pk.Connect
 	if c.PasswordFlag && !c.UsernameFlag && cl.Properties.ProtocolVersion < 5 {
-		h.refuse(cl, "embedded broker closed a client's connection: a CONNECT with a password and no user name")
+		h.refer.noteClient(cl, "embedded broker closed a client's connection: a CONNECT with a password and no user name", 1)
 		return errRefused
 	}
 	if !c.WillFlag {
 		return nil
 	}
 	if strings.ContainsAny(c.WillTopic, "+#") {
-		h.refuse(cl, "embedded broker closed a client's connection: a will topic with a wildcard", slog.String("topic", clientText(c.WillTopic)))
+		h.refer.noteClient(cl, "embedded broker closed a client's connection: a will topic with a wildcard", 1, slog.String("topic", clientText(c.WillTopic)))
 		return errRefused
 	}
 	if ok, agents := h.acl.mayPublish(h.acl.of(c.Username), cl.ID, c.WillTopic); !ok {
@@ -280,7 +274,7 @@ func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			code = packets.ErrBadUsernameOrPassword // 3.1.1's "not authorized", 5
 		}
 		h.srv.SendConnack(cl, code, false, nil)
-		h.refuse(cl, "embedded broker refused a client's CONNECT: a will to "+refusedTopic(agents), slog.String("topic", clientText(c.WillTopic)))
+		h.refer.noteClient(cl, "embedded broker refused a client's CONNECT: a will to "+refusedTopic(agents), 1, slog.String("topic", clientText(c.WillTopic)))
 		return errRefused
 	}
 	return nil
@@ -305,7 +299,7 @@ func (h *brokerAccess) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets
 	if pk.FixedHeader.Qos == 1 {
 		cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
 	}
-	h.refuse(cl, "embedded broker dropped a message: a $SYS topic, which only the broker publishes to", slog.String("topic", clientText(pk.TopicName)))
+	h.refer.noteClient(cl, "embedded broker dropped a message: a $SYS topic, which only the broker publishes to", 1, slog.String("topic", clientText(pk.TopicName)))
 	return pk, nil
 }
 
@@ -319,7 +313,7 @@ func (h *brokerAccess) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.P
 	for i := range pk.Filters {
 		f := &pk.Filters[i].Filter
 		if *f != "" && !h.acl.maySubscribe(ac, cl.ID, *f) {
-			h.refuse(cl, "embedded broker refused a topic filter: not granted to the client", slog.String("filter", clientText(*f)))
+			h.refer.noteClient(cl, "embedded broker refused a topic filter: not granted to the client", 1, slog.String("filter", clientText(*f)))
 			*f = ""
 		}
 	}
@@ -333,7 +327,7 @@ func (h *brokerAccess) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pa
 		return pk, nil
 	}
 	if ok, agents := h.acl.mayPublish(h.acl.of(cl.Properties.Username), cl.ID, pk.TopicName); !ok {
-		h.refuse(cl, "embedded broker dropped a message: "+refusedTopic(agents), slog.String("topic", clientText(pk.TopicName)))
+		h.refer.noteClient(cl, "embedded broker dropped a message: "+refusedTopic(agents), 1, slog.String("topic", clientText(pk.TopicName)))
 		return pk, packets.CodeSuccessIgnore
 	}
 	return pk, nil

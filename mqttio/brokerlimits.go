@@ -192,16 +192,6 @@ func (g *brokerGuard) Provides(b byte) bool {
 	return false
 }
 
-// refuse logs a refusal of what to client cl, n times; one to the
-// agent's is an error, for what it refuses is the agent's input.
-func (g *brokerGuard) refuse(cl *mqtt.Client, what string, n int, detail ...slog.Attr) {
-	level := slog.LevelWarn
-	if isAgent(cl) {
-		level = slog.LevelError
-	}
-	g.refer.note(level, cl.Net.Remote, what, n, append(detail, slog.String("client", clientText(cl.ID)))...)
-}
-
 // topicRefusal says what limit topic, a topic or a filter, is over, if
 // any.
 func (g *brokerGuard) topicRefusal(topic string) (string, slog.Attr) {
@@ -221,7 +211,7 @@ func (g *brokerGuard) refuseConnect(cl *mqtt.Client, code packets.Code, why stri
 		code = packets.ErrServerUnavailable
 	}
 	g.srv.SendConnack(cl, code, false, nil)
-	g.refuse(cl, "embedded broker refused a client's CONNECT: "+why, 1, detail...)
+	g.refer.noteClient(cl, "embedded broker refused a client's CONNECT: "+why, 1, detail...)
 	return errRefused
 }
 
@@ -279,14 +269,18 @@ func (g *brokerGuard) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	}
 }
 
-// OnClientExpired forgets a session mochi expired (one whose MQTT 5
-// client asked for less than OfflineSessionExpiry, by the wall clock),
-// and takes it out of mochi's index of topics and its messages in flight
-// too: mochi 2.7.9 only forgets the client, whose subscriptions then
-// stay in its index for good (and are a new session's of the same id).
-func (g *brokerGuard) OnClientExpired(cl *mqtt.Client) {
+// OnClientExpired ends a session mochi expired (one whose MQTT 5 client
+// asked for less than OfflineSessionExpiry, by the wall clock).
+func (g *brokerGuard) OnClientExpired(cl *mqtt.Client) { g.endSession(cl) }
+
+// endSession ends the session cl holds: out of mochi's index of topics,
+// its messages in flight and its clients, and forgotten. (mochi 2.7.9,
+// expiring a session, only forgets the client, whose subscriptions then
+// stay in its index for good, and are a new session's of the same id.)
+func (g *brokerGuard) endSession(cl *mqtt.Client) {
 	g.srv.UnsubscribeClient(cl)
 	cl.ClearInflights()
+	g.srv.Clients.Delete(cl.ID)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dropSessionLocked(cl)
@@ -360,7 +354,7 @@ func (g *brokerGuard) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Pa
 	g.subscribing[cl] = s
 	g.mu.Unlock()
 	for _, why := range slices.Sorted(maps.Keys(refused)) {
-		g.refuse(cl, "embedded broker refused a topic filter: "+why, refused[why].n, refused[why].attr)
+		g.refer.noteClient(cl, "embedded broker refused a topic filter: "+why, refused[why].n, refused[why].attr)
 	}
 	return pk
 }
@@ -431,7 +425,7 @@ func (g *brokerGuard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pac
 	agent := isAgent(cl)
 	if !agent {
 		if why, attr := g.topicRefusal(pk.TopicName); why != "" {
-			g.refuse(cl, "embedded broker dropped a message: topic "+why, 1, attr)
+			g.refer.noteClient(cl, "embedded broker dropped a message: topic "+why, 1, attr)
 			return pk, packets.CodeSuccessIgnore
 		}
 	}
@@ -464,10 +458,10 @@ func (g *brokerGuard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pac
 	g.mu.Unlock()
 	switch {
 	case why != "":
-		g.refuse(cl, "embedded broker did not acknowledge a QoS 2 message: the session "+why, 1)
+		g.refer.noteClient(cl, "embedded broker did not acknowledge a QoS 2 message: the session "+why, 1)
 		return pk, packets.ErrRejectPacket
 	case !keep:
-		g.refuse(cl, "embedded broker did not retain a message: over max_retained_bytes", 1, slog.Int64("max_retained_bytes", g.lim.MaxRetainedBytes))
+		g.refer.noteClient(cl, "embedded broker did not retain a message: over max_retained_bytes", 1, slog.Int64("max_retained_bytes", g.lim.MaxRetainedBytes))
 	case pk.FixedHeader.Retain:
 		g.hold(cl, true)
 	}
@@ -497,7 +491,7 @@ func (g *brokerGuard) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error)
 	g.sendingLocked(will.TopicName, messageCost(will.Payload))
 	g.mu.Unlock()
 	if !keep {
-		g.refuse(cl, "embedded broker did not retain a will: over max_retained_bytes", 1, slog.Int64("max_retained_bytes", g.lim.MaxRetainedBytes))
+		g.refer.noteClient(cl, "embedded broker did not retain a will: over max_retained_bytes", 1, slog.Int64("max_retained_bytes", g.lim.MaxRetainedBytes))
 	}
 	if will.Retain && will.WillDelayInterval == 0 {
 		g.hold(cl, true)

@@ -197,6 +197,21 @@ func (r *refusals) run() {
 	}
 }
 
+// noteClient counts n refusals of kind what to client cl, as note does,
+// with detail, its user name (if it gave one) and its client id; one to
+// the agent's own clients is an error, for what it refuses is the
+// agent's input.
+func (r *refusals) noteClient(cl *mqtt.Client, what string, n int, detail ...slog.Attr) {
+	level := slog.LevelWarn
+	if isAgent(cl) {
+		level = slog.LevelError
+	}
+	if len(cl.Properties.Username) > 0 {
+		detail = append(detail, slog.String("user", clientText(string(cl.Properties.Username))))
+	}
+	r.note(level, cl.Net.Remote, what, n, append(detail, slog.String("client", clientText(cl.ID)))...)
+}
+
 // counted returns the number of refusals of each kind so far.
 func (r *refusals) counted() map[string]int64 {
 	r.mu.Lock()

@@ -126,8 +126,7 @@ func (g *brokerGuard) dropOldestLocked(q *queue, why string) bool {
 		}
 		g.setInflightLocked(q, h.id, 0)
 		g.drops[q.cl.ID]++
-		g.refer.note(slog.LevelWarn, q.cl.Net.Remote, "embedded broker dropped offline sessions' oldest messages: "+why, 1,
-			slog.String("client", clientText(q.cl.ID)))
+		g.refer.noteClient(q.cl, "embedded broker dropped offline sessions' oldest messages: "+why, 1)
 		return true
 	}
 	return false
@@ -178,10 +177,10 @@ func (g *brokerGuard) sessionsOf(of func(*mqtt.Client) bool) (n int, oldest *mqt
 	return n, oldest
 }
 
-// end ends the offline session cl holds, as mochi ends one that expired
-// (with the same race: a client connecting under its id at that instant
-// may lose its new session), but out of mochi's index of topics too
-// (OnClientExpired); it reports whether it did, and logs why.
+// end ends the offline session cl holds (endSession), as mochi ends one
+// that expired, with the same race (a client connecting under its id at
+// that instant may lose its new session); it reports whether it did, and
+// logs why.
 func (g *brokerGuard) end(cl *mqtt.Client, why string, detail ...slog.Attr) bool {
 	g.mu.Lock()
 	closed := g.closed
@@ -189,12 +188,7 @@ func (g *brokerGuard) end(cl *mqtt.Client, why string, detail ...slog.Attr) bool
 	if now, ok := g.srv.Clients.Get(cl.ID); closed || !ok || now != cl || !cl.Closed() || cl.IsTakenOver() {
 		return false
 	}
-	g.srv.UnsubscribeClient(cl)
-	cl.ClearInflights()
-	g.srv.Clients.Delete(cl.ID)
-	g.mu.Lock()
-	g.dropSessionLocked(cl)
-	g.mu.Unlock()
+	g.endSession(cl)
 	g.refer.note(slog.LevelInfo, cl.Net.Remote, why, 1, append(detail, slog.String("client", clientText(cl.ID)))...)
 	return true
 }

@@ -86,7 +86,7 @@ func (g *brokerGuard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool
 		return true
 	}
 	if !isAgent(cl) && !g.acl.maySubscribe(g.acl.of(cl.Properties.Username), cl.ID, topic) {
-		g.refuse(cl, "embedded broker did not deliver a message: a topic not granted to the client", 1, slog.String("topic", clientText(topic)))
+		g.refer.noteClient(cl, "embedded broker did not deliver a message: a topic not granted to the client", 1, slog.String("topic", clientText(topic)))
 		return false
 	}
 	g.mu.Lock()
@@ -115,9 +115,9 @@ func (g *brokerGuard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool
 	g.mu.Unlock()
 	if why != "" {
 		if q.agent {
-			g.refuse(cl, "embedded broker dropped messages to the agent's session: "+why, 1, slog.Int64("agent_queued_bytes", g.lim.AgentQueuedBytes))
+			g.refer.noteClient(cl, "embedded broker dropped messages to the agent's session: "+why, 1, slog.Int64("agent_queued_bytes", g.lim.AgentQueuedBytes))
 		} else {
-			g.refuse(cl, "embedded broker dropped messages to a session: "+why, 1)
+			g.refer.noteClient(cl, "embedded broker dropped messages to a session: "+why, 1)
 		}
 		return false
 	}

@@ -108,14 +108,15 @@ func StartBroker(cfg BrokerConfig, log *slog.Logger) (*Broker, error) {
 
 // start adds b's hooks and listeners to its server.
 func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
-	if err := b.srv.AddHook(&brokerAuth{cfg: cfg, own: b.own, refer: b.refer}, nil); err != nil {
+	auth := &brokerAuth{cfg: cfg, own: b.own, refer: b.refer}
+	if err := b.srv.AddHook(auth, nil); err != nil {
 		return err
 	}
 	b.acl = newBrokerACL(cfg)
 	if err := b.srv.AddHook(&brokerAccess{srv: b.srv, acl: b.acl, refer: b.refer}, nil); err != nil {
 		return err
 	}
-	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.acl, b.refer)
+	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.acl, b.refer, auth.allowed)
 	if err := b.srv.AddHook(b.guard, nil); err != nil {
 		return err
 	}
@@ -171,7 +172,9 @@ func (b *Broker) Close() error {
 // and logs the failed logins through refusals: at most a line a minute
 // for each address, with their number, the newest's user name and client
 // id, never a password. (What a client may do once connected is
-// brokerAccess's and brokerGuard's.)
+// brokerAccess's and brokerGuard's.) mochi asks it after the other hooks'
+// OnConnect: one of those that would change what the broker holds for a
+// CONNECT asks allowed first.
 type brokerAuth struct {
 	mqtt.HookBase
 	cfg   BrokerConfig

@@ -20,8 +20,9 @@ import (
 type BrokerLimits struct {
 	// MaxClients bounds the connections at once, refused as they are
 	// accepted, and the sessions kept, connected or not: a CONNECT under
-	// a new client id ends the session offline longest, or, with none
-	// offline, is refused (CONNACK "server unavailable").
+	// a new client id, once its login is let in, ends the session
+	// offline longest, or, with none offline, is refused (CONNACK
+	// "server unavailable").
 	MaxClients int
 	// MaxSessionsPerAddress bounds the sessions of the clients last
 	// connected from one address, the same way, among that address's.
@@ -113,6 +114,9 @@ type brokerGuard struct {
 	lim   BrokerLimits
 	acl   *brokerACL // what a client may read (OnACLCheck)
 	refer *refusals
+	// admits is brokerAuth's decision whether to let a CONNECT in, which
+	// mochi asks after OnConnect.
+	admits func(*mqtt.Client, packets.Packet) bool
 
 	mu sync.Mutex
 	// subscribing holds, for a client whose SUBSCRIBE is being processed,
@@ -172,8 +176,8 @@ type check struct {
 	taken bool // taken back as the filter's
 }
 
-func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, acl *brokerACL, refer *refusals) *brokerGuard {
-	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, subscribing: make(map[*mqtt.Client]*subscribe),
+func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, acl *brokerACL, refer *refusals, admits func(*mqtt.Client, packets.Packet) bool) *brokerGuard {
+	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, admits: admits, subscribing: make(map[*mqtt.Client]*subscribe),
 		subs: make(map[string]map[string]bool), queues: make(map[*mqtt.Client]*queue), session: make(map[string]*mqtt.Client),
 		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool),
 		offline: make(map[*queue]struct{}), drops: make(map[string]int64)}
@@ -216,7 +220,9 @@ func (g *brokerGuard) refuseConnect(cl *mqtt.Client, code packets.Code, why stri
 }
 
 // OnConnect refuses a client a will over the topic limits or the queue
-// limits, and makes room for a new session (room).
+// limits, and makes room for a new session (room), if the client is let
+// in: mochi authenticates it after OnConnect, and a CONNECT refused its
+// login must end no one's session.
 func (g *brokerGuard) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if isAgent(cl) {
 		return nil
@@ -233,7 +239,7 @@ func (g *brokerGuard) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			return g.refuseConnect(cl, packets.ErrQuotaExceeded, "will over max_queued_bytes or max_queued_bytes_total", slog.Int64("will_bytes", will))
 		}
 	}
-	if _, ok := g.srv.Clients.Get(cl.ID); !ok {
+	if _, ok := g.srv.Clients.Get(cl.ID); !ok && g.admits(cl, pk) {
 		if limit, n := g.room(cl); limit != "" {
 			return g.refuseConnect(cl, packets.ErrServerBusy, "a new session over "+limit, slog.Int(limit, n))
 		}

@@ -3,6 +3,7 @@ package mqttio
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -296,5 +297,57 @@ func TestOfflineShareDropsFromWhoHoldsMessages(t *testing.T) {
 	}
 	if drops["sub"] == 0 || drops["hoard"] != 0 || hoarder.State.Inflight.Len() != unreleased {
 		t.Errorf("dropped %v, hoard holds %d; want sub's oldest dropped, hoard's %d kept", drops, hoarder.State.Inflight.Len(), unreleased)
+	}
+}
+
+// TestRefusedLoginEndsNoSession: at max_sessions_per_address, with an
+// offline session holding a message, CONNECTs under new client ids that
+// are refused their login (a wrong password, none, the agent's client
+// ids) end no session: the offline one keeps its message, which its
+// client, back, is sent.
+func TestRefusedLoginEndsNoSession(t *testing.T) {
+	lim := defaultLimits
+	lim.MaxSessionsPerAddress = 2
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"dev": "pw"}, OwnClientIDs: "cairn-", Limits: lim},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	c := rawConn(t, addr, mqttraw.Session{ID: "dev-1", User: "dev", Password: "pw"})
+	if codes, err := c.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("subscribing: %x %v", codes, err)
+	}
+	c.Close()
+	awaitOffline(t, b, "dev-1")
+	pub := rawConn(t, addr, mqttraw.Session{ID: "dev-2", User: "dev", Password: "pw", Clean: true})
+	if err := pub.Publish(1, "plant/a", []byte("held"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Ping(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []mqttraw.Session{
+		{ID: "guess", User: "dev", Password: "wrong", Clean: true},
+		{ID: "anon", Clean: true},
+		{ID: "cairn-1", User: "dev", Password: "pw", Clean: true},
+	} {
+		if code, err := dialRaw(t, addr).Connect(s); err != nil || code != packets.Err3NotAuthorized.Code {
+			t.Fatalf("client %s as %q: CONNACK %d, %v; want %d", s.ID, s.User, code, err, packets.Err3NotAuthorized.Code)
+		}
+	}
+	if n := b.Refusals()["embedded broker refused a client: failed login"]; n != 3 {
+		t.Errorf("%d failed logins counted, want 3 (%v)", n, b.Refusals())
+	}
+	cl, ok := b.srv.Clients.Get("dev-1")
+	if !ok || cl.State.Inflight.Len() != 1 {
+		t.Fatalf("the offline session: kept %v, holding %v; want kept, holding its message", ok, cl != nil && cl.State.Inflight.Len() == 1)
+	}
+	pub.Close()
+	back := rawConn(t, addr, mqttraw.Session{ID: "dev-1", User: "dev", Password: "pw"})
+	back.SetDeadline(time.Now().Add(10 * time.Second))
+	if pk, err := back.ReadType(packets.Publish, false); err != nil || string(pk.Payload) != "held" {
+		t.Fatalf("back, the client was sent %q, %v; want its message", pk.Payload, err)
 	}
 }

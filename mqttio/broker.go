@@ -113,7 +113,7 @@ func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
 		return err
 	}
 	b.acl = newBrokerACL(cfg)
-	if err := b.srv.AddHook(&brokerAccess{srv: b.srv, acl: b.acl, refer: b.refer}, nil); err != nil {
+	if err := b.srv.AddHook(&brokerAccess{srv: b.srv, acl: b.acl, refer: b.refer, admits: auth.allowed}, nil); err != nil {
 		return err
 	}
 	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.acl, b.refer, auth.allowed)
@@ -173,8 +173,8 @@ func (b *Broker) Close() error {
 // for each address, with their number, the newest's user name and client
 // id, never a password. (What a client may do once connected is
 // brokerAccess's and brokerGuard's.) mochi asks it after the other hooks'
-// OnConnect: one of those that would change what the broker holds for a
-// CONNECT asks allowed first.
+// OnConnect: those that would end a session for a CONNECT, or refuse it
+// for what is not its login, ask allowed first.
 type brokerAuth struct {
 	mqtt.HookBase
 	cfg   BrokerConfig

@@ -225,17 +225,20 @@ func covers(grant []string, filter, user, client string, userOK, clientOK bool) 
 // on the clients other than the agent's: a publish it refuses is
 // acknowledged and dropped (QoS 0 dropped; MQTT 3.1.1 has no negative
 // PUBACK, and mosquitto does the same), a filter gets SUBACK 0x80, a
-// will it refuses its CONNECT (CONNACK "not authorized"); and it closes
-// the connection of a CONNECT that MQTT 3.1.1 forbids (a password
-// without a user name, a will topic with a wildcard). A delivery the
-// client may not read (a session it took over from another user) is
-// brokerGuard's to refuse, as mochi asks it (OnACLCheck). Each refusal is
-// counted and logged through refusals.
+// will it refuses its CONNECT (CONNACK "not authorized"), and so does a
+// session another user holds under the client's id; and it closes the
+// connection of a CONNECT that MQTT 3.1.1 forbids (a password without a
+// user name, a will topic with a wildcard). A delivery the client may
+// not read is brokerGuard's to refuse, as mochi asks it (OnACLCheck).
+// Each refusal is counted and logged through refusals.
 type brokerAccess struct {
 	mqtt.HookBase
 	srv   *mqtt.Server
 	acl   *brokerACL
 	refer *refusals
+	// admits is brokerAuth's decision whether to let a CONNECT in, which
+	// mochi asks after OnConnect.
+	admits func(*mqtt.Client, packets.Packet) bool
 }
 
 func (h *brokerAccess) ID() string { return "cairn-access" }
@@ -250,8 +253,13 @@ func (h *brokerAccess) Provides(b byte) bool {
 
 // OnConnect closes the connection of a CONNECT with a password and no
 // user name (MQTT 3.1.1: 3.1.2-22; MQTT 5 allows it) or a will topic
-// with a wildcard (3.1.2-9, 4.7.3), without CONNACK; and answers one
-// whose will topic the client may not publish to with "not authorized".
+// with a wildcard (3.1.2-9, 4.7.3), without CONNACK; and answers "not
+// authorized" to one whose will topic the client may not publish to, and
+// to one let in (brokerAuth) under a client id whose session, connected
+// or offline, is another user's (anonymous clients are one user): mochi
+// would end that user's connection, and hand the new client the
+// session's subscriptions and the messages it holds, which it sends
+// without asking OnACLCheck.
 func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if isAgent(cl) {
 		return nil
@@ -261,23 +269,30 @@ func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		h.refer.noteClient(cl, "embedded broker closed a client's connection: a CONNECT with a password and no user name", 1)
 		return errRefused
 	}
-	if !c.WillFlag {
-		return nil
-	}
-	if strings.ContainsAny(c.WillTopic, "+#") {
+	if c.WillFlag && strings.ContainsAny(c.WillTopic, "+#") {
 		h.refer.noteClient(cl, "embedded broker closed a client's connection: a will topic with a wildcard", 1, slog.String("topic", clientText(c.WillTopic)))
 		return errRefused
 	}
-	if ok, agents := h.acl.mayPublish(h.acl.of(c.Username), cl.ID, c.WillTopic); !ok {
-		code := packets.ErrNotAuthorized
-		if cl.Properties.ProtocolVersion < 5 {
-			code = packets.ErrBadUsernameOrPassword // 3.1.1's "not authorized", 5
+	if c.WillFlag {
+		if ok, agents := h.acl.mayPublish(h.acl.of(c.Username), cl.ID, c.WillTopic); !ok {
+			return h.notAuthorized(cl, "a will to "+refusedTopic(agents), slog.String("topic", clientText(c.WillTopic)))
 		}
-		h.srv.SendConnack(cl, code, false, nil)
-		h.refer.noteClient(cl, "embedded broker refused a client's CONNECT: a will to "+refusedTopic(agents), 1, slog.String("topic", clientText(c.WillTopic)))
-		return errRefused
+	}
+	if other, ok := h.srv.Clients.Get(cl.ID); ok && string(other.Properties.Username) != string(c.Username) && h.admits(cl, pk) {
+		return h.notAuthorized(cl, "a session of another user under its client id")
 	}
 	return nil
+}
+
+// notAuthorized answers cl's CONNECT with "not authorized" and logs why.
+func (h *brokerAccess) notAuthorized(cl *mqtt.Client, why string, detail ...slog.Attr) error {
+	code := packets.ErrNotAuthorized
+	if cl.Properties.ProtocolVersion < 5 {
+		code = packets.ErrBadUsernameOrPassword // 3.1.1's "not authorized", 5
+	}
+	h.srv.SendConnack(cl, code, false, nil)
+	h.refer.noteClient(cl, "embedded broker refused a client's CONNECT: "+why, 1, detail...)
+	return errRefused
 }
 
 // refusedTopic says why a client may not publish to a topic: it is the

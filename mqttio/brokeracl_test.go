@@ -12,6 +12,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
+	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
 // modelMatch is MQTT 3.1.1's matching of a topic by a filter (section
@@ -293,18 +294,21 @@ func BenchmarkGrantPublish(b *testing.B) {
 	}
 }
 
-// TestGrantsOnSessionTakenOver: a client that takes over a persistent
-// session another user subscribed in is not delivered what that user
-// may read and it may not, though the session holds the subscription.
-func TestGrantsOnSessionTakenOver(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb", "pub": "pp"},
+// TestSessionOfAnotherUserIsRefused: a CONNECT under the client id of a
+// session another user holds, offline with a message it may not read or
+// connected, is refused "not authorized" (3.1.1: 5; MQTT 5: 0x87),
+// whether it asks for the session or a clean one, named or anonymous:
+// it is sent nothing the session held, and ends no connection; the
+// session's own user, back, is sent its message.
+func TestSessionOfAnotherUserIsRefused(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb", "pub": "pp"}, AllowAnonymous: true,
 		Grants: map[string]Grants{"a": {Subscribe: []string{"a/#"}}, "b": {Subscribe: []string{"b/#"}}}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	addr := strings.TrimPrefix(b.URL(), "tcp://")
-	dial := func(s mqttraw.Session) *mqttraw.Conn {
+	dial := func() *mqttraw.Conn {
 		t.Helper()
 		c, err := mqttraw.Dial(addr)
 		if err != nil {
@@ -312,34 +316,73 @@ func TestGrantsOnSessionTakenOver(t *testing.T) {
 		}
 		t.Cleanup(func() { c.Close() })
 		c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
+	connect := func(s mqttraw.Session) *mqttraw.Conn {
+		t.Helper()
+		c := dial()
 		if code, err := c.Connect(s); err != nil || code != 0 {
-			t.Fatalf("%s: CONNACK %d, %v", s.User, code, err)
+			t.Fatalf("%s as %q: CONNACK %d, %v", s.ID, s.User, code, err)
 		}
 		return c
 	}
-	first := dial(mqttraw.Session{ID: "shared", User: "a", Password: "pa"})
-	if codes, err := first.SubscribeAck(1, 1, "a/#", "b/#"); err != nil || !slices.Equal(codes, []byte{1, 0x80}) {
+	// refused tries to take the session "shared" as each of the others,
+	// and fails t unless each is refused and sent nothing else.
+	refused := func(when string) {
+		t.Helper()
+		for _, s := range []mqttraw.Session{
+			{ID: "shared", User: "b", Password: "pb"},
+			{ID: "shared", User: "b", Password: "pb", Clean: true},
+			{ID: "shared"},
+		} {
+			c := dial()
+			code, err := c.Connect(s)
+			if err != nil || code != packets.Err3NotAuthorized.Code {
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				pk, _ := c.ReadType(packets.Publish, false)
+				t.Fatalf("%s, %q clean=%v: CONNACK %d, %v, want 5; then sent %q", when, s.User, s.Clean, code, err, pk.Payload)
+			}
+			if pk, err := c.ReadPacket(); err == nil {
+				t.Fatalf("%s, %q clean=%v: refused, then sent a %s", when, s.User, s.Clean, packets.PacketNames[pk.FixedHeader.Type])
+			}
+		}
+		// MQTT 5: 0x87. (mqttraw decodes the CONNACK as 3.1.1's, which
+		// reads its code and no properties.)
+		c := dial()
+		if err := c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 5,
+			Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), ClientIdentifier: "shared", UsernameFlag: true, Username: []byte("b"),
+				PasswordFlag: true, Password: []byte("pb")}}); err != nil {
+			t.Fatal(err)
+		}
+		if ack, err := c.ReadPacket(); err != nil || ack.FixedHeader.Type != packets.Connack || ack.ReasonCode != packets.ErrNotAuthorized.Code {
+			t.Fatalf("%s, MQTT 5: %s %#x, %v; want CONNACK 0x87", when, packets.PacketNames[ack.FixedHeader.Type], ack.ReasonCode, err)
+		}
+	}
+
+	first := connect(mqttraw.Session{ID: "shared", User: "a", Password: "pa"})
+	if codes, err := first.SubscribeAck(1, 1, "a/#"); err != nil || !slices.Equal(codes, []byte{1}) {
 		t.Fatalf("a's SUBACK %v, %v", codes, err)
 	}
 	first.Close()
-	second := dial(mqttraw.Session{ID: "shared", User: "b", Password: "pb"})
-	if codes, err := second.SubscribeAck(2, 1, "b/#"); err != nil || !slices.Equal(codes, []byte{1}) {
-		t.Fatalf("b's SUBACK %v, %v", codes, err)
+	awaitOffline(t, b, "shared")
+	pub := connect(mqttraw.Session{ID: "pub", User: "pub", Password: "pp", Clean: true})
+	if err := pub.Publish(1, "a/1", []byte("a's"), 1, false); err != nil {
+		t.Fatal(err)
 	}
-	pub := dial(mqttraw.Session{ID: "pub", User: "pub", Password: "pp", Clean: true})
-	for i, topic := range []string{"a/1", "b/1"} {
-		if err := pub.Publish(uint16(i+1), topic, []byte(topic), 1, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pub.ReadType(packets.Puback, false); err != nil {
-			t.Fatal(err)
-		}
+	if err := pub.Ping(10 * time.Second); err != nil {
+		t.Fatal(err)
 	}
-	pk, err := second.ReadType(packets.Publish, true)
-	if err != nil || pk.TopicName != "b/1" {
-		t.Fatalf("b read %q (%v), want b/1 alone", pk.TopicName, err)
+	refused("offline")
+	back := connect(mqttraw.Session{ID: "shared", User: "a", Password: "pa"})
+	if pk, err := back.ReadType(packets.Publish, true); err != nil || string(pk.Payload) != "a's" {
+		t.Fatalf("a back was sent %q, %v; want its message", pk.Payload, err)
 	}
-	if n := b.Refusals()["embedded broker did not deliver a message: a topic not granted to the client"]; n != 1 {
-		t.Errorf("deliveries refused: %d, want 1 (%v)", n, b.Refusals())
+	refused("connected")
+	if err := back.Ping(10 * time.Second); err != nil {
+		t.Fatalf("a's connection, after the others' CONNECTs: %v", err)
 	}
+	// Each is counted once its CONNACK is written.
+	testwait.For(t, 10*time.Second, "8 CONNECTs counted as refused another user's session", func() bool {
+		return b.Refusals()["embedded broker refused a client's CONNECT: a session of another user under its client id"] == 8
+	})
 }

@@ -77,9 +77,10 @@ func (g *brokerGuard) deliveryCostLocked(topic string) int64 {
 // OnACLCheck lets every client publish and subscribe to anything (the
 // limits on topics are OnPublish's and OnSubscribe's, the grants
 // brokerAccess's); it is mochi's question before each delivery, too: a
-// message to a topic the client may not read (a session it took over
-// from another user) or that would take a session over its limits is
-// not delivered to it. (A filter mochi asks about is one brokerAccess
+// message to a topic the client may not read (none should come:
+// brokerAccess grants a client only filters it may read, and refuses it
+// another user's session) or that would take a session over its limits
+// is not delivered to it. (A filter mochi asks about is one brokerAccess
 // let through, which grants it as a topic too.)
 func (g *brokerGuard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if write {

@@ -226,11 +226,13 @@ func covers(grant []string, filter, user, client string, userOK, clientOK bool) 
 // acknowledged and dropped (QoS 0 dropped; MQTT 3.1.1 has no negative
 // PUBACK, and mosquitto does the same), a filter gets SUBACK 0x80, a
 // will it refuses its CONNECT (CONNACK "not authorized"), and so does a
-// session another user holds under the client's id; and it closes the
-// connection of a CONNECT that MQTT 3.1.1 forbids (a password without a
-// user name, a will topic with a wildcard). A delivery the client may
-// not read is brokerGuard's to refuse, as mochi asks it (OnACLCheck).
-// Each refusal is counted and logged through refusals.
+// session another user holds under the client's id, and a will it
+// refuses once sent (the agent's topics changed since) is dropped; and
+// it closes the connection of a CONNECT that MQTT 3.1.1 forbids (a
+// password without a user name, a will topic with a wildcard). A
+// delivery the client may not read is brokerGuard's to refuse, as mochi
+// asks it (OnACLCheck). Each refusal is counted and logged through
+// refusals.
 type brokerAccess struct {
 	mqtt.HookBase
 	srv   *mqtt.Server
@@ -245,7 +247,7 @@ func (h *brokerAccess) ID() string { return "cairn-access" }
 
 func (h *brokerAccess) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnConnect, mqtt.OnPacketRead, mqtt.OnSubscribe, mqtt.OnPublish:
+	case mqtt.OnConnect, mqtt.OnPacketRead, mqtt.OnSubscribe, mqtt.OnPublish, mqtt.OnWill:
 		return true
 	}
 	return false
@@ -346,4 +348,22 @@ func (h *brokerAccess) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pa
 		return pk, packets.CodeSuccessIgnore
 	}
 	return pk, nil
+}
+
+// OnWill drops a will to a topic the client may not publish to: one let
+// in at its CONNECT (OnConnect) whose topic a reload has made the
+// agent's since (Broker.SetAgentTopics). mochi gives a hook no way to
+// drop a will: it is sent to the empty topic, which no filter matches
+// (mochi's index of topics finds no subscriber of it), and not retained.
+// (An MQTT 5 will that mochi sends after a delay is judged as its client
+// goes, when mochi asks OnWill.)
+func (h *brokerAccess) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	if isAgent(cl) {
+		return will, nil
+	}
+	if ok, agents := h.acl.mayPublish(h.acl.of(cl.Properties.Username), cl.ID, will.TopicName); !ok {
+		h.refer.noteClient(cl, "embedded broker dropped a will: "+refusedTopic(agents), 1, slog.String("topic", clientText(will.TopicName)))
+		return mqtt.Will{}, nil
+	}
+	return will, nil
 }

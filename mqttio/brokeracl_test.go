@@ -386,3 +386,69 @@ func TestSessionOfAnotherUserIsRefused(t *testing.T) {
 		return b.Refusals()["embedded broker refused a client's CONNECT: a session of another user under its client id"] == 8
 	})
 }
+
+// TestWillToATopicMadeTheAgents: a will let in at its CONNECT, to a topic
+// that a reload then makes the agent's (a new sink's), is dropped when
+// its client goes, not retained, and counted; one that went before the
+// reload was delivered.
+func TestWillToATopicMadeTheAgents(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true, AgentTopics: []string{"out/a"}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	connect := func(s mqttraw.Session) *mqttraw.Conn {
+		t.Helper()
+		c, err := mqttraw.Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		if code, err := c.Connect(s); err != nil || code != 0 {
+			t.Fatalf("%s: CONNACK %d, %v", s.ID, code, err)
+		}
+		return c
+	}
+	watch := connect(mqttraw.Session{ID: "watch", Clean: true})
+	if codes, err := watch.SubscribeAck(1, 1, "out/#"); err != nil || !slices.Equal(codes, []byte{1}) {
+		t.Fatalf("SUBACK %v, %v", codes, err)
+	}
+	before := connect(mqttraw.Session{ID: "before", Clean: true, WillTopic: "out/b/1", WillPayload: []byte("gone"), WillRetain: true})
+	after := connect(mqttraw.Session{ID: "after", Clean: true, WillTopic: "out/b/2", WillPayload: []byte("gone"), WillRetain: true})
+	// gone closes c's connection without a DISCONNECT, and waits until
+	// the broker forgot its session: by then it sent c's will, if at all.
+	gone := func(c *mqttraw.Conn, id string) {
+		t.Helper()
+		c.Close()
+		testwait.For(t, 10*time.Second, id+"'s session ended", func() bool { _, ok := b.srv.Clients.Get(id); return !ok })
+	}
+	gone(before, "before")
+	b.SetAgentTopics([]string{"out/a", "out/b/{key}"})
+	gone(after, "after")
+	pub := connect(mqttraw.Session{ID: "pub", Clean: true})
+	if err := pub.Publish(1, "out/marker", []byte("marker"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		pk, err := watch.ReadType(packets.Publish, false)
+		if err != nil {
+			t.Fatalf("the watcher, after %v: %v", got, err)
+		}
+		watch.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+		if got = append(got, pk.TopicName); pk.TopicName == "out/marker" {
+			break
+		}
+	}
+	if !slices.Equal(got, []string{"out/b/1", "out/marker"}) {
+		t.Errorf("the watcher read %v; want the will sent before the reload, then the marker", got)
+	}
+	if _, ok := b.srv.Topics.Retained.Get("out/b/2"); ok {
+		t.Error("the will to the agent's topic was retained")
+	}
+	if n := b.Refusals()["embedded broker dropped a will: a topic only the agent publishes to"]; n != 1 {
+		t.Errorf("wills dropped: %d, want 1 (%v)", n, b.Refusals())
+	}
+}

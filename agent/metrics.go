@@ -120,6 +120,12 @@ func (c *exporter) write(w io.Writer) {
 			e.sample("cairn_broker_offline_dropped_total", labels("broker", b.ID, "client", id), float64(b.OfflineDropped[id]))
 		}
 	}
+	e.family("cairn_broker_offline_sessions_ended_total", "counter", "Sessions whose client was gone that an embedded broker ended, by why: after offline_session_expiry, or for a new session over max_clients or max_sessions_per_address.")
+	for _, b := range st.Brokers {
+		for _, why := range slices.Sorted(maps.Keys(b.EndedSessions)) {
+			e.sample("cairn_broker_offline_sessions_ended_total", labels("broker", b.ID, "reason", why), float64(b.EndedSessions[why]))
+		}
+	}
 	gauge("cairn_ingest_lag_messages", "Logged MQTT messages waiting to be processed.", float64(st.IngestLag))
 	counter("cairn_ingest_append_failures_total", "Ingest log group commits that failed (full or failing disk); their messages were not acknowledged.")
 	e.family("cairn_ingest_damaged_records_total", "counter", "Ranges of the ingest logs found lost to damage (bytes that do not verify, with records after them that do) and read past, since the agent started.")

@@ -171,6 +171,7 @@ func (s *state) status() api.Status {
 		if br := s.embedded[name]; br != nil {
 			b.Refused = br.Refusals()
 			b.OfflineDropped = br.OfflineDrops()
+			b.EndedSessions = br.EndedSessions()
 		}
 		out.Brokers = append(out.Brokers, b)
 	}

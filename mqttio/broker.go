@@ -155,7 +155,8 @@ func (b *Broker) SetAgentTopics(topics []string) { b.acl.setAgentTopics(topics) 
 
 // Refusals returns how many refusals of each kind the broker made its
 // clients since it started (a failed login, a topic not granted, a
-// message over a limit, ...), by the message of their log lines.
+// message over a limit, ...), by the message of their log lines; the
+// offline sessions it ended are EndedSessions.
 func (b *Broker) Refusals() map[string]int64 { return b.refer.counted() }
 
 // Close stops the broker, once, and logs the refusals not logged yet.

@@ -138,12 +138,14 @@ type brokerGuard struct {
 	queued  int64  // bytes held for the sessions of clients other than the agent's
 	seq     uint64 // the last inflight.seq given
 	// offline are the queues of the sessions whose client is gone (not
-	// the agent's), offlineQueued the bytes they hold, and drops the
+	// the agent's), offlineQueued the bytes they hold, drops the
 	// messages dropped from each session for them, by client id, while
-	// the session lasts (brokeroffline.go).
+	// the session lasts, and ended the offline sessions ended since the
+	// broker started, by why (brokeroffline.go).
 	offline       map[*queue]struct{}
 	offlineQueued int64
 	drops         map[string]int64
+	ended         map[string]int64
 	closed        bool             // the broker stopped: no session ends any more
 	retained      map[string]int64 // the retained messages' costs, by topic
 	// retainedBytes is their sum.
@@ -180,7 +182,7 @@ func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, acl *brokerACL, refer *r
 	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, admits: admits, subscribing: make(map[*mqtt.Client]*subscribe),
 		subs: make(map[string]map[string]bool), queues: make(map[*mqtt.Client]*queue), session: make(map[string]*mqtt.Client),
 		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool),
-		offline: make(map[*queue]struct{}), drops: make(map[string]int64)}
+		offline: make(map[*queue]struct{}), drops: make(map[string]int64), ended: make(map[string]int64)}
 }
 
 func (g *brokerGuard) ID() string { return "cairn-limits" }

@@ -37,7 +37,7 @@ var smallLimits = BrokerLimits{
 // step, against mochi's own state, that no bound is passed, and that the
 // broker still answers.
 func TestBrokerBoundsHold(t *testing.T) {
-	refused := make(map[string]int64)
+	refused, ended := make(map[string]int64), make(map[string]int64)
 	ran := 0
 	for seed := range uint64(*brokerSeeds) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -48,9 +48,12 @@ func TestBrokerBoundsHold(t *testing.T) {
 			for what, n := range b.refer.counted() {
 				refused[what] += n
 			}
+			for why, n := range b.EndedSessions() {
+				ended[why] += n
+			}
 		})
 	}
-	t.Logf("refused: %v", refused)
+	t.Logf("refused: %v; offline sessions ended: %v", refused, ended)
 	if ran < 5 {
 		return // too few to reach every limit
 	}
@@ -62,8 +65,7 @@ func TestBrokerBoundsHold(t *testing.T) {
 		"topic filter: over max_filters_per_subscribe", "topic filter: over max_subscriptions", "topic filter: over max_subscriptions_total",
 		"dropped a message: topic over max_topic_levels", "dropped a message: topic over max_topic_length",
 		"dropped messages to a session: over max_queued_messages", "dropped messages to a session: over max_queued_bytes",
-		"did not retain a message: over max_retained_bytes", "CONNECT: will topic over",
-		"ended an offline session for a new one: over max_sessions_per_address"} {
+		"did not retain a message: over max_retained_bytes", "CONNECT: will topic over"} {
 		found := false
 		for what := range refused {
 			found = found || strings.Contains(what, want)
@@ -71,6 +73,9 @@ func TestBrokerBoundsHold(t *testing.T) {
 		if !found {
 			t.Errorf("no run refused %q", want)
 		}
+	}
+	if ended["for a new session over max_sessions_per_address"] == 0 {
+		t.Errorf("no run ended an offline session for a new one over max_sessions_per_address")
 	}
 }
 

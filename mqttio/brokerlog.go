@@ -86,8 +86,10 @@ const otherAddresses = "other"
 // dropped for a full queue): the first refusal of a kind from an address
 // at once, and later ones at most once every refusalInterval, with the
 // number of them since the line before. A flood of refused clients so
-// costs a few lines a minute, each with the address that sent them. Safe
-// for concurrent use.
+// costs a few lines a minute, each with the address that sent them. It
+// logs the same way what the broker does to its clients of its own
+// accord, which is no refusal and not counted as one (tell: an offline
+// session ended). Safe for concurrent use.
 type refusals struct {
 	log      *slog.Logger
 	interval time.Duration
@@ -125,6 +127,18 @@ func newRefusals(log *slog.Logger, interval time.Duration) *refusals {
 // the line (never a password; user names and client ids through
 // clientText).
 func (r *refusals) note(level slog.Level, remote, what string, n int, detail ...slog.Attr) {
+	r.write(level, remote, what, n, true, detail...)
+}
+
+// tell logs n events of kind what as note logs refusals, but counts
+// them as none.
+func (r *refusals) tell(level slog.Level, remote, what string, n int, detail ...slog.Attr) {
+	r.write(level, remote, what, n, false, detail...)
+}
+
+// write logs n events of kind what as note says, and counts them among
+// the refusals if refused.
+func (r *refusals) write(level slog.Level, remote, what string, n int, refused bool, detail ...slog.Attr) {
 	k := refusalKey{addr: hostOf(remote), what: what}
 	now := time.Now()
 	r.mu.Lock()
@@ -141,7 +155,9 @@ func (r *refusals) note(level slog.Level, remote, what string, n int, detail ...
 	}
 	c.n += n
 	c.detail = detail
-	r.totals[what] += int64(n)
+	if refused {
+		r.totals[what] += int64(n)
+	}
 	var line []slog.Attr
 	if c.last.IsZero() || now.Sub(c.last) >= r.interval {
 		line = c.takeLocked(k, now)

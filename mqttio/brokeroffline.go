@@ -50,7 +50,7 @@ func (g *brokerGuard) offlineLocked(cl *mqtt.Client) {
 	slices.SortFunc(q.order, func(a, b held) int { return cmp.Compare(a.seq, b.seq) })
 	if g.lim.OfflineSessionExpiry > 0 {
 		q.expiry = time.AfterFunc(g.lim.OfflineSessionExpiry, func() {
-			g.end(cl, "embedded broker ended an offline session: after offline_session_expiry",
+			g.end(cl, "after offline_session_expiry",
 				slog.Duration("offline_session_expiry", g.lim.OfflineSessionExpiry))
 		})
 	}
@@ -151,7 +151,7 @@ func (g *brokerGuard) room(cl *mqtt.Client) (limit string, n int) {
 			if count < l.n {
 				break
 			}
-			if oldest == nil || !g.end(oldest, "embedded broker ended an offline session for a new one: over "+l.name, slog.Int(l.name, l.n)) {
+			if oldest == nil || !g.end(oldest, "for a new session over "+l.name, slog.Int(l.name, l.n)) {
 				return l.name, l.n
 			}
 		}
@@ -180,7 +180,7 @@ func (g *brokerGuard) sessionsOf(of func(*mqtt.Client) bool) (n int, oldest *mqt
 // end ends the offline session cl holds (endSession), as mochi ends one
 // that expired, with the same race (a client connecting under its id at
 // that instant may lose its new session); it reports whether it did, and
-// logs why.
+// counts and logs why (no refusal: the session's client is gone).
 func (g *brokerGuard) end(cl *mqtt.Client, why string, detail ...slog.Attr) bool {
 	g.mu.Lock()
 	closed := g.closed
@@ -188,8 +188,11 @@ func (g *brokerGuard) end(cl *mqtt.Client, why string, detail ...slog.Attr) bool
 	if now, ok := g.srv.Clients.Get(cl.ID); closed || !ok || now != cl || !cl.Closed() || cl.IsTakenOver() {
 		return false
 	}
+	g.mu.Lock()
+	g.ended[why]++ // counted as it ends: once it is gone, it is counted
+	g.mu.Unlock()
 	g.endSession(cl)
-	g.refer.note(slog.LevelInfo, cl.Net.Remote, why, 1, append(detail, slog.String("client", clientText(cl.ID)))...)
+	g.refer.tell(slog.LevelInfo, cl.Net.Remote, "embedded broker ended an offline session: "+why, 1, append(detail, slog.String("client", clientText(cl.ID)))...)
 	return true
 }
 
@@ -212,4 +215,13 @@ func (b *Broker) OfflineDrops() map[string]int64 {
 	b.guard.mu.Lock()
 	defer b.guard.mu.Unlock()
 	return maps.Clone(b.guard.drops)
+}
+
+// EndedSessions returns how many offline sessions the broker ended since
+// it started, by why: "after offline_session_expiry", or "for a new
+// session over max_clients" (or max_sessions_per_address).
+func (b *Broker) EndedSessions() map[string]int64 {
+	b.guard.mu.Lock()
+	defer b.guard.mu.Unlock()
+	return maps.Clone(b.guard.ended)
 }

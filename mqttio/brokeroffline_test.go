@@ -143,6 +143,15 @@ func TestOfflineSessionsTakeNoRoom(t *testing.T) {
 	if drops := b.OfflineDrops(); len(drops) != 1 || drops[offline[0]] == 0 {
 		t.Errorf("drops counted after the expiry: %v, want %s's only", drops, offline[0])
 	}
+	// Ended, counted as such, and no refusal.
+	if ended := b.EndedSessions(); len(ended) != 1 || ended["after offline_session_expiry"] != int64(len(offline)-1) {
+		t.Errorf("offline sessions ended: %v, want %d after offline_session_expiry", ended, len(offline)-1)
+	}
+	for what := range b.Refusals() {
+		if strings.Contains(what, "ended") {
+			t.Errorf("counted as a refusal: %q", what)
+		}
+	}
 }
 
 // rawConn connects to addr as s, or fails t.

@@ -227,6 +227,11 @@ type Broker struct {
 	// for newer ones, over the limits), by client id, for the sessions it
 	// holds.
 	OfflineDropped map[string]int64 `json:"offline_dropped,omitempty"`
+	// EndedSessions, of an embedded broker, counts the sessions whose
+	// client was gone that it ended since it started, by why: "after
+	// offline_session_expiry", "for a new session over max_clients" (or
+	// max_sessions_per_address). No refusal: Refused counts none of them.
+	EndedSessions map[string]int64 `json:"ended_sessions,omitempty"`
 }
 
 // Operator is one node of the graph.

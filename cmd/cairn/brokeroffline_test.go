@@ -91,7 +91,7 @@ func attackOffline(t *testing.T, a *attackAgent) offlineAttack {
 // leaves the connected subscriber every message and new filters granted;
 // the offline sessions keep their newest messages, and count per client,
 // in the status and the metrics, what they dropped; after
-// offline_session_expiry they are gone.
+// offline_session_expiry they are gone, counted apart from the refusals.
 func TestBrokerOfflineSessionsStarveNoOne(t *testing.T) {
 	const expiry = 30 * time.Second
 	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -146,10 +146,21 @@ func TestBrokerOfflineSessionsStarveNoOne(t *testing.T) {
 	}
 	a.proc.Await(t, regexp.MustCompile(`level=WARN msg="embedded broker dropped offline sessions' oldest messages: over their share of max_queued_bytes_total" component=embedded-broker remote=127\.0\.0\.1 count=1 client=off-`), 10*time.Second)
 
-	// The other three expire.
-	cairntest.AwaitStatus(t, a.socket, "the offline sessions ended", expiry+30*time.Second, func(st api.Status) bool {
-		return st.Brokers[0].Refused["embedded broker ended an offline session: after offline_session_expiry"] == 3 &&
-			len(st.Brokers[0].OfflineDropped) == 1
+	// The other three expire: ended, counted as such in the status and
+	// the metrics, and no refusal.
+	st = cairntest.AwaitStatus(t, a.socket, "the offline sessions ended", expiry+30*time.Second, func(st api.Status) bool {
+		return st.Brokers[0].EndedSessions["after offline_session_expiry"] == 3 && len(st.Brokers[0].OfflineDropped) == 1
 	})
+	for what := range st.Brokers[0].Refused {
+		if strings.Contains(what, "ended") {
+			t.Errorf("counted as a refusal: %q", what)
+		}
+	}
+	if out, err := exec.Command(a.bin, "status", "-c", a.file).Output(); err != nil || !strings.Contains(string(out), "\n  ended 3 offline sessions after offline_session_expiry\n") {
+		t.Errorf("cairn status (%v) has no line of the sessions ended:\n%s", err, out)
+	}
+	if sample := "\ncairn_broker_offline_sessions_ended_total{broker=\"local\",reason=\"after offline_session_expiry\"} 3\n"; !strings.Contains(scrapeMetrics(t, metrics), sample) {
+		t.Errorf("no sample %q in the metrics", sample)
+	}
 	a.serving(t, "after")
 }

@@ -492,9 +492,10 @@ func memoryLine(m api.Memory) string {
 
 // brokerLine says whether a broker's clients are connected, since when,
 // its newest connection error, and, of an embedded broker, what it
-// refused its clients, a line a kind, and what it dropped of offline
-// sessions', a line a client, at now, the status's time: the agent's
-// times less it are what its monotonic clock measured (api.Status).
+// refused its clients, a line a kind, what it dropped of offline
+// sessions', a line a client, and the offline sessions it ended, a line
+// a why, at now, the status's time: the agent's times less it are what
+// its monotonic clock measured (api.Status).
 func brokerLine(b api.Broker, now time.Time) string {
 	state := "connected"
 	if !b.Connected {
@@ -509,6 +510,13 @@ func brokerLine(b api.Broker, now time.Time) string {
 	}
 	for _, id := range slices.Sorted(maps.Keys(b.OfflineDropped)) {
 		line += fmt.Sprintf("\n  dropped %d of offline session %q's oldest messages", b.OfflineDropped[id], id)
+	}
+	for _, why := range slices.Sorted(maps.Keys(b.EndedSessions)) {
+		sessions := "sessions"
+		if b.EndedSessions[why] == 1 {
+			sessions = "session"
+		}
+		line += fmt.Sprintf("\n  ended %d offline %s %s", b.EndedSessions[why], sessions, why)
 	}
 	return line
 }

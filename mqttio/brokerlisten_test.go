@@ -58,8 +58,9 @@ func dialRaw(t *testing.T, addr string) *mqttraw.Conn {
 // TestEmbeddedBrokerConnectionLimits: over max_clients connections at
 // once, a connection is closed as it is accepted, and under again one is
 // let in; a client that sends no CONNECT loses its connection after the
-// connect timeout; a new session over max_clients is refused with
-// CONNACK 3, an existing one is not; an address connects max_connection_rate
+// connect timeout; a new session over max_clients or
+// max_sessions_per_address ends the session offline longest, or, with
+// none offline, is refused, an existing one is not; an address connects max_connection_rate
 // times a second in bursts of twice that, then it is refused until its
 // bucket fills again.
 func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
@@ -84,9 +85,24 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 			t.Fatal("a connection without CONNECT was kept for 10 s")
 		}
 	})
-	for name, lim := range map[string]BrokerLimits{"max_clients": {MaxClients: 3}, "max_sessions_per_address": {MaxClients: 10, MaxSessionsPerAddress: 3}} {
-		t.Run("sessions over "+name, func(t *testing.T) {
-			b, addr := startTimedBroker(t, lim, defaultListenTimes)
+	for _, c := range []struct {
+		name string
+		lim  BrokerLimits
+		// refusal is how a sixth session, with none offline, is refused:
+		// over max_clients, with every session connected, its connection
+		// is closed as it is accepted (so a CONNACK 3 over max_clients
+		// comes only when the session offline longest cannot be ended,
+		// taken over at that instant); over max_sessions_per_address,
+		// with room for connections, its CONNECT gets CONNACK 3.
+		refusal string
+		code    byte
+	}{
+		{"max_clients", BrokerLimits{MaxClients: 3}, "embedded broker refused a connection: max_clients connected", 255},
+		{"max_sessions_per_address", BrokerLimits{MaxClients: 10, MaxSessionsPerAddress: 3},
+			"embedded broker refused a client's CONNECT: a new session over max_sessions_per_address", packets.Err3ServerUnavailable.Code},
+	} {
+		t.Run("sessions over "+c.name, func(t *testing.T) {
+			b, addr := startTimedBroker(t, c.lim, defaultListenTimes)
 			connect := func(id string) (*mqttraw.Conn, byte) {
 				c := dialRaw(t, addr)
 				code, err := c.Connect(mqttraw.Session{ID: id})
@@ -97,18 +113,13 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 			}
 			// s1 and s2 go offline, s1 first; s3 stays.
 			for _, id := range []string{"s1", "s2", "s3"} {
-				c, code := connect(id)
+				conn, code := connect(id)
 				if code != 0 {
 					t.Fatalf("%s: CONNACK %d", id, code)
 				}
 				if id != "s3" {
-					c.Close()
-					testwait.For(t, 10*time.Second, id+" offline", func() bool {
-						cl, ok := b.srv.Clients.Get(id)
-						b.guard.mu.Lock()
-						defer b.guard.mu.Unlock()
-						return ok && cl.Closed() && b.guard.queues[cl] != nil && b.guard.queues[cl].offline
-					})
+					conn.Close()
+					awaitOffline(t, b, id)
 				}
 			}
 			// A fourth session ends the one offline longest, a fifth the
@@ -123,8 +134,12 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 					t.Fatalf("%s is a session still after %s's", s.ends, s.id)
 				}
 			}
-			if _, code := connect("s6"); code != 3 && code != 255 {
-				t.Fatalf("a sixth session: CONNACK %d, want 3 (none offline)", code)
+			if _, code := connect("s6"); code != c.code {
+				t.Fatalf("a sixth session, none offline: CONNACK %d, want %d (255: closed unanswered)", code, c.code)
+			}
+			testwait.For(t, 10*time.Second, "the sixth counted as refused: "+c.refusal, func() bool { return b.Refusals()[c.refusal] == 1 })
+			if n := b.EndedSessions()["for a new session over "+c.name]; n != 2 {
+				t.Errorf("sessions ended for new ones over %s: %d, want 2", c.name, n)
 			}
 			last.Close() // a connection free, for max_clients
 			testwait.For(t, 10*time.Second, "s5 back, once its connection is gone", func() bool {

@@ -46,7 +46,7 @@ func TestOfflineSessionsTakeNoRoom(t *testing.T) {
 			t.Fatalf("%s subscribing to #: %x %v", id, codes, err)
 		}
 		c.Close()
-		testwait.Poll(10*time.Second, func() bool { cl, ok := b.srv.Clients.Get(id); return ok && cl.Closed() })
+		awaitOffline(t, b, id)
 	}
 	reader := rawConn(t, addr, mqttraw.Session{ID: "reader", Clean: true})
 	if codes, err := reader.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {

@@ -121,14 +121,14 @@ func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
 		return err
 	}
 	b.clients = &clientListener{addr: cfg.Addr, lim: cfg.Limits, refer: b.refer,
-		rates: newAddrRates(cfg.Limits.MaxConnectionRate), times: cfg.times}
+		rates: newAddrRates(cfg.Limits.MaxConnectionRate), times: cfg.times, endClients: b.endClients}
 	if cfg.times == (listenTimes{}) {
 		b.clients.times = defaultListenTimes
 	}
 	if err := b.srv.AddListener(b.clients); err != nil {
 		return fmt.Errorf("embedded broker on %s: %w", cfg.Addr, err)
 	}
-	b.agent = &agentClientListener{name: agentSocketName(), log: log}
+	b.agent = &agentClientListener{name: agentSocketName(), log: log, endClients: b.endClients}
 	if err := b.srv.AddListener(b.agent); err != nil {
 		return fmt.Errorf("embedded broker: the agent's socket: %w", err)
 	}
@@ -158,6 +158,21 @@ func (b *Broker) SetAgentTopics(topics []string) { b.acl.setAgentTopics(topics) 
 // message over a limit, ...), by the message of their log lines; the
 // offline sessions it ended are EndedSessions.
 func (b *Broker) Refusals() map[string]int64 { return b.refer.counted() }
+
+// endClients ends the connections of the clients of the listener whose
+// id is listener, as mochi's Server.closeListenerClients does, which its
+// listeners are given to call as they close. That one lists them with
+// Clients.GetByListener, which takes the read lock of mochi's clients
+// twice, the second time inside the first: a client added between the
+// two (one connecting as the broker closes) waits for the first, and the
+// second for it, for good, and so does the broker's Close.
+func (b *Broker) endClients(listener string) {
+	for _, cl := range b.srv.Clients.GetAll() {
+		if cl.Net.Listener == listener && !cl.Closed() {
+			b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+}
 
 // Close stops the broker, once, and logs the refusals not logged yet.
 func (b *Broker) Close() error {

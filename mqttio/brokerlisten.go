@@ -51,7 +51,10 @@ type clientListener struct {
 	conns connSet      // the same
 	large receiving    // the budget of large packets
 	times listenTimes
-	end   sync.Once
+	// endClients ends the connections of the listener's clients
+	// (Broker.endClients).
+	endClients listeners.CloseFn
+	end        sync.Once
 }
 
 func (l *clientListener) ID() string       { return clientsListener }
@@ -122,15 +125,16 @@ func (l *clientListener) ended(remote string, err error) {
 }
 
 // Close stops taking connections, then ends those taken: the clients'
-// (closeClients), and those that have not sent their CONNECT yet. (mochi
-// waits for all of them to end; one taken after closeClients, a client
-// reconnecting at once, would hold its Close for good.)
-func (l *clientListener) Close(closeClients listeners.CloseFn) {
+// (endClients, not mochi's closeClients), and those that have not sent
+// their CONNECT yet. (mochi waits for all of them to end; one taken after
+// endClients, a client reconnecting at once, would hold its Close for
+// good.)
+func (l *clientListener) Close(listeners.CloseFn) {
 	l.end.Do(func() {
 		if l.ln != nil {
 			l.ln.Close()
 		}
-		closeClients(clientsListener)
+		l.endClients(clientsListener)
 		l.conns.closeAll()
 	})
 }
@@ -144,11 +148,12 @@ var errRefused = errors.New("refused by the embedded broker")
 // may connect to (ownPeer), so that no client of the network or of the
 // device shares the limits, the rate or the room of the agent's.
 type agentClientListener struct {
-	name  string // the socket's
-	ln    net.Listener
-	log   *slog.Logger
-	conns connSet
-	end   sync.Once
+	name       string // the socket's
+	ln         net.Listener
+	log        *slog.Logger
+	conns      connSet
+	endClients listeners.CloseFn // as clientListener's
+	end        sync.Once
 }
 
 func (l *agentClientListener) ID() string       { return agentListener }
@@ -189,12 +194,12 @@ func (l *agentClientListener) Serve(establish listeners.EstablishFn) {
 
 // Close stops taking connections, then ends those taken, as
 // clientListener.Close does.
-func (l *agentClientListener) Close(closeClients listeners.CloseFn) {
+func (l *agentClientListener) Close(listeners.CloseFn) {
 	l.end.Do(func() {
 		if l.ln != nil {
 			l.ln.Close()
 		}
-		closeClients(agentListener)
+		l.endClients(agentListener)
 		l.conns.closeAll()
 	})
 }

@@ -15,9 +15,9 @@ type BrokerLimits struct {
 	Pos
 	// The clients connected at once, and the sessions kept for clients
 	// connected or not: a connection over it is closed as it is accepted;
-	// a CONNECT under a new client id ends the session offline (its
-	// client gone) longest, or, with none offline, is refused (CONNACK 3,
-	// server unavailable).
+	// a CONNECT under a new client id whose login is let in ends the
+	// session offline (its client gone) longest, or, with none offline,
+	// is refused (CONNACK 3, server unavailable).
 	MaxClients int `yaml:"max_clients" default:"100"`
 	// The sessions of the clients last connected from one address, the
 	// same way among that address's.

@@ -296,18 +296,20 @@ func CompileKey(src string, fields Fields) (*vm.Program, error) {
 // (device-id, serial.no): a payload field's name, which an expression
 // reads otherwise (device - id, serial's no).
 func dottedName(s string) bool {
-	parts := strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == '.' })
-	if len(parts) < 2 || len(strings.Join(parts, "")) != len(s)-len(parts)+1 {
-		return false
-	}
-	for i, part := range parts {
-		for j, r := range part {
-			if r != '_' && !unicode.IsLetter(r) && (!unicode.IsDigit(r) || i == 0 && j == 0) {
+	seps, prev := 0, '.' // as if after a separator: none may come first
+	for i, r := range s {
+		switch {
+		case r == '-' || r == '.':
+			if prev == '-' || prev == '.' {
 				return false
 			}
+			seps++
+		case r != '_' && !unicode.IsLetter(r) && (!unicode.IsDigit(r) || i == 0):
+			return false
 		}
+		prev = r
 	}
-	return true
+	return seps > 0 && prev != '-' && prev != '.'
 }
 
 // KeyBy returns the key of a record by exprs, the expressions of an

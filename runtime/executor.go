@@ -125,6 +125,9 @@ func (j *Job) runSource(i int, t *task) error {
 	idle := time.NewTimer(time.Hour) // the next idleTick
 	idle.Stop()
 	defer idle.Stop()
+	if err := t.announceRestored(); err != nil {
+		return err
+	}
 	for !t.finished {
 		select {
 		case <-ctl.signal:
@@ -252,6 +255,9 @@ func (j *Job) runOperator(i int, t *task) error {
 	alignTimer.Stop()
 	defer alignTimer.Stop()
 	if err := t.replay(); err != nil {
+		return err
+	}
+	if err := t.announceRestored(); err != nil {
 		return err
 	}
 	for !t.finished {

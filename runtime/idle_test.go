@@ -246,6 +246,63 @@ func TestRestoreBringsBackEventTimeAheadOfTheClock(t *testing.T) {
 	}
 }
 
+// TestRestoredEventTimeReachesEveryInput: after a restore, a subtask of
+// two inputs knows at once the event time each input had reached: a
+// window closes when one input's readings pass its end, although the
+// other, whose event time was past it before the restore, has sent
+// nothing since.
+func TestRestoredEventTimeReachesEveryInput(t *testing.T) {
+	quick, slow := newFeed(), newFeed()
+	sink := &results{out: make(chan string, 64)}
+	var b graph.Builder
+	q := b.Source("quick", 1, quick.source(), graph.WithWatermarks(0))
+	s := b.Source("slow", 1, slow.source(), graph.WithWatermarks(0))
+	w := b.Operator("window", 1, graph.Window(graph.WindowSpec{Kind: graph.Tumbling, Size: time.Second, Aggregate: graph.AggCount}),
+		[]graph.Input{graph.In(q, graph.Hash(nil)), graph.In(s, graph.Hash(nil))})
+	b.Operator("sink", 1, func(int) graph.Operator { return sink }, []graph.Input{graph.In(w, graph.Forward())})
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := checkpoint.NewMemStore(2)
+	completed := make(chan uint64, 16)
+	opts := Options{Checkpoints: checkpoint.DefaultConfig(), Store: store, OnComplete: func(m *checkpoint.Manifest) { completed <- m.ID }}
+	job, stop := runJob(t, topo, opts)
+	quick.push(graph.Record{Key: "d", Time: 1500, Value: 1})
+	slow.push(graph.Record{Key: "d", Time: 3500, Value: 1})
+	testwait.For(t, 10*time.Second, "the window's event time to reach the quick input's", func() bool {
+		for _, st := range job.Status().Tasks {
+			if st.ID.Operator == "window" && st.Watermark == 1499 {
+				return true
+			}
+		}
+		return false
+	})
+	id, err := job.TriggerCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done := uint64(0); done < id; {
+		done = testwait.Recv(t, completed, time.Minute, "the checkpoint")
+	}
+	stop()
+	if n := len(sink.out); n != 0 {
+		t.Fatalf("%d windows emitted before the restore, want none", n)
+	}
+
+	ms, err := store.Completed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Restore = localrecovery.Candidates(store, ms)
+	_, stop = runJob(t, topo, opts)
+	defer stop()
+	quick.push(graph.Record{Key: "d", Time: 2500, Value: 1})
+	if got := testwait.Recv(t, sink.out, 10*time.Second, "the window the quick input's reading closes"); got != "d[1000,2000)=1" {
+		t.Fatalf("emitted %s, want d[1000,2000)=1", got)
+	}
+}
+
 // TestProcessingTimeWindowsAcrossClockSteps: processing-time windows are
 // made by records, so a wall clock stepped 56 years forward (NTP setting a
 // board that booted in 1970) closes the window open then and makes none

@@ -9,9 +9,9 @@ import (
 // countingLink is a link that only counts the credits given back.
 type countingLink struct{ released int }
 
-func (l *countingLink) send(*graph.Batch, bool) error                    { return nil }
-func (l *countingLink) barrier(graph.Barrier, uint64, *graph.Batch) bool { return false }
-func (l *countingLink) release()                                         { l.released++ }
+func (l *countingLink) send(*graph.Batch, bool) error                      { return nil }
+func (l *countingLink) barrier(graph.Barrier, position, *graph.Batch) bool { return false }
+func (l *countingLink) release()                                           { l.released++ }
 
 // TestInboxCredits: every credit goes back exactly once — when the batch is
 // processed, or at once when it is captured whole, never for a batch that

@@ -12,27 +12,58 @@ import (
 
 // Channel state of unaligned checkpoints.
 //
-// Records on a channel are numbered from 1 in the order they are sent,
-// separately by the sender (outChannel.sent) and the receiver (task.received
-// and task.processed), so a barrier that overtakes records carries a mark:
-// the number of records its sender had sent on the channel before it. When a
-// subtask snapshots before every barrier arrived, the channel state of input
-// channel c is the records numbered from[c]+1 (the first not processed at
-// the snapshot) to until[c] (the mark of c's barrier). They are captured as
-// they are received — the ones already queued at once — and still processed
-// as usual; the asynchronous phase stores them once every channel's are in.
-// A barrier is always handled before any record that follows it is
-// processed (the executors drain control messages before a batch), so a
-// snapshot never includes a record numbered above its channel's mark.
+// What travels on a channel is numbered from 1 in the order it is sent,
+// records and control elements apart (position), separately by the sender
+// (outChannel.sent) and the receiver (task.received and task.processed), so
+// a barrier that overtakes them carries a mark: the position of its sender
+// on the channel when it was sent. When a subtask snapshots before every
+// barrier arrived, the channel state of input channel c is what lies after
+// from[c] (what was processed at the snapshot) up to until[c] (the mark of
+// c's barrier): the records, and the watermarks among them in their
+// places, so that a record replayed meets the event time it met the first
+// time. They are captured as they are received — the ones already queued
+// at once — and still processed as usual; the asynchronous phase stores
+// them once every channel's are in. A barrier is always handled before
+// anything that follows it is processed (the executors drain control
+// messages before a batch), so a snapshot never includes what lies past
+// its channel's mark.
+
+// position is how far along a channel: the records, and the control
+// elements (watermarks, aligned barriers, its end), sent, received or
+// processed on it. A batch's control element follows its records.
+type position struct{ records, controls uint64 }
+
+// after is p past batch b.
+func (p position) after(b *graph.Batch) position {
+	p.records += uint64(len(b.Records))
+	if b.Control.Kind != graph.NoControl {
+		p.controls++
+	}
+	return p
+}
 
 // openMark is the end of a channel's capture while its barrier is pending.
-const openMark = math.MaxUint64
+var openMark = position{math.MaxUint64, math.MaxUint64}
+
+// channelState is an input channel's part of an unaligned snapshot: the
+// records in flight, and the watermarks among them.
+type channelState struct {
+	records    []graph.Record
+	watermarks []watermarkInFlight
+}
+
+// watermarkInFlight is a watermark control element of a channel's state.
+type watermarkInFlight struct {
+	after   int           // how many of the channel state's records precede it
+	control graph.Control // of kind graph.WatermarkControl
+	seq     uint64        // its number among the channel's control elements, while captured; not stored
+}
 
 // capture collects the channel state of one unaligned snapshot.
 type capture struct {
 	id          uint64
-	from, until []uint64
-	records     [][]graph.Record
+	from, until []position
+	channels    []channelState
 	barriersIn  bool // every barrier arrived or its channel ended
 	result      chan inflightResult
 }
@@ -45,46 +76,54 @@ type inflightResult struct {
 	err     error
 }
 
-func newCapture(id uint64, processed []uint64) *capture {
-	c := &capture{id: id, from: slices.Clone(processed), until: make([]uint64, len(processed)),
-		records: make([][]graph.Record, len(processed)), result: make(chan inflightResult, 1)}
+func newCapture(id uint64, processed []position) *capture {
+	c := &capture{id: id, from: slices.Clone(processed), until: make([]position, len(processed)),
+		channels: make([]channelState, len(processed)), result: make(chan inflightResult, 1)}
 	for ch := range c.until {
 		c.until[ch] = openMark
 	}
 	return c
 }
 
-// take captures the records of recs, numbered from first on, that belong
-// to channel ch's state.
-func (c *capture) take(ch int, first uint64, recs []graph.Record) {
-	for i := range recs {
-		if n := first + uint64(i); n > c.from[ch] && n <= c.until[ch] {
-			c.records[ch] = append(c.records[ch], recs[i])
+// take captures what of batch b, received on channel ch after position
+// before, belongs to the channel's state.
+func (c *capture) take(ch int, before position, b *graph.Batch) {
+	cs := &c.channels[ch]
+	for i := range b.Records {
+		if n := before.records + uint64(i) + 1; n > c.from[ch].records && n <= c.until[ch].records {
+			cs.records = append(cs.records, b.Records[i])
+		}
+	}
+	if b.Control.Kind == graph.WatermarkControl {
+		if n := before.controls + 1; n > c.from[ch].controls && n <= c.until[ch].controls {
+			cs.watermarks = append(cs.watermarks, watermarkInFlight{after: len(cs.records), control: b.Control, seq: n})
 		}
 	}
 }
 
-// close ends channel ch's capture at mark, dropping records captured past
+// close ends channel ch's capture at mark, dropping what was captured past
 // it while the mark was unknown.
-func (c *capture) close(ch int, mark uint64) error {
-	if mark < c.from[ch] {
-		return fmt.Errorf("checkpoint %d: channel %d processed %d records before a snapshot whose barrier came after %d",
-			c.id, ch, c.from[ch], mark)
+func (c *capture) close(ch int, mark position) error {
+	if from := c.from[ch]; mark.records < from.records || mark.controls < from.controls {
+		return fmt.Errorf("checkpoint %d: channel %d processed %d records and %d control elements before a snapshot whose barrier came after %d and %d",
+			c.id, ch, from.records, from.controls, mark.records, mark.controls)
 	}
 	c.until[ch] = mark
-	if keep := mark - c.from[ch]; uint64(len(c.records[ch])) > keep {
-		c.records[ch] = c.records[ch][:keep]
+	cs := &c.channels[ch]
+	if keep := mark.records - c.from[ch].records; uint64(len(cs.records)) > keep {
+		cs.records = cs.records[:keep]
 	}
+	cs.watermarks = slices.DeleteFunc(cs.watermarks, func(w watermarkInFlight) bool { return w.seq > mark.controls })
 	return nil
 }
 
 // complete reports whether every channel's state has been received.
-func (c *capture) complete(received []uint64) bool {
+func (c *capture) complete(received []position) bool {
 	if !c.barriersIn {
 		return false
 	}
 	for ch, u := range c.until {
-		if u == openMark || received[ch] < u {
+		if u == openMark || received[ch].records < u.records || received[ch].controls < u.controls {
 			return false
 		}
 	}
@@ -93,15 +132,15 @@ func (c *capture) complete(received []uint64) bool {
 
 // finish hands the channel state to the asynchronous phase.
 func (c *capture) finish() {
-	var n int64
-	for _, recs := range c.records {
-		n += int64(len(recs))
+	var n, w int64
+	for _, cs := range c.channels {
+		n, w = n+int64(len(cs.records)), w+int64(len(cs.watermarks))
 	}
-	if n == 0 {
+	if n == 0 && w == 0 {
 		c.result <- inflightResult{}
 		return
 	}
-	data, err := encodeChannelState(c.records)
+	data, err := encodeChannelState(c.channels)
 	c.result <- inflightResult{data: data, records: n, err: err}
 }
 
@@ -112,27 +151,34 @@ func (c *capture) abort() { c.result <- inflightResult{aborted: true} }
 // channelStateMagic and version channelStateVersion, the count of input
 // channels, and for each the count of its records, each as its key
 // (length-prefixed), time (varint), value (float64), origin (uvarint) and
-// payload (graph.AppendPayload, whose bytes are of this version too).
-// Version 1, still read, was encoding/gob's (inflightgob.go).
+// payload (graph.AppendPayload, whose bytes are of this version too), then
+// the count of its watermarks, each as the count of records before it
+// (uvarint), the watermark (varint) and whether its sender was idle
+// (bool). Version 2, still read, had no watermarks; version 1, still read,
+// was encoding/gob's (inflightgob.go).
 const (
 	channelStateMagic   = "CRNC"
-	channelStateVersion = 2
+	channelStateVersion = 3
 )
 
-// minRecordBytes is the fewest bytes a record takes, which bounds how
-// many a damaged count can make the decoder allocate.
-const minRecordBytes = 12 // key, time, value (8), origin, payload
+// minRecordBytes and minWatermarkBytes are the fewest bytes a record and
+// a watermark take, which bound how many a damaged count can make the
+// decoder allocate.
+const (
+	minRecordBytes    = 12 // key, time, value (8), origin, payload
+	minWatermarkBytes = 3  // after, watermark, idle
+)
 
-// encodeChannelState encodes per-channel records. A payload of a type
-// other than the built-in operators' and decoded messages' is an error.
-func encodeChannelState(channels [][]graph.Record) ([]byte, error) {
+// encodeChannelState encodes per-channel state. A payload of a type other
+// than the built-in operators' and decoded messages' is an error.
+func encodeChannelState(channels []channelState) ([]byte, error) {
 	var e wire.Encoder
 	e.Header(channelStateMagic, channelStateVersion)
 	e.Uvarint(uint64(len(channels)))
-	for _, recs := range channels {
-		e.Uvarint(uint64(len(recs)))
-		for i := range recs {
-			r := &recs[i]
+	for _, cs := range channels {
+		e.Uvarint(uint64(len(cs.records)))
+		for i := range cs.records {
+			r := &cs.records[i]
 			e.String(r.Key)
 			e.Varint(r.Time)
 			e.Float64(r.Value)
@@ -141,38 +187,65 @@ func encodeChannelState(channels [][]graph.Record) ([]byte, error) {
 				return nil, fmt.Errorf("encoding records in flight: %w", err)
 			}
 		}
+		e.Uvarint(uint64(len(cs.watermarks)))
+		for _, w := range cs.watermarks {
+			e.Uvarint(uint64(w.after))
+			e.Varint(w.control.Watermark)
+			e.Bool(w.control.Idle)
+		}
 	}
 	return e, nil
 }
 
 // decodeChannelState decodes what encodeChannelState wrote, or a cairn
 // before it, for a subtask with the given number of input channels.
-func decodeChannelState(data []byte, channels int) ([][]graph.Record, error) {
+func decodeChannelState(data []byte, channels int) ([]channelState, error) {
 	d := wire.NewDecoder(data)
-	var out [][]graph.Record
+	var out []channelState
 	switch v := d.Header(channelStateMagic); {
 	case d.Err() != nil:
 	case v == 1:
-		var err error
-		if out, err = decodeGobChannelState(d.Rest()); err != nil {
+		recs, err := decodeGobChannelState(d.Rest())
+		if err != nil {
 			return nil, fmt.Errorf("decoding channel state of version 1: %w", err)
 		}
-	case v != channelStateVersion:
+		out = make([]channelState, len(recs))
+		for ch := range recs {
+			out[ch].records = recs[ch]
+		}
+	case v != 2 && v != channelStateVersion:
 		d.Fail(fmt.Errorf("unknown version %d", v))
 	default:
-		out = make([][]graph.Record, d.Count(1))
+		out = make([]channelState, d.Count(1))
 		for ch := 0; ch < len(out) && d.Err() == nil; ch++ {
-			n := d.Count(minRecordBytes)
-			if n > 0 {
-				out[ch] = make([]graph.Record, n)
+			cs := &out[ch]
+			if n := d.Count(minRecordBytes); n > 0 {
+				cs.records = make([]graph.Record, n)
 			}
-			for i := 0; i < n && d.Err() == nil; i++ {
-				r := &out[ch][i]
+			for i := 0; i < len(cs.records) && d.Err() == nil; i++ {
+				r := &cs.records[i]
 				r.Key = string(d.Bytes())
 				r.Time = d.Varint()
 				r.Value = d.Float64()
 				r.Origin = d.Uvarint()
 				r.Payload = graph.DecodePayload(&d)
+			}
+			if v == 2 {
+				continue
+			}
+			if n := d.Count(minWatermarkBytes); n > 0 {
+				cs.watermarks = make([]watermarkInFlight, n)
+			}
+			last := 0
+			for i := 0; i < len(cs.watermarks) && d.Err() == nil; i++ {
+				w := &cs.watermarks[i]
+				after := d.Uvarint()
+				if after < uint64(last) || after > uint64(len(cs.records)) {
+					d.Fail(fmt.Errorf("channel %d: a watermark after record %d of %d, past one after %d", ch, after, len(cs.records), last))
+					break
+				}
+				w.after, last = int(after), int(after)
+				w.control = graph.Control{Kind: graph.WatermarkControl, Watermark: d.Varint(), Idle: d.Bool()}
 			}
 		}
 	}
@@ -187,7 +260,7 @@ func decodeChannelState(data []byte, channels int) ([][]graph.Record, error) {
 
 // noteBarrier records the mark of barrier b on channel ch and closes the
 // channel's capture if b's checkpoint is being captured.
-func (t *task) noteBarrier(ch int, b graph.Barrier, mark uint64) error {
+func (t *task) noteBarrier(ch int, b graph.Barrier, mark position) error {
 	if b.ID != t.markID {
 		t.markID = b.ID
 		clear(t.marked)
@@ -217,10 +290,10 @@ func (t *task) startCapture(id uint64) (*capture, error) {
 		if err != nil {
 			return nil, err
 		}
-		next := t.processed[ch] + 1
+		at := t.processed[ch]
 		for _, b := range t.inbox.queued(ch) {
-			c.take(ch, next, b.Records)
-			next += uint64(len(b.Records))
+			c.take(ch, at, b)
+			at = at.after(b)
 		}
 	}
 	return c, nil
@@ -229,10 +302,10 @@ func (t *task) startCapture(id uint64) (*capture, error) {
 // receive counts a batch taken off channel ch, before it is processed, and
 // captures its records if they are channel state.
 func (t *task) receive(ch int, b *graph.Batch) {
-	first := t.received[ch] + 1
-	t.received[ch] += uint64(len(b.Records))
+	before := t.received[ch]
+	t.received[ch] = before.after(b)
 	if c := t.capture; c != nil {
-		c.take(ch, first, b.Records)
+		c.take(ch, before, b)
 		t.checkCapture()
 	}
 }
@@ -258,17 +331,26 @@ func (t *task) dropCapture(id uint64) {
 // back before it is processed: it is part of the checkpoint already.
 func (t *task) fullyCaptured(ch int) bool {
 	c := t.capture
-	return c != nil && (c.until[ch] == openMark || t.received[ch] <= c.until[ch])
+	return c != nil && (c.until[ch] == openMark || t.received[ch].records <= c.until[ch].records)
 }
 
 // replay processes the channel state a restore brought back, before any new
-// input (invariant I5).
+// input (invariant I5): each channel's records, and its watermarks in their
+// places.
 func (t *task) replay() error {
-	for ch, recs := range t.recovered {
-		if len(recs) > 0 {
-			if err := t.processRecords(ch, recs); err != nil {
+	for ch, cs := range t.recovered {
+		done := 0
+		for _, w := range cs.watermarks {
+			if err := t.processRecords(ch, cs.records[done:w.after]); err != nil {
 				return err
 			}
+			if err := t.watermarkArrived(ch, w.control); err != nil {
+				return err
+			}
+			done = w.after
+		}
+		if err := t.processRecords(ch, cs.records[done:]); err != nil {
+			return err
 		}
 	}
 	t.recovered = nil
@@ -277,7 +359,7 @@ func (t *task) replay() error {
 
 // restoreChannelState reads the channel state of own, if any, for a
 // subtask with the given input channels.
-func restoreChannelState(own *restored, store checkpoint.Store, channels int) ([][]graph.Record, error) {
+func restoreChannelState(own *restored, store checkpoint.Store, channels int) ([]channelState, error) {
 	if own == nil || own.ack.InFlight == nil {
 		return nil, nil
 	}

@@ -73,7 +73,7 @@ func (l *chanLink) full() bool { return len(l.credits) == cap(l.credits) }
 
 // barrier hands an unaligned barrier to the receiver's control queue,
 // which the receiver drains before it processes another batch.
-func (l *chanLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool {
+func (l *chanLink) barrier(b graph.Barrier, mark position, partial *graph.Batch) bool {
 	took := false
 	if partial != nil {
 		// The mailbox has a slot per channel beyond the credits for this.
@@ -108,9 +108,9 @@ type controlMsg struct {
 	barrier graph.Barrier
 	id      uint64
 	// ch and mark, for ctlBarrier: the receiver's input channel and the
-	// records sent on it before the barrier.
+	// sender's position on it when it sent the barrier.
 	ch   int
-	mark uint64
+	mark position
 }
 
 // controlQueue never blocks its sender: the coordinator must not wait on a

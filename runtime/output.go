@@ -10,7 +10,7 @@ import "github.com/cairn-edge/cairn/graph"
 type outChannel struct {
 	link  link
 	batch *graph.Batch
-	sent  uint64 // records put on the channel, for unaligned barriers' marks
+	sent  position // put on the channel, for unaligned barriers' marks
 	// reserved: the executor took a credit for the next send in advance,
 	// waiting for room before a batch rather than in the middle of one.
 	reserved bool
@@ -70,7 +70,7 @@ func (t *task) append(c *outChannel, r *graph.Record) *graph.Record {
 		c.batch = t.env.newBatch()
 	}
 	c.batch.Records = append(c.batch.Records, *r)
-	c.sent++
+	c.sent.records++
 	return &c.batch.Records[len(c.batch.Records)-1]
 }
 
@@ -125,6 +125,7 @@ func (t *task) broadcast(ctl graph.Control) {
 				c.batch = t.env.newBatch()
 			}
 			c.batch.Control = ctl
+			c.sent.controls++
 			t.flush(c)
 		}
 	}

@@ -76,8 +76,8 @@ func build(topo *graph.Topology, cfg taskConfig, e env) *plan {
 				t.wm[c] = graph.MinWatermark
 			}
 			t.open = len(ins)
-			t.received, t.processed = make([]uint64, len(ins)), make([]uint64, len(ins))
-			t.marks, t.marked = make([]uint64, len(ins)), make([]bool, len(ins))
+			t.received, t.processed = make([]position, len(ins)), make([]position, len(ins))
+			t.marks, t.marked = make([]position, len(ins)), make([]bool, len(ins))
 			t.inbox = newInbox(len(ins))
 			t.handler = checkpoint.NewHandler(cfg.mode, len(ins))
 			t.handler.SetAlignmentTimeout(cfg.alignmentTimeout)

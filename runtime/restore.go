@@ -59,7 +59,7 @@ type taskRestore struct {
 	rescaled [][]byte
 	// inflight is the channel state of an unaligned checkpoint, per input
 	// channel.
-	inflight [][]graph.Record
+	inflight []channelState
 	// foreign says the checkpoint is from another store than the job's (a
 	// savepoint, remote storage): what follows is no replay of this run,
 	// whose input may have been another (graph.TaskInfo.OrderedInput).

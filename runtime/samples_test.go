@@ -34,10 +34,25 @@ func sampleChannels() [][]graph.Record {
 	}
 }
 
+// sampleChannelState is sampleChannels with watermarks among the records:
+// before the first, between two, two in one place, after the last, and
+// on a channel with no record.
+func sampleChannelState() []channelState {
+	wm := func(after int, at int64, idle bool) watermarkInFlight {
+		return watermarkInFlight{after: after, control: graph.Control{Kind: graph.WatermarkControl, Watermark: at, Idle: idle}}
+	}
+	state := recordsOnly(sampleChannels())
+	state[0].watermarks = []watermarkInFlight{wm(0, 1_699_999_999_000, false), wm(2, 1_700_000_000_500, false), wm(2, 1_700_000_001_000, true)}
+	state[1].watermarks = []watermarkInFlight{wm(0, -1, true)}
+	state[2].watermarks = []watermarkInFlight{wm(6, 1_700_000_059_999, false)}
+	return state
+}
+
 // TestStoredChannelState: channel state as a cairn wrote it with
-// encoding/gob (testdata/channelstate-v1.bin, version 1) and with wire
-// (testdata/channelstate-v2.bin) decodes to the records it held, and the
-// same records encode to the same bytes today.
+// encoding/gob (testdata/channelstate-v1.bin, version 1), with wire and
+// no watermarks (testdata/channelstate-v2.bin) and with the watermarks
+// among the records (testdata/channelstate-v3.bin) decodes to what it
+// held, and the same state encodes to the same bytes today.
 func TestStoredChannelState(t *testing.T) {
 	// gob decoded an empty list as nil.
 	v1 := sampleChannels()
@@ -47,24 +62,34 @@ func TestStoredChannelState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, v1) {
-		t.Errorf("version 1 decoded as\n%#v\nwant\n%#v", got, v1)
+	if want := recordsOnly(v1); !reflect.DeepEqual(got, want) {
+		t.Errorf("version 1 decoded as\n%#v\nwant\n%#v", got, want)
 	}
 
-	want := sampleChannels()
+	v2 := recordsOnly(sampleChannels())
+	v2[1].records = nil // no records: none allocated
+	stored = sample.Bytes(t, filepath.Join("testdata", "channelstate-v2.bin"), nil)
+	if got, err = decodeChannelState(stored, len(v2)); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, v2) {
+		t.Errorf("version 2 decoded as\n%#v\nwant\n%#v", got, v2)
+	}
+
+	want := sampleChannelState()
 	current, err := encodeChannelState(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored = sample.Bytes(t, filepath.Join("testdata", "channelstate-v2.bin"), func() []byte { return current })
+	stored = sample.Bytes(t, filepath.Join("testdata", "channelstate-v3.bin"), func() []byte { return current })
 	if got, err = decodeChannelState(stored, len(want)); err != nil {
 		t.Fatal(err)
 	}
-	want[1] = nil // no records: none allocated
+	want[1].records = nil
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("version 2 decoded as\n%#v\nwant\n%#v", got, want)
+		t.Errorf("version 3 decoded as\n%#v\nwant\n%#v", got, want)
 	}
 	if !bytes.Equal(current, stored) {
-		t.Errorf("the same records encode to other bytes today:\n%x\nstored\n%x", current, stored)
+		t.Errorf("the same channel state encodes to other bytes today:\n%x\nstored\n%x", current, stored)
 	}
 }

@@ -250,3 +250,49 @@ func (t *timerFlush) OnTimer(ts int64) error {
 	}
 	return nil
 }
+
+// witnessTopology is one source of readings whose times mostly rise,
+// through a map, to a keyed watermarkWitness: one channel into each
+// subtask, so a failure-free run decides what each record meets.
+func witnessTopology(seed uint64) func() *graph.Topology {
+	rng := rand.New(rand.NewPCG(seed, 0x3a7e))
+	recs := make([]graph.Record, 100+rng.IntN(200))
+	for j := range recs {
+		recs[j] = graph.Record{Key: fmt.Sprintf("k%d", rng.IntN(8)), Value: 1, Time: int64(j/4 + rng.IntN(6))}
+	}
+	return func() *graph.Topology {
+		var b graph.Builder
+		src := b.Source("src", 1, graph.SliceSource(recs), graph.WithWatermarks(2*time.Millisecond))
+		mapped := b.Operator("map", 1, graph.Map(func(*graph.Record) {}), []graph.Input{graph.In(src, graph.Forward())})
+		b.Operator("witness", 2, newWatermarkWitness, []graph.Input{graph.In(mapped, graph.Hash(nil))})
+		topo, err := b.Build()
+		if err != nil {
+			panic(err)
+		}
+		return topo
+	}
+}
+
+// watermarkWitness keeps, per key, a sum over its records of a mix of
+// each one's time and the watermark it met: two runs end equal only if
+// every record met the same event time in both.
+type watermarkWitness struct {
+	graph.BaseOperator
+	ctx  *graph.Context
+	seen *graph.ValueState[float64]
+}
+
+func newWatermarkWitness(int) graph.Operator { return &watermarkWitness{} }
+
+func (w *watermarkWitness) Open(ctx *graph.Context) (err error) {
+	w.ctx = ctx
+	w.seen, err = graph.NewValueState(ctx, "seen", graph.Float64Codec{})
+	return err
+}
+
+func (w *watermarkWitness) ProcessRecord(_ int, r *graph.Record) error {
+	met := max(w.ctx.Watermark(), -1) + 1 // 0 before any watermark
+	s, _ := w.seen.Get()
+	w.seen.Set(mod(s + mod(float64(r.Time*1009+met))))
+	return nil
+}

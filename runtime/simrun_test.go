@@ -25,8 +25,12 @@ type simulator struct {
 	// take this long to unaligned.
 	alignmentTimeout time.Duration
 	build            func() *graph.Topology
-	store            *checkpoint.MemStore
-	clock            time.Duration
+	// readSize is how many records a source reads at a time; 0 for one to
+	// three, at random. Where a source's watermark moves after each read,
+	// what a record meets downstream depends on it.
+	readSize int
+	store    *checkpoint.MemStore
+	clock    time.Duration
 
 	plan  *plan
 	links []*simLink
@@ -86,7 +90,7 @@ func (l *simLink) release() {
 
 // barrier queues an unaligned barrier with the receiver's notes, which it
 // handles before its next batch.
-func (l *simLink) barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool {
+func (l *simLink) barrier(b graph.Barrier, mark position, partial *graph.Batch) bool {
 	if partial != nil {
 		l.s.free[partial] = true
 		l.s.plan.tasks[l.to].accept(l.ch, partial, true)
@@ -175,12 +179,17 @@ func (s *simulator) start() error {
 	}
 	for _, t := range s.plan.tasks {
 		if t.op != nil {
-			for _, recs := range t.recovered {
-				s.replayed += len(recs)
+			for _, cs := range t.recovered {
+				s.replayed += len(cs.records)
 			}
 			if err := t.replay(); err != nil {
 				return err
 			}
+		}
+	}
+	for _, t := range s.plan.tasks {
+		if err := t.announceRestored(); err != nil {
+			return err
 		}
 	}
 	lastID, _ := s.store.LastID()
@@ -303,7 +312,11 @@ func (s *simulator) step() (bool, error) {
 		}
 		if t.src != nil && !t.finished && s.lull == 0 {
 			enabled = append(enabled, func() error {
-				buf := make([]graph.Record, 1+s.rng.IntN(3))
+				n := s.readSize
+				if n == 0 {
+					n = 1 + s.rng.IntN(3)
+				}
+				buf := make([]graph.Record, n)
 				_, err := t.readSource(buf)
 				return err
 			})

@@ -23,12 +23,12 @@ type link interface {
 	// receiver.
 	send(b *graph.Batch, reserved bool) error
 	// barrier hands an unaligned barrier to the receiver ahead of the
-	// batches in flight; mark is the number of records put on the link
-	// before it. The sender's partial batch, if not nil, goes first, in
+	// batches in flight; mark is the position of the sender on the link
+	// when it sent it. The sender's partial batch, if not nil, goes first, in
 	// order with the batches sent before it but without waiting for a
 	// credit, so that the records in it do not wait for the backpressure
 	// to ease either; barrier reports whether it took it. It never blocks.
-	barrier(b graph.Barrier, mark uint64, partial *graph.Batch) bool
+	barrier(b graph.Barrier, mark position, partial *graph.Batch) bool
 	// release gives back the credit a batch sent with send held, once the
 	// receiver is done with it (inbox).
 	release()
@@ -84,16 +84,16 @@ type task struct {
 	idleOut  bool                // t told its outputs it is idle
 	open     int                 // channels not yet ended
 
-	// Unaligned checkpoints (see inflight.go): per channel, records
+	// Unaligned checkpoints (see inflight.go): per channel, the positions
 	// received and processed, and the marks of the barriers of checkpoint
 	// markID that arrived; the capture in progress; and the channel state a
 	// restore brought back, replayed before any new input.
-	received, processed []uint64
-	marks               []uint64
+	received, processed []position
+	marks               []position
 	marked              []bool
 	markID              uint64
 	capture             *capture
-	recovered           [][]graph.Record
+	recovered           []channelState
 
 	outputs   []*output
 	batchSize int
@@ -150,7 +150,7 @@ func (t *task) process(ch int, b *graph.Batch) error {
 	if t.alignView.Blocking {
 		t.measureAlignment(t.alignView)
 	}
-	t.processed[ch] += uint64(len(b.Records))
+	t.processed[ch] = t.processed[ch].after(b)
 	if err := t.processRecords(ch, b.Records); err != nil {
 		return err
 	}
@@ -158,15 +158,7 @@ func (t *task) process(ch int, b *graph.Batch) error {
 	case graph.BarrierControl:
 		return t.barrierArrived(ch, b.Control.Barrier, t.processed[ch])
 	case graph.WatermarkControl:
-		c := b.Control
-		changed := c.Idle != t.idle[ch]
-		t.idle[ch] = c.Idle
-		if c.Watermark > t.wm[ch] {
-			t.wm[ch], changed = c.Watermark, true
-		}
-		if changed {
-			return t.advanceWatermark()
-		}
+		return t.watermarkArrived(ch, b.Control)
 	case graph.EndOfStreamControl:
 		t.wm[ch] = graph.MaxWatermark
 		t.open--
@@ -186,6 +178,35 @@ func (t *task) process(ch int, b *graph.Batch) error {
 		if t.open == 0 {
 			t.finish()
 		}
+	}
+	return t.err
+}
+
+// watermarkArrived takes watermark control c of channel ch.
+func (t *task) watermarkArrived(ch int, c graph.Control) error {
+	changed := c.Idle != t.idle[ch]
+	t.idle[ch] = c.Idle
+	if c.Watermark > t.wm[ch] {
+		t.wm[ch], changed = c.Watermark, true
+	}
+	if changed {
+		return t.advanceWatermark()
+	}
+	return t.err
+}
+
+// announceRestored tells t's outputs, once its channel state is replayed,
+// the event time it restored: a subtask downstream restores its own but
+// not what each of its input channels had said, and would otherwise wait
+// for news on every one of them before its event time moved again (a
+// window would not close while a source has nothing new to read).
+func (t *task) announceRestored() error {
+	wm := t.sourceWM
+	if !t.node.IsSource() {
+		wm = t.state.Watermark()
+	}
+	if wm != graph.MinWatermark && wm != graph.MaxWatermark {
+		t.broadcast(graph.Control{Kind: graph.WatermarkControl, Watermark: wm})
 	}
 	return t.err
 }
@@ -235,9 +256,9 @@ func (t *task) reject(r *graph.Record, err error) error {
 func (t *task) Reject(r *graph.Record, err error) error { return t.reject(r, graph.Reject(err)) }
 
 // barrierArrived handles barrier b on channel ch, in order (mark is the
-// records processed on ch) or ahead of queued records (mark is the
-// records sent on ch before it).
-func (t *task) barrierArrived(ch int, b graph.Barrier, mark uint64) error {
+// position processed on ch) or ahead of what is queued (mark is the
+// position of its sender when it sent it).
+func (t *task) barrierArrived(ch int, b graph.Barrier, mark position) error {
 	if err := t.noteBarrier(ch, b, mark); err != nil {
 		return t.fail(err)
 	}

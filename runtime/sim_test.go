@@ -70,6 +70,9 @@ func randomTopology(seed uint64) func() *graph.Topology {
 		ops = append(ops, o)
 	}
 	timerEnd := rng.IntN(2) == 0
+	// Few key groups: a snapshot goes through each, thousands of times a
+	// run, and a subtask's share of them is uneven more often.
+	groups := graph.WithMaxParallelism(3 + rng.IntN(14))
 
 	return func() *graph.Topology {
 		type stream struct {
@@ -82,7 +85,7 @@ func randomTopology(seed uint64) func() *graph.Topology {
 		var ss []*stream
 		for i, src := range sources {
 			id := fmt.Sprintf("src%d", i)
-			ss = append(ss, &stream{s: b.Source(id, src.par, graph.SliceSource(src.records), graph.WithWatermarks(3*time.Millisecond)), id: id, par: src.par})
+			ss = append(ss, &stream{s: b.Source(id, src.par, graph.SliceSource(src.records), graph.WithWatermarks(3*time.Millisecond), groups), id: id, par: src.par})
 		}
 		for i, o := range ops {
 			id := fmt.Sprintf("op%d", i)
@@ -102,15 +105,15 @@ func randomTopology(seed uint64) func() *graph.Topology {
 					if rekey {
 						r.Key = fmt.Sprintf("k%d", (int(r.Key[1]-'0')*3+1)%8)
 					}
-				}), []graph.Input{graph.In(x.s, part)})
+				}), []graph.Input{graph.In(x.s, part)}, groups)
 			case 1: // keyed tap
-				s = b.Operator(id, par, newTap, []graph.Input{graph.In(x.s, graph.Hash(nil))})
+				s = b.Operator(id, par, newTap, []graph.Input{graph.In(x.s, graph.Hash(nil))}, groups)
 			case 2: // union
 				y.read = true
-				s = b.Operator(id, par, graph.Union(), []graph.Input{graph.In(x.s, graph.Rebalance()), graph.In(y.s, graph.Hash(nil))})
+				s = b.Operator(id, par, graph.Union(), []graph.Input{graph.In(x.s, graph.Rebalance()), graph.In(y.s, graph.Hash(nil))}, groups)
 			case 3: // keyed pair join
 				y.read = true
-				s = b.Operator(id, par, newPairJoin, []graph.Input{graph.In(x.s, graph.Hash(nil)), graph.In(y.s, graph.Hash(nil))})
+				s = b.Operator(id, par, newPairJoin, []graph.Input{graph.In(x.s, graph.Hash(nil)), graph.In(y.s, graph.Hash(nil))}, groups)
 			}
 			ss = append(ss, &stream{s: s, id: id, par: par})
 		}
@@ -124,7 +127,7 @@ func randomTopology(seed uint64) func() *graph.Topology {
 			if timer {
 				newOp, timer = newTimerFlush, false
 			}
-			b.Operator("end-"+st.id, 2, newOp, []graph.Input{graph.In(st.s, graph.Hash(nil))})
+			b.Operator("end-"+st.id, 2, newOp, []graph.Input{graph.In(st.s, graph.Hash(nil))}, groups)
 		}
 		topo, err := b.Build()
 		if err != nil {
@@ -264,7 +267,7 @@ func witnessTopology(seed uint64) func() *graph.Topology {
 		var b graph.Builder
 		src := b.Source("src", 1, graph.SliceSource(recs), graph.WithWatermarks(2*time.Millisecond))
 		mapped := b.Operator("map", 1, graph.Map(func(*graph.Record) {}), []graph.Input{graph.In(src, graph.Forward())})
-		b.Operator("witness", 2, newWatermarkWitness, []graph.Input{graph.In(mapped, graph.Hash(nil))})
+		b.Operator("witness", 2, newWatermarkWitness, []graph.Input{graph.In(mapped, graph.Hash(nil))}, graph.WithMaxParallelism(8))
 		topo, err := b.Build()
 		if err != nil {
 			panic(err)

@@ -3,6 +3,7 @@ package mqttio
 import (
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -241,13 +242,32 @@ type brokerAccess struct {
 	// admits is brokerAuth's decision whether to let a CONNECT in, which
 	// mochi asks after OnConnect.
 	admits func(*mqtt.Client, packets.Packet) bool
+
+	// claims are the client ids of the CONNECTs let in whose sessions
+	// mochi has not established yet, and their users: a CONNECT under
+	// one of them by another user is refused as one under a session of
+	// theirs is, so that of two racing, the second cannot take the
+	// session mochi gives the first.
+	mu     sync.Mutex
+	claims map[string]claim
 }
+
+// claim is a CONNECT's claim to a client id, until its session is
+// established or its connection ends.
+type claim struct {
+	cl   *mqtt.Client
+	user string
+}
+
+// maxStaleClaims is how many claims may be left by CONNECTs that ended
+// before their sessions were established before they are swept.
+const maxStaleClaims = 64
 
 func (h *brokerAccess) ID() string { return "cairn-access" }
 
 func (h *brokerAccess) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnConnect, mqtt.OnPacketRead, mqtt.OnSubscribe, mqtt.OnPublish, mqtt.OnWill:
+	case mqtt.OnConnect, mqtt.OnSessionEstablished, mqtt.OnDisconnect, mqtt.OnPacketRead, mqtt.OnSubscribe, mqtt.OnPublish, mqtt.OnWill:
 		return true
 	}
 	return false
@@ -258,10 +278,10 @@ func (h *brokerAccess) Provides(b byte) bool {
 // with a wildcard (3.1.2-9, 4.7.3), without CONNACK; and answers "not
 // authorized" to one whose will topic the client may not publish to, and
 // to one let in (brokerAuth) under a client id whose session, connected
-// or offline, is another user's (anonymous clients are one user): mochi
-// would end that user's connection, and hand the new client the
-// session's subscriptions and the messages it holds, which it sends
-// without asking OnACLCheck.
+// or offline, is another user's, or that another user's CONNECT claims
+// (anonymous clients are one user): mochi would end that user's
+// connection, and hand the new client the session's subscriptions and
+// the messages it holds, which it sends without asking OnACLCheck.
 func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if isAgent(cl) {
 		return nil
@@ -280,10 +300,56 @@ func (h *brokerAccess) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			return h.notAuthorized(cl, "a will to "+refusedTopic(agents), slog.String("topic", clientText(c.WillTopic)))
 		}
 	}
-	if other, ok := h.srv.Clients.Get(cl.ID); ok && string(other.Properties.Username) != string(c.Username) && h.admits(cl, pk) {
+	if !h.admits(cl, pk) {
+		return nil // refused at authentication, next
+	}
+	if !h.claim(cl, string(c.Username)) {
 		return h.notAuthorized(cl, "a session of another user under its client id")
 	}
 	return nil
+}
+
+// claim claims cl's client id for user, unless another user's session or
+// CONNECT holds it; it sweeps the claims whose connections ended once
+// there are too many. The claims are looked at before the sessions, both
+// under the lock: a claim ends only once its session is in mochi's
+// clients.
+func (h *brokerAccess) claim(cl *mqtt.Client, user string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if held, ok := h.claims[cl.ID]; ok && held.cl != cl && !held.cl.Closed() && held.user != user {
+		return false
+	}
+	if other, ok := h.srv.Clients.Get(cl.ID); ok && string(other.Properties.Username) != user {
+		return false
+	}
+	if h.claims == nil {
+		h.claims = make(map[string]claim)
+	}
+	if len(h.claims) >= maxStaleClaims {
+		for id, held := range h.claims {
+			if held.cl.Closed() {
+				delete(h.claims, id)
+			}
+		}
+	}
+	h.claims[cl.ID] = claim{cl: cl, user: user}
+	return true
+}
+
+// OnSessionEstablished ends cl's claim to its client id: mochi holds its
+// session now, which OnConnect finds.
+func (h *brokerAccess) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) { h.unclaim(cl) }
+
+// OnDisconnect ends cl's claim if its session was never established.
+func (h *brokerAccess) OnDisconnect(cl *mqtt.Client, _ error, _ bool) { h.unclaim(cl) }
+
+func (h *brokerAccess) unclaim(cl *mqtt.Client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if held, ok := h.claims[cl.ID]; ok && held.cl == cl {
+		delete(h.claims, cl.ID)
+	}
 }
 
 // notAuthorized answers cl's CONNECT with "not authorized" and logs why.

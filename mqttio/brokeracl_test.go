@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,6 +386,57 @@ func TestSessionOfAnotherUserIsRefused(t *testing.T) {
 	testwait.For(t, 10*time.Second, "8 CONNECTs counted as refused another user's session", func() bool {
 		return b.Refusals()["embedded broker refused a client's CONNECT: a session of another user under its client id"] == 8
 	})
+}
+
+// TestSessionClaimedAtOnceByTwoUsers: of two users whose CONNECTs under
+// one new client id race, at most one is let in; the other is refused,
+// whichever comes first, and never takes over the session the first was
+// given.
+func TestSessionClaimedAtOnceByTwoUsers(t *testing.T) {
+	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb"}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	addr := strings.TrimPrefix(b.URL(), "tcp://")
+	var both int
+	for i := range 200 {
+		id := fmt.Sprintf("raced-%d", i)
+		codes := make([]byte, 2)
+		conns := make([]*mqttraw.Conn, 2)
+		var wg sync.WaitGroup
+		for k, user := range []string{"a", "b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := mqttraw.Dial(addr)
+				if err != nil {
+					codes[k] = 0xff
+					return
+				}
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				conns[k] = c
+				code, err := c.Connect(mqttraw.Session{ID: id, User: user, Password: "p" + user})
+				if err != nil {
+					code = 0xfe
+				}
+				codes[k] = code
+			}()
+		}
+		wg.Wait()
+		if codes[0] == 0xff || codes[1] == 0xff {
+			t.Fatalf("%s: dial failed", id)
+		}
+		if codes[0] == 0 && codes[1] == 0 {
+			both++
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	if both > 0 {
+		t.Fatalf("in %d of 200 races both users were let in under one client id: the second took the first's session", both)
+	}
 }
 
 // TestWillToATopicMadeTheAgents: a will let in at its CONNECT, to a topic

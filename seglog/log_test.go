@@ -330,6 +330,52 @@ func TestFailedWritesRollBack(t *testing.T) {
 	}
 }
 
+// TestTornWriteThatCannotBeCutFailsOpen: a log whose torn last write
+// cannot be cut (the truncate or its sync fails) does not open, rather
+// than append after bytes that do not verify; once it can, it opens
+// without them.
+func TestTornWriteThatCannotBeCutFailsOpen(t *testing.T) {
+	for _, op := range []string{"truncate", "sync"} {
+		t.Run(op, func(t *testing.T) {
+			fs := powercut.New()
+			l := open(t, "/log", seglog.Options{FS: fs})
+			appendSync(t, l, 40, 1, 1, 1)
+			l.Close()
+			files := fs.Files()
+			newest := files[len(files)-1]
+			f, err := fs.Open(newest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size, err := f.Size()
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.Corrupt(newest, int(size)-1); err != nil { // the last record's last byte
+				t.Fatal(err)
+			}
+			fs.Fault = func(o, path string) (error, int) {
+				if o == op {
+					return syscall.EIO, 0
+				}
+				return nil, 0
+			}
+			if l, err := seglog.Open("/log", seglog.Options{FS: fs, Logger: quiet}); err == nil || !errors.Is(err, syscall.EIO) {
+				if err == nil {
+					l.Close()
+				}
+				t.Fatalf("opened with a torn write it could not cut: %v", err)
+			}
+			fs.Fault = nil
+			l = open(t, "/log", seglog.Options{FS: fs})
+			if rs := readAll(t, l, 1); len(rs) != 2 {
+				t.Fatalf("after the torn write was cut: %d records, want 2", len(rs))
+			}
+		})
+	}
+}
+
 // TestMeterCountsPagesAsTheKernel: appends between syncs dirty the pages
 // they touch once; a sync cleans them, so the next append writes the page
 // it shares with the one before again.

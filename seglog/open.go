@@ -214,7 +214,8 @@ func (l *Log) openLast() error {
 		l.cutLog("cutting the log at a record that does not verify: a write torn by a power cut",
 			"segment", l.path(s), "at_byte", bad.pos, "reason", bad.reason, "bytes_cut", size-bad.pos, "next_offset", sc.next)
 		if !l.opts.ReadOnly {
-			if err := f.Truncate(bad.pos); err == nil {
+			err := f.Truncate(bad.pos)
+			if err == nil {
 				err = f.Sync()
 			}
 			if err != nil {

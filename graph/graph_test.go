@@ -45,8 +45,15 @@ func TestKeyGroupSpreadsKeys(t *testing.T) {
 			t.Fatalf("key group %d holds %d of 128000 keys; want about 1000", kg, n)
 		}
 	}
-	if KeyGroup("sensor-1", 128) != KeyGroup("sensor-1", 128) {
-		t.Fatal("KeyGroup is not deterministic")
+	// A key's group never changes: snapshots hold keyed state by group,
+	// and a parallel source logs a topic where its group falls.
+	for _, c := range []struct {
+		key        string
+		g128, g32k int
+	}{{"sensor-1", 71, 15815}, {"", 38, 10534}, {"dev-7", 26, 3610}, {"日本", 67, 20035}} {
+		if g, g32k := KeyGroup(c.key, 128), KeyGroup(c.key, 1<<15); g != c.g128 || g32k != c.g32k {
+			t.Errorf("key %q is in groups %d of 128 and %d of 32768; it always was in %d and %d", c.key, g, g32k, c.g128, c.g32k)
+		}
 	}
 }
 

@@ -272,7 +272,7 @@ func TestDistinctHashes(t *testing.T) {
 // arguments evaluated by it: each record gets the same value, or the same
 // rejection.
 func TestBareNamesReadAsTheVMDoes(t *testing.T) {
-	values := []any{nil, 21.5, -0.0, int64(7), int(3), "21.5", true, map[string]any{"a": 1.0}, []any{1.0}, math.Inf(-1), math.NaN()}
+	values := []any{nil, 21.5, math.Copysign(0, -1), int64(7), int(3), "21.5", true, map[string]any{"a": 1.0}, []any{1.0}, math.Inf(-1), math.NaN()}
 	for _, fields := range []Fields{nil, {"temperature": Number, "other": Any}} {
 		for _, call := range []string{"avg(temperature)", "avg(other)", "avg(value)", "avg(time)",
 			"distinct(temperature)", "distinct(other)", "distinct(value)", "distinct(time)"} {

@@ -598,9 +598,7 @@ operators:
 	for r := range res.rejections {
 		reasons = append(reasons, r.reason)
 	}
-	for _, dl := range h.sourceDeadLetters() {
-		reasons = append(reasons, dl)
-	}
+	reasons = append(reasons, h.sourceDeadLetters()...)
 	joined := strings.Join(reasons, "\n")
 	for _, want := range []string{`key field \"${KEY}\" is missing`, `value field \"${VALUE}\" is missing`, // as sourceDeadLetters quotes them
 		`filter "humidity > ${LIMIT}": `, `map "value * ${FACTOR}": `} {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // bbolt's on-disk meta page (format version 2): a 16-byte page header, then
@@ -162,9 +163,9 @@ func checkFile(path string, opts Options) error {
 	}); err != nil {
 		var damage *damageError
 		switch {
-		case errors.Is(err, bolt.ErrTimeout):
+		case errors.Is(err, berrors.ErrTimeout):
 			return fmt.Errorf("%s is in use by a running cairn", path)
-		case errors.As(err, &damage), errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		case errors.As(err, &damage), errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 			return &damageError{err}
 		}
 		return err

@@ -65,7 +65,7 @@ func FlipNewestBlob(path string) (uint64, error) {
 		return 0, err
 	}
 	at := bytes.Index(data, value)
-	if at < 0 || bytes.Index(data[at+1:], value) >= 0 {
+	if at < 0 || bytes.Contains(data[at+1:], value) {
 		return 0, fmt.Errorf("checkpoint %d's chunk is not in the file once", id)
 	}
 	return id, flipByte(path, int64(at+len(value)/2), 0x08)

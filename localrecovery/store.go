@@ -15,6 +15,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/datadir"
@@ -196,7 +197,7 @@ func (s *Store) open() error {
 		s.db, err = bolt.Open(s.path, 0o600, boltOptions(s.opts))
 		return err
 	}); err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return fmt.Errorf("checkpoint store %s is in use by a running cairn", s.path)
 		}
 		if !s.opts.ReadOnly || !errors.As(err, &damage) {
@@ -746,7 +747,7 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 			return err
 		}
 		for _, id := range dropped {
-			if err := tx.DeleteBucket(checkpointBucket(id)); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			if err := tx.DeleteBucket(checkpointBucket(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
 		}

@@ -175,7 +175,6 @@ type bufferedConn struct {
 	cond    *sync.Cond // the buffer or the state changed
 	buf     []byte     // written, not sent
 	spare   []byte
-	sending bool
 	err     error
 	closed  bool
 	flushed chan struct{} // closed when the sender has ended

@@ -292,11 +292,11 @@ func TestFailedWritesRollBack(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			fs := powercut.New()
 			var fail bool
-			fs.Fault = func(o, path string) (error, int) {
+			fs.Fault = func(o, path string) (int, error) {
 				if fail && o == op {
-					return syscall.ENOSPC, 7
+					return 7, syscall.ENOSPC
 				}
-				return nil, 0
+				return 0, nil
 			}
 			l := open(t, "/log", seglog.Options{FS: fs, SegmentBytes: 300})
 			appendSync(t, l, 40, 1, 1)
@@ -355,11 +355,11 @@ func TestTornWriteThatCannotBeCutFailsOpen(t *testing.T) {
 			if err := fs.Corrupt(newest, int(size)-1); err != nil { // the last record's last byte
 				t.Fatal(err)
 			}
-			fs.Fault = func(o, path string) (error, int) {
+			fs.Fault = func(o, path string) (int, error) {
 				if o == op {
-					return syscall.EIO, 0
+					return 0, syscall.EIO
 				}
-				return nil, 0
+				return 0, nil
 			}
 			if l, err := seglog.Open("/log", seglog.Options{FS: fs, Logger: quiet}); err == nil || !errors.Is(err, syscall.EIO) {
 				if err == nil {

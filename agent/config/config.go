@@ -989,14 +989,9 @@ func (v *validator) sink(s *Sink) {
 		}
 		f := c.OutputFormat(s)
 		if err := f.Check(); err != nil {
-			at := o.Pos
-			switch {
-			case o.Version != 1 && o.Version != 2:
-				at = c.at(&o.Version, o.Pos)
-			case strings.Contains(err.Error(), " added "):
+			at := c.at(&o.Names, o.Pos)
+			if strings.Contains(err.Error(), " added ") {
 				at = c.at(&o.Add, o.Pos)
-			default:
-				at = c.at(&o.Names, o.Pos)
 			}
 			v.errorf(at, "sink %s: %v", c.show(&s.ID), err)
 		}

@@ -98,7 +98,7 @@ func FlipNewest(path string) error {
 		return err
 	}
 	at := bytes.Index(data, value)
-	if at < 0 || bytes.Index(data[at+1:], value) >= 0 {
+	if at < 0 || bytes.Contains(data[at+1:], value) {
 		return errors.New("the value to flip is not in the file once")
 	}
 	data[at+len(value)/2] ^= 0x08

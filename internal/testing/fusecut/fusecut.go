@@ -71,10 +71,7 @@ func Mount(backing, mount string) (*FS, error) {
 		return nil, err
 	}
 	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fs: f}
-	}
-	rootNode := root.NewNode(root, nil, "", &st)
+	rootNode := &node{LoopbackNode: &fs.LoopbackNode{RootData: root}, fs: f}
 	root.RootNode = rootNode
 	server, err := fs.Mount(mount, rootNode, &fs.Options{MountOptions: fuse.MountOptions{
 		DirectMount: true, DirectMountStrict: true, FsName: "fusecut", Name: "fusecut",
@@ -178,8 +175,16 @@ func (f *FS) synced(path string) {
 
 // node is a file or directory of the backing directory.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	fs *FS
+}
+
+var _ = (fs.NodeWrapChilder)((*node)(nil))
+
+// WrapChild makes every node the loopback file system makes below the
+// root one of fusecut's, which records the writes to its files.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), fs: n.fs}
 }
 
 func (n *node) backingPath() string {

@@ -36,8 +36,9 @@ type FS struct {
 	dead      bool
 	// Fault, if set, is asked before each operation ("write", "sync",
 	// "create", "remove", "rename", "truncate", "syncdir") on a path (of
-	// a rename, the old one); an error fails it. A failed write may have written part of its bytes (partial).
-	Fault func(op, path string) (err error, partial int)
+	// a rename, the old one); an error fails it. A failed write may have
+	// written part of its bytes (partial).
+	Fault func(op, path string) (partial int, err error)
 }
 
 type file struct {
@@ -71,7 +72,7 @@ func (fs *FS) Dead() bool {
 }
 
 // op is called with fs.mu held before every operation.
-func (fs *FS) op(name, path string) (error, int) {
+func (fs *FS) op(name, path string) (int, error) {
 	if fs.countdown > 0 {
 		fs.countdown--
 		if fs.countdown == 0 {
@@ -79,12 +80,12 @@ func (fs *FS) op(name, path string) (error, int) {
 		}
 	}
 	if fs.dead {
-		return ErrDead, 0
+		return 0, ErrDead
 	}
 	if fs.Fault != nil {
 		return fs.Fault(name, path)
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // Cut is the power cut and the reboot: every file holds what was synced,
@@ -161,7 +162,7 @@ func (fs *FS) dir(path string) (dirState, string, error) {
 func (fs *FS) Create(path string) (seglog.File, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("create", path); err != nil {
+	if _, err := fs.op("create", path); err != nil {
 		return nil, err
 	}
 	d, name, err := fs.dir(path)
@@ -184,7 +185,7 @@ func (fs *FS) OpenAppend(path string) (seglog.File, error) { return fs.Open(path
 func (fs *FS) Open(path string) (seglog.File, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("open", path); err != nil {
+	if _, err := fs.op("open", path); err != nil {
 		return nil, err
 	}
 	f, ok := fs.files[path]
@@ -198,7 +199,7 @@ func (fs *FS) Open(path string) (seglog.File, error) {
 func (fs *FS) Remove(path string) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("remove", path); err != nil {
+	if _, err := fs.op("remove", path); err != nil {
 		return err
 	}
 	d, name, err := fs.dir(path)
@@ -219,7 +220,7 @@ func (fs *FS) Remove(path string) error {
 func (fs *FS) Rename(from, to string) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("rename", from); err != nil {
+	if _, err := fs.op("rename", from); err != nil {
 		return err
 	}
 	df, fname, err := fs.dir(from)
@@ -248,7 +249,7 @@ func (fs *FS) Rename(from, to string) error {
 func (fs *FS) List(path string) ([]string, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("list", path); err != nil {
+	if _, err := fs.op("list", path); err != nil {
 		return nil, err
 	}
 	d, ok := fs.dirs[filepath.Clean(path)]
@@ -267,7 +268,7 @@ func (fs *FS) List(path string) ([]string, error) {
 func (fs *FS) MkdirAll(path string) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("mkdir", path); err != nil {
+	if _, err := fs.op("mkdir", path); err != nil {
 		return err
 	}
 	path = filepath.Clean(path)
@@ -281,7 +282,7 @@ func (fs *FS) MkdirAll(path string) error {
 func (fs *FS) SyncDir(path string) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err, _ := fs.op("syncdir", path); err != nil {
+	if _, err := fs.op("syncdir", path); err != nil {
 		return err
 	}
 	path = filepath.Clean(path)
@@ -344,7 +345,7 @@ func (h *handle) ReadAt(p []byte, off int64) (int, error) {
 func (h *handle) Write(p []byte) (int, error) {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
-	if err, partial := h.fs.op("write", h.path); err != nil {
+	if partial, err := h.fs.op("write", h.path); err != nil {
 		partial = min(max(partial, 0), len(p))
 		h.f.data = append(h.f.data, p[:partial]...)
 		return partial, err
@@ -356,7 +357,7 @@ func (h *handle) Write(p []byte) (int, error) {
 func (h *handle) Sync() error {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
-	if err, _ := h.fs.op("sync", h.path); err != nil {
+	if _, err := h.fs.op("sync", h.path); err != nil {
 		return err
 	}
 	h.f.synced = slices.Clone(h.f.data)
@@ -366,7 +367,7 @@ func (h *handle) Sync() error {
 func (h *handle) Truncate(size int64) error {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
-	if err, _ := h.fs.op("truncate", h.path); err != nil {
+	if _, err := h.fs.op("truncate", h.path); err != nil {
 		return err
 	}
 	if size < int64(len(h.f.data)) {

@@ -42,7 +42,7 @@ func CheckGrant(pattern string) error {
 		case strings.Contains(level, "%u") || strings.Contains(level, "%c"):
 			return &TopicError{Topic: pattern, At: at + strings.IndexByte(level, '%'), Reason: "%u and %c stand for a whole level only"}
 		default:
-			if i, reason := badChar(level); i >= 0 {
+			if i, reason := BadTopicChar(level); i >= 0 {
 				if c := level[i]; c == '+' || c == '#' {
 					reason = "a wildcard must be a whole level"
 				}
@@ -51,7 +51,7 @@ func CheckGrant(pattern string) error {
 		}
 		at += len(level) + 1
 	}
-	return checkSize(pattern, len(pattern), strings.Count(pattern, "/"), false)
+	return CheckTopicSize(pattern)
 }
 
 // brokerACL decides what the clients of an embedded broker may publish
@@ -59,7 +59,7 @@ func CheckGrant(pattern string) error {
 // It holds no state of clients: a decision reads the client's user name
 // and id. Safe for concurrent use once made.
 type brokerACL struct {
-	agent     atomic.Pointer[[]topicTemplate] // the agent's topics
+	agent     atomic.Pointer[[]TopicTemplate] // the agent's topics
 	users     map[string]*access              // the users with Grants, by name
 	anonymous *access
 }
@@ -92,9 +92,9 @@ func newBrokerACL(cfg BrokerConfig) *brokerACL {
 
 // setAgentTopics makes topics (BrokerConfig.AgentTopics) the agent's.
 func (a *brokerACL) setAgentTopics(topics []string) {
-	var ts []topicTemplate
+	var ts []TopicTemplate
 	for _, t := range topics {
-		ts = append(ts, newTopicTemplate(t))
+		ts = append(ts, NewTopicTemplate(t))
 	}
 	a.agent.Store(&ts)
 }
@@ -126,7 +126,7 @@ func (a *brokerACL) of(user []byte) *access {
 func (a *brokerACL) agentTopic(topic string) bool {
 	ts := *a.agent.Load()
 	for i := range ts {
-		if ts[i].makes(topic) {
+		if ts[i].Makes(topic) {
 			return true
 		}
 	}

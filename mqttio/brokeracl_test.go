@@ -206,42 +206,6 @@ func TestGrantsOfWhom(t *testing.T) {
 	}
 }
 
-// TestTopicTemplateMakes checks makes against every key a topic could
-// hold, for generated templates and topics.
-func TestTopicTemplateMakes(t *testing.T) {
-	pieces := []string{"{key}", "a", "/", "b/", "{key}/", "x{key}"}
-	alphabet := []string{"a", "b", "/", "x", "ab/"}
-	for seed := range uint64(2000) {
-		rng := rand.New(rand.NewPCG(seed, 3))
-		var tmpl, topic strings.Builder
-		for range 1 + rng.IntN(4) {
-			tmpl.WriteString(pieces[rng.IntN(len(pieces))])
-		}
-		tt := newTopicTemplate(tmpl.String())
-		if rng.IntN(2) == 0 {
-			var key strings.Builder
-			for range rng.IntN(4) {
-				key.WriteString(alphabet[rng.IntN(len(alphabet))])
-			}
-			topic.WriteString(tt.render(key.String()))
-		} else {
-			for range rng.IntN(8) {
-				topic.WriteString(alphabet[rng.IntN(len(alphabet))])
-			}
-		}
-		s := topic.String()
-		want := false
-		for i := 0; i <= len(s) && !want; i++ {
-			for j := i; j <= len(s) && !want; j++ {
-				want = tt.render(s[i:j]) == s
-			}
-		}
-		if got := tt.makes(s); got != want {
-			t.Fatalf("seed %d: template %q makes %q: %v, want %v", seed, tmpl.String(), s, got, want)
-		}
-	}
-}
-
 // TestCheckGrant checks what CheckGrant refuses, and where.
 func TestCheckGrant(t *testing.T) {
 	for _, c := range []struct {

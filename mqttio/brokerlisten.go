@@ -92,7 +92,7 @@ func (l *clientListener) Serve(establish listeners.EstablishFn) {
 		}
 		l.open.Add(1)
 		conn.SetDeadline(time.Now().Add(l.times.connect))
-		conn = &meteredConn{Conn: quiet(conn), budget: &l.large, times: l.times, stalled: func() {
+		conn = &meteredConn{Conn: Quiet(conn), budget: &l.large, times: l.times, stalled: func() {
 			l.refer.note(slog.LevelWarn, remote, "embedded broker closed a client's connection: it read nothing", 1, slog.Duration("for", l.times.writeStall))
 		}}
 		if !l.conns.add(conn) {
@@ -176,7 +176,7 @@ func (l *agentClientListener) Serve(establish listeners.EstablishFn) {
 			l.log.Warn("embedded broker refused a connection to the agent's socket", "err", err)
 			continue
 		}
-		conn = quiet(conn)
+		conn = Quiet(conn)
 		if !l.conns.add(conn) {
 			conn.Close()
 			return

@@ -49,7 +49,7 @@ func dial(uri *url.URL, o paho.ClientOptions, maxPayload int) (net.Conn, error) 
 		if cfg.ServerName == "" {
 			cfg.ServerName = uri.Hostname()
 		}
-		tc := tls.Client(quiet(conn), cfg)
+		tc := tls.Client(Quiet(conn), cfg)
 		ctx, cancel := context.Background(), context.CancelFunc(func() {})
 		if o.ConnectTimeout > 0 {
 			ctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
@@ -181,7 +181,7 @@ type bufferedConn struct {
 }
 
 func newBufferedConn(conn net.Conn, maxPayload int) *bufferedConn {
-	conn = quiet(conn)
+	conn = Quiet(conn)
 	br := bufio.NewReaderSize(conn, 16<<10)
 	c := &bufferedConn{Conn: conn, r: br, flushed: make(chan struct{})}
 	if maxPayload > 0 {

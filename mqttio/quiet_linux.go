@@ -7,10 +7,11 @@ import (
 	"unsafe"
 )
 
-// quiet returns conn reading and writing with read(2) and write(2) made
+// Quiet returns conn reading and writing with read(2) and write(2) made
 // directly, not through Go's system call entry, where conn is a socket's
-// (TCP or unix); else conn itself. The agent's MQTT clients reach their
-// brokers through it, and an embedded broker its clients.
+// (TCP or unix); else conn itself. It keeps the contract of net.Conn
+// (deadlines, Close: TestQuietConnIsAConn). The agent's MQTT clients
+// reach their brokers through it, and an embedded broker its clients.
 //
 // Each MQTT packet that reaches an idle agent would wake Go's sysmon
 // thread: the read that takes it from the socket enters a system call
@@ -24,7 +25,7 @@ import (
 // made raw, it wakes no thread, and while the socket has nothing to read
 // or no room to write, the goroutine waits in Go's network poller, as
 // with conn.
-func quiet(conn net.Conn) net.Conn {
+func Quiet(conn net.Conn) net.Conn {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return conn
@@ -37,7 +38,7 @@ func quiet(conn net.Conn) net.Conn {
 }
 
 // quietConn is a socket's connection read and written with raw system
-// calls (quiet).
+// calls (Quiet).
 type quietConn struct {
 	net.Conn
 	raw syscall.RawConn

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/nettest"
 )
 
-// TestQuietConnIsAConn holds a quiet socket's connection (quiet) to the
+// TestQuietConnIsAConn holds a quiet socket's connection (Quiet) to the
 // contract of net.Conn, as x/net's conformance test states it: reads and
 // writes in both directions, deadlines that interrupt a waiting read and
 // can be moved, Close that ends a waiting read, concurrent use, and
@@ -39,10 +39,10 @@ func TestQuietConnIsAConn(t *testing.T) {
 					return nil, nil, nil, net.ErrClosed
 				}
 				stop = func() { c1.Close(); c2.Close() }
-				c1, c2 = quiet(c1), quiet(c2)
+				c1, c2 = Quiet(c1), Quiet(c2)
 				if _, ok := c1.(*quietConn); !ok {
 					stop()
-					return nil, nil, nil, fmt.Errorf("quiet(%T) is not quiet", c1)
+					return nil, nil, nil, fmt.Errorf("Quiet(%T) is not quiet", c1)
 				}
 				return c1, c2, stop, nil
 			})
@@ -52,7 +52,7 @@ func TestQuietConnIsAConn(t *testing.T) {
 
 // TestClientConnectionsAreQuiet: the connections dial opens to a
 // broker, over TCP and over a unix socket, are read and written through
-// quiet, under the buffers paho reads and writes.
+// Quiet, under the buffers paho reads and writes.
 func TestClientConnectionsAreQuiet(t *testing.T) {
 	for _, network := range []string{"tcp", "unix"} {
 		ln, err := nettest.NewLocalListener(network)

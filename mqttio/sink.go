@@ -79,7 +79,7 @@ func NewSink(cfg SinkConfig) func(subtask int) graph.Operator {
 	if cfg.Client.Logger == nil {
 		cfg.Client.Logger = slog.Default()
 	}
-	topic := newTopicTemplate(cfg.Topic)
+	topic := NewTopicTemplate(cfg.Topic)
 	cfg.Format.prepare()
 	return func(subtask int) graph.Operator {
 		return &sink{cfg: cfg, subtask: subtask, topic: topic, name: "sink", id: "sink", numbering: numbering{subtask: subtask, parallelism: 1}}
@@ -97,7 +97,7 @@ type sink struct {
 	graph.BaseOperator
 	cfg     SinkConfig
 	subtask int
-	topic   topicTemplate
+	topic   TopicTemplate
 	name    string         // "sink ID", for messages
 	id      string         // the sink's id, in output ids
 	ctx     *graph.Context // from Open; nil before

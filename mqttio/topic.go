@@ -47,9 +47,17 @@ func (e *TopicError) Error() string {
 // most. A topic beginning with $ passes: brokers give such topics meanings
 // of their own ($aws/..., $iothub/...), and some take publishes to them.
 func CheckTopic(topic string) error {
-	if at, reason := badChar(topic); at >= 0 {
+	if at, reason := BadTopicChar(topic); at >= 0 {
 		return &TopicError{Topic: topic, At: at, Reason: reason}
 	}
+	return CheckTopicSize(topic)
+}
+
+// CheckTopicSize returns a *TopicError if topic is empty, over
+// MaxTopicBytes or over MaxTopicLevels levels: the checks of CheckTopic
+// that are not of characters, for a topic or a topic filter whose
+// characters are checked apart (BadTopicChar).
+func CheckTopicSize(topic string) error {
 	return checkSize(topic, len(topic), strings.Count(topic, "/"), false)
 }
 
@@ -59,7 +67,7 @@ func CheckTopic(topic string) error {
 // for an empty key without "/". Whether the topic of a given key is valid
 // is known only once the key is.
 func CheckTopicTemplate(template string) error {
-	if at, reason := badChar(template); at >= 0 {
+	if at, reason := BadTopicChar(template); at >= 0 {
 		return &TopicError{Topic: template, At: at, Reason: reason}
 	}
 	if template == "" {
@@ -83,9 +91,12 @@ func checkSize(topic string, bytes, slashes int, keyed bool) error {
 	return nil
 }
 
-// badChar returns the offset of the first character of s that no topic
-// may hold, and why; -1 if there is none.
-func badChar(s string) (at int, reason string) {
+// BadTopicChar returns the byte offset in s of the first character no
+// topic may hold, and why: what CheckTopic refuses of characters (a byte
+// that is not UTF-8, the wildcards + and #, NUL, a control character, a
+// noncharacter); -1 and "" if there is none. A topic filter, whose
+// wildcards are whole levels, is checked a level at a time.
+func BadTopicChar(s string) (at int, reason string) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= 0x20 && c < 0x7f && c != '+' && c != '#' {
@@ -126,27 +137,33 @@ func QuoteTopic(topic string) string {
 // keyPlaceholder stands for a record's key in a sink's topic.
 const keyPlaceholder = "{key}"
 
-// topicTemplate is a sink's topic, split at keyPlaceholder, and what
-// checking the topic of a key needs to know of its parts.
-type topicTemplate struct {
+// TopicTemplate is a sink's topic, in which "{key}" stands for a
+// record's key, split at the placeholders, and what checking the topic
+// of a key needs to know of its parts. Made by NewTopicTemplate (the
+// zero value is none); safe for concurrent use.
+type TopicTemplate struct {
 	parts   []string
 	bytes   int   // of the parts
 	slashes int   // in the parts
 	err     error // CheckTopicTemplate's
 }
 
-func newTopicTemplate(template string) topicTemplate {
-	return topicTemplate{parts: strings.Split(template, keyPlaceholder), bytes: len(template) - strings.Count(template, keyPlaceholder)*len(keyPlaceholder),
+// NewTopicTemplate returns the TopicTemplate of template, valid or not
+// (CheckTopicTemplate says which).
+func NewTopicTemplate(template string) TopicTemplate {
+	return TopicTemplate{parts: strings.Split(template, keyPlaceholder), bytes: len(template) - strings.Count(template, keyPlaceholder)*len(keyPlaceholder),
 		slashes: strings.Count(template, "/"), err: CheckTopicTemplate(template)}
 }
 
 // render returns the topic of key.
-func (t *topicTemplate) render(key string) string { return strings.Join(t.parts, key) }
+func (t *TopicTemplate) render(key string) string { return strings.Join(t.parts, key) }
 
-// makes reports whether topic is the topic of some key, without making
-// one: the key is the text at the first placeholder, as long as the
-// topic's bytes beyond the parts' make it, once for each placeholder.
-func (t *topicTemplate) makes(topic string) bool {
+// Makes reports whether topic is the topic of some key (any string: of
+// any number of levels, or none), without making one; of a template
+// without a placeholder, whether topic is the template. The key is the
+// text at the first placeholder, as long as the topic's bytes beyond
+// the parts' make it, once for each placeholder.
+func (t *TopicTemplate) Makes(topic string) bool {
 	n := len(t.parts) - 1
 	if n == 0 {
 		return topic == t.parts[0]
@@ -176,13 +193,13 @@ func (t *topicTemplate) makes(topic string) bool {
 // unless it is invalid: the parts of a valid template are valid UTF-8
 // without a character CheckTopic refuses, so the topic is valid when the
 // key has none either and the sizes add up.
-func (t *topicTemplate) check(key string) error {
+func (t *TopicTemplate) check(key string) error {
 	if t.err == nil {
 		n := len(t.parts) - 1
 		if n == 0 {
 			return nil
 		}
-		if at, _ := badChar(key); at < 0 && checkSize("", t.bytes+n*len(key), t.slashes+n*strings.Count(key, "/"), false) == nil {
+		if at, _ := BadTopicChar(key); at < 0 && checkSize("", t.bytes+n*len(key), t.slashes+n*strings.Count(key, "/"), false) == nil {
 			return nil
 		}
 	}

@@ -120,11 +120,47 @@ func TestTopicTemplateCheck(t *testing.T) {
 			key.WriteString(strings.Repeat("/", 195+rng.IntN(10)))
 		}
 		tmpl := templates[rng.IntN(len(templates))]
-		tt := newTopicTemplate(tmpl)
+		tt := NewTopicTemplate(tmpl)
 		topic := strings.ReplaceAll(tmpl, "{key}", key.String())
 		got, want := tt.check(key.String()), CheckTopic(topic)
 		if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
 			t.Fatalf("template %.40q, key %.40q: check says %v, CheckTopic %v", tmpl, key.String(), got, want)
+		}
+	}
+}
+
+// TestTopicTemplateMakes checks Makes against every key a topic could
+// hold, for generated templates and topics.
+func TestTopicTemplateMakes(t *testing.T) {
+	pieces := []string{"{key}", "a", "/", "b/", "{key}/", "x{key}"}
+	alphabet := []string{"a", "b", "/", "x", "ab/"}
+	for seed := range uint64(2000) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var tmpl, topic strings.Builder
+		for range 1 + rng.IntN(4) {
+			tmpl.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		tt := NewTopicTemplate(tmpl.String())
+		if rng.IntN(2) == 0 {
+			var key strings.Builder
+			for range rng.IntN(4) {
+				key.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			topic.WriteString(tt.render(key.String()))
+		} else {
+			for range rng.IntN(8) {
+				topic.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+		}
+		s := topic.String()
+		want := false
+		for i := 0; i <= len(s) && !want; i++ {
+			for j := i; j <= len(s) && !want; j++ {
+				want = tt.render(s[i:j]) == s
+			}
+		}
+		if got := tt.Makes(s); got != want {
+			t.Fatalf("seed %d: template %q makes %q: %v, want %v", seed, tmpl.String(), s, got, want)
 		}
 	}
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
 	"github.com/cairn-edge/cairn/agent/savepoint"
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/localrecovery"
-	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // StopTimeout bounds the final checkpoint of a stop or a reload; then the
@@ -113,7 +113,7 @@ type Agent struct {
 	// What start starts, in this order.
 	stopProcs func()                    // the governor of GOMAXPROCS
 	unlock    func() error              // the data directory's lock
-	brokers   map[string]*mqttio.Broker // the embedded brokers, by name
+	brokers   map[string]*broker.Server // the embedded brokers, by name
 	store     *localrecovery.Store
 	// freshStore says the store showed nothing of checkpoints taken
 	// (localrecovery.Store.Fresh), until the first incarnation looked
@@ -315,7 +315,7 @@ func (a *Agent) deps() *deps {
 // startBrokers starts the embedded brokers of the config, into a.brokers
 // (those started before a failure too).
 func (a *Agent) startBrokers() error {
-	a.brokers = make(map[string]*mqttio.Broker)
+	a.brokers = make(map[string]*broker.Server)
 	for name, b := range a.cfg.Brokers {
 		if !b.Embedded {
 			continue
@@ -324,7 +324,7 @@ func (a *Agent) startBrokers() error {
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}
-		br, err := mqttio.StartBroker(bc, a.log)
+		br, err := broker.Start(bc, a.log)
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/mqttio"
@@ -17,7 +18,7 @@ import (
 type deps struct {
 	logs     *ingest.Logs
 	clientID string                    // base of every MQTT client id
-	brokers  map[string]*mqttio.Broker // the embedded brokers started, by name
+	brokers  map[string]*broker.Server // the embedded brokers started, by name
 	log      *slog.Logger              // the agent's, for the MQTT clients too
 	// acceptStateLoss is Options.AcceptStateLoss.
 	acceptStateLoss bool
@@ -79,9 +80,9 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 // do, whether it lets in anonymous clients and what they may do, the
 // agent's own client ids (of base clientID), which no one else may take,
 // the agent's topics, which no one else may publish to, and its limits.
-func brokerConfig(c *config.Config, b *config.Broker, clientID string) (mqttio.BrokerConfig, error) {
-	bc := mqttio.BrokerConfig{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-",
-		AgentTopics: agentTopics(c), Limits: b.Limits.MQTT(), Users: make(map[string]string), Grants: make(map[string]mqttio.Grants)}
+func brokerConfig(c *config.Config, b *config.Broker, clientID string) (broker.Config, error) {
+	bc := broker.Config{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-",
+		AgentTopics: agentTopics(c), Limits: b.Limits.MQTT(), Users: make(map[string]string), Grants: make(map[string]broker.Grants)}
 	if b.Anonymous != nil {
 		bc.AnonymousGrants = b.Anonymous.MQTT()
 	}

@@ -20,9 +20,9 @@ import (
 
 	"github.com/cairn-edge/cairn/agent/api"
 	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/internal/testing/testwait"
 	"github.com/cairn-edge/cairn/localrecovery"
-	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // fuzzPipeline is the smallest real pipeline: a simulated fleet, keyed
@@ -61,7 +61,7 @@ func startControl(tb testing.TB) (*state, http.Handler) {
 		tb.Fatal(err)
 	}
 	ctl := &state{pipeline: "fuzz.yaml", host: "fuzz"}
-	a := &Agent{path: "fuzz.yaml", cfg: cfg, log: log, dataDir: dir, clientID: "cairn-fuzz", brokers: map[string]*mqttio.Broker{}, store: store,
+	a := &Agent{path: "fuzz.yaml", cfg: cfg, log: log, dataDir: dir, clientID: "cairn-fuzz", brokers: map[string]*broker.Server{}, store: store,
 		state: ctl, metrics: &exporter{state: ctl, checkpoints: newCheckpointMetrics()}, api: &controlAPI{state: ctl, log: log}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

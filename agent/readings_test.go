@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairn-edge/cairn/agent/config"
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/ingest"
@@ -223,7 +224,7 @@ type readingsHarness struct {
 	t      testing.TB
 	cfg    *config.Config
 	dir    string
-	broker *mqttio.Broker
+	broker *broker.Server
 	id     string // base of the MQTT client ids
 }
 
@@ -243,8 +244,8 @@ type lifeResult struct {
 	watermarks map[string]int64
 }
 
-var sharedBroker = sync.OnceValues(func() (*mqttio.Broker, error) {
-	return mqttio.StartBroker(mqttio.BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+var sharedBroker = sync.OnceValues(func() (*broker.Server, error) {
+	return broker.Start(broker.Config{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 })
 
 func newReadingsHarness(t testing.TB, mode string, id string) *readingsHarness {
@@ -297,7 +298,7 @@ func (h *readingsHarness) life(checkpointAt, until int64, crash bool) lifeResult
 		t.Fatal(err)
 	}
 	defer store.Close()
-	d := &deps{logs: logs, clientID: h.id, brokers: map[string]*mqttio.Broker{"local": h.broker}, log: log}
+	d := &deps{logs: logs, clientID: h.id, brokers: map[string]*broker.Server{"local": h.broker}, log: log}
 	backlog := mqttio.NewBacklog(32<<20, nil)
 	g, err := d.build(h.cfg, backlog)
 	if err != nil {

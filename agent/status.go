@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairn-edge/cairn/agent/api"
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/ingest"
 	"github.com/cairn-edge/cairn/mqttio"
@@ -35,7 +36,7 @@ type state struct {
 	logs    *ingest.Logs
 	dataDir string
 	// embedded are the embedded brokers, by name.
-	embedded map[string]*mqttio.Broker
+	embedded map[string]*broker.Server
 	// stalls are the alignments that ended, of every incarnation.
 	stalls *stalls
 

@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/graph"
 	"github.com/cairn-edge/cairn/ingest"
@@ -104,7 +105,7 @@ const roundTimeout = time.Minute
 // that runs against a shared broker do not meet. Its methods are not safe
 // for concurrent use.
 type MQTTRig struct {
-	broker *mqttio.Broker // the embedded one, if started
+	broker *broker.Server // the embedded one, if started
 	prefix string
 	pub    paho.Client
 	bare   paho.Client
@@ -120,11 +121,11 @@ type MQTTRig struct {
 	err     error         // why it stopped, once stopped
 }
 
-// NewMQTTRig connects the publisher and the bare subscriber to broker (an
-// embedded broker if empty), starts the cairn pipeline with its ingest
+// NewMQTTRig connects the publisher and the bare subscriber to brokerURL
+// (an embedded broker if empty), starts the cairn pipeline with its ingest
 // log in dir and checkpoints every interval (default 100 ms), and returns
 // once cairn receives messages. Close releases it.
-func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration) (_ *MQTTRig, err error) {
+func NewMQTTRig(ctx context.Context, brokerURL, dir string, interval time.Duration) (_ *MQTTRig, err error) {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
@@ -136,16 +137,16 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 			r.Close()
 		}
 	}()
-	if broker == "" {
-		if r.broker, err = mqttio.StartBroker(mqttio.BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true}, quiet); err != nil {
+	if brokerURL == "" {
+		if r.broker, err = broker.Start(broker.Config{Addr: "127.0.0.1:0", AllowAnonymous: true}, quiet); err != nil {
 			return nil, err
 		}
-		broker = r.broker.URL()
+		brokerURL = r.broker.URL()
 	}
-	if r.pub, err = connect(broker, r.prefix+"-publisher"); err != nil {
+	if r.pub, err = connect(brokerURL, r.prefix+"-publisher"); err != nil {
 		return nil, err
 	}
-	if r.bare, err = connect(broker, r.prefix+"-bare"); err != nil {
+	if r.bare, err = connect(brokerURL, r.prefix+"-bare"); err != nil {
 		return nil, err
 	}
 	tok := r.bare.Subscribe(r.prefix+"/bare/+/telemetry", 1, func(paho.Client, paho.Message) {
@@ -167,7 +168,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 	probed := make(chan struct{}, 1)
 	var bld graph.Builder
 	src := bld.Source("mqtt", 1, mqttio.NewSource(mqttio.SourceConfig{Name: "mqtt",
-		Client: mqttio.ClientConfig{Broker: broker, ClientID: r.prefix + "-cairn", Logger: quiet},
+		Client: mqttio.ClientConfig{Broker: brokerURL, ClientID: r.prefix + "-cairn", Logger: quiet},
 		Topics: []string{filter}, Logs: r.logs, Decoding: mqttio.Decoding{TopicFields: fields, KeyField: "device", ValueField: "temp"}}))
 	bld.Operator("count", 1, func(int) graph.Operator {
 		return &roundCounter{n: &r.cairnN, target: &r.cairnTarget, done: r.cairnDone, probed: probed}
@@ -200,7 +201,7 @@ func NewMQTTRig(ctx context.Context, broker, dir string, interval time.Duration)
 		case <-r.stopped:
 			return nil, fmt.Errorf("the cairn pipeline stopped: %v", r.err)
 		case <-deadline:
-			return nil, fmt.Errorf("cairn received nothing from %s within %v", broker, roundTimeout)
+			return nil, fmt.Errorf("cairn received nothing from %s within %v", brokerURL, roundTimeout)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -19,15 +19,11 @@ type testBroker struct {
 	restart func()
 }
 
-// embeddedBroker lets in anonymous clients, and the user cairn with the
-// password s3cret.
+// embeddedBroker starts the embedded server, package broker's, which
+// lets in anonymous clients, and the user cairn with the password s3cret
+// (StartEmbedded).
 func embeddedBroker(t testing.TB) testBroker {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true, Users: map[string]string{"cairn": "s3cret"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return testBroker{url: b.URL()}
+	return testBroker{url: StartEmbedded(t)}
 }
 
 // mosquittoBroker starts mosquitto (internal/testing/mosquittotest), or skips the

@@ -46,7 +46,7 @@ type ClientConfig struct {
 	// whole (publishLimiter): a source sets its decoder's limit.
 	MaxPayload int
 	// Dial, if set, opens the connections to the broker, whose URL is
-	// then only shown: an embedded broker's Broker.DialAgent.
+	// then only shown: an embedded broker's broker.Server.DialAgent.
 	Dial func() (net.Conn, error)
 }
 

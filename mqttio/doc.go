@@ -24,6 +24,7 @@
 // (CheckTopic) is rejected before it is staged: published, it would cost
 // the sink its connection after every reconnection.
 //
-// Broker runs an embedded MQTT broker (mochi-mqtt) on loopback, for demos
-// and tests.
+// The embedded MQTT server that a gateway's devices may publish to is
+// package broker, which imports this one for the topic rules
+// (CheckTopic, TopicTemplate) and Quiet.
 package mqttio

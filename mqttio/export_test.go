@@ -11,6 +11,11 @@ import (
 // returns its URL, for the package's external tests.
 func MosquittoURL(t testing.TB) string { return mosquittoBroker(t).url }
 
+// StartEmbedded starts the embedded server (package broker) for the test
+// and returns its URL; embedded_test.go sets it. Package broker imports
+// this one, so only the package's external tests may import it.
+var StartEmbedded func(t testing.TB) string
+
 // counter signals when a target number of records has reached it.
 type counter struct {
 	graph.BaseOperator

@@ -11,7 +11,8 @@ import (
 // directly, not through Go's system call entry, where conn is a socket's
 // (TCP or unix); else conn itself. It keeps the contract of net.Conn
 // (deadlines, Close: TestQuietConnIsAConn). The agent's MQTT clients
-// reach their brokers through it, and an embedded broker its clients.
+// reach their brokers through it, and an embedded broker (package
+// broker) its clients.
 //
 // Each MQTT packet that reaches an idle agent would wake Go's sysmon
 // thread: the read that takes it from the socket enters a system call

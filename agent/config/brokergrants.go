@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/mqttio"
 )
 
@@ -37,8 +38,8 @@ type BrokerAnonymous struct {
 }
 
 // MQTT returns the grants as mqttio takes them.
-func (g *BrokerGrants) MQTT() mqttio.Grants {
-	return mqttio.Grants{Publish: g.Publish, Subscribe: g.Subscribe}
+func (g *BrokerGrants) MQTT() broker.Grants {
+	return broker.Grants{Publish: g.Publish, Subscribe: g.Subscribe}
 }
 
 // grants checks the grants g of who (a user, or the anonymous clients)
@@ -51,7 +52,7 @@ func (v *validator) grants(name, who string, g *BrokerGrants, def Pos) {
 		for i, f := range *l.filters {
 			at := entry{l.filters, i}
 			p := v.c.at(at, def)
-			err := mqttio.CheckGrant(f)
+			err := broker.CheckGrant(f)
 			var te *mqttio.TopicError
 			switch {
 			case errors.As(err, &te):

@@ -6,10 +6,10 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/broker"
 )
 
-// BrokerLimits are an embedded broker's limits (mqttio.BrokerLimits;
+// BrokerLimits are an embedded broker's limits (broker.Limits;
 // docs/security.md says how the defaults were chosen).
 type BrokerLimits struct {
 	Pos
@@ -78,8 +78,8 @@ type BrokerLimits struct {
 }
 
 // MQTT returns the limits as mqttio takes them.
-func (l *BrokerLimits) MQTT() mqttio.BrokerLimits {
-	return mqttio.BrokerLimits{
+func (l *BrokerLimits) MQTT() broker.Limits {
+	return broker.Limits{
 		MaxClients: l.MaxClients, MaxSessionsPerAddress: l.MaxSessionsPerAddress,
 		OfflineSessionExpiry: l.OfflineSessionExpiry, MaxConnectionRate: l.MaxConnectionRate,
 		MaxTopicLevels: l.MaxTopicLevels, MaxTopicLength: l.MaxTopicLength,

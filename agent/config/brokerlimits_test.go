@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-edge/cairn/mqttio"
+	"github.com/cairn-edge/cairn/broker"
 )
 
 // TestBrokerLimits: an embedded broker has its limits, the defaults where
@@ -17,7 +17,7 @@ func TestBrokerLimits(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	want := mqttio.BrokerLimits{MaxClients: 100, MaxConnectionRate: 10, MaxTopicLevels: 32, MaxTopicLength: 1024,
+	want := broker.Limits{MaxClients: 100, MaxConnectionRate: 10, MaxTopicLevels: 32, MaxTopicLength: 1024,
 		MaxFiltersPerSubscribe: 64, MaxSubscriptions: 100, MaxSubscriptionsTotal: 500, MaxQueuedMessages: 1000,
 		MaxQueuedBytes: 4 << 20, MaxQueuedBytesTotal: 16 << 20, MaxRetainedBytes: 4 << 20, AgentQueuedBytes: 32 << 20,
 		MaxSessionsPerAddress: 20, OfflineSessionExpiry: time.Hour}

@@ -7,6 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cairn-edge/cairn/broker"
 	"github.com/cairn-edge/cairn/checkpoint"
 	"github.com/cairn-edge/cairn/mqttio"
 )
@@ -121,7 +122,7 @@ func TestDefaultsOfOtherPackages(t *testing.T) {
 	if got, want := c.Agent.SyncInterval, mqttio.DefaultSyncInterval; got != want {
 		t.Errorf("agent.sync_interval: %v, but mqttio.DefaultSyncInterval is %v", got, want)
 	}
-	if got, want := c.Brokers["local"].Listen, mqttio.DefaultBrokerAddr; got != want {
-		t.Errorf("brokers.<name>.listen: %v, but mqttio.DefaultBrokerAddr is %v", got, want)
+	if got, want := c.Brokers["local"].Listen, broker.DefaultAddr; got != want {
+		t.Errorf("brokers.<name>.listen: %v, but broker.DefaultAddr is %v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"encoding/binary"
@@ -18,7 +18,7 @@ import (
 
 // defaultLimits are the limits of config's defaults (docs/security.md),
 // but for a short expiry.
-var defaultLimits = BrokerLimits{
+var defaultLimits = Limits{
 	MaxClients: 100, MaxConnectionRate: 10_000, MaxTopicLevels: 32, MaxTopicLength: 1024,
 	MaxFiltersPerSubscribe: 64, MaxSubscriptions: 100, MaxSubscriptionsTotal: 500,
 	MaxQueuedMessages: 1000, MaxQueuedBytes: 4 << 20, MaxQueuedBytesTotal: 16 << 20,
@@ -247,7 +247,7 @@ func TestOfflineSessionQoS0DropsNothing(t *testing.T) {
 }
 
 // awaitOffline waits until b holds the session of client id offline.
-func awaitOffline(t *testing.T, b *Broker, id string) {
+func awaitOffline(t *testing.T, b *Server, id string) {
 	t.Helper()
 	testwait.For(t, 10*time.Second, id+" offline", func() bool {
 		cl, ok := b.srv.Clients.Get(id)
@@ -317,7 +317,7 @@ func TestOfflineShareDropsFromWhoHoldsMessages(t *testing.T) {
 func TestRefusedLoginEndsNoSession(t *testing.T) {
 	lim := defaultLimits
 	lim.MaxSessionsPerAddress = 2
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"dev": "pw"}, OwnClientIDs: "cairn-", Limits: lim},
+	b, err := Start(Config{Addr: "127.0.0.1:0", Users: map[string]string{"dev": "pw"}, OwnClientIDs: "cairn-", Limits: lim},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"log/slog"
@@ -12,12 +12,12 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// BrokerLimits bound what the clients of an embedded broker may make it
+// Limits bound what the clients of an embedded broker may make it
 // hold and do, so that no client, whatever it sends, takes the agent's
-// memory or CPU. They bind the clients of BrokerConfig.Addr; the agent's
-// own clients (Broker.DialAgent) are bound only by AgentQueuedBytes and
+// memory or CPU. They bind the clients of Config.Addr; the agent's
+// own clients (Server.DialAgent) are bound only by AgentQueuedBytes and
 // MaxRetainedBytes. A field at 0 is no limit.
-type BrokerLimits struct {
+type Limits struct {
 	// MaxClients bounds the connections at once, refused as they are
 	// accepted, and the sessions kept, connected or not: a CONNECT under
 	// a new client id, once its login is let in, ends the session
@@ -72,7 +72,7 @@ type BrokerLimits struct {
 	AgentQueuedBytes int64
 }
 
-// Costs of what the broker holds, as BrokerLimits count them: a message
+// Costs of what the broker holds, as Limits count them: a message
 // is its payload and messageOverhead (a mochi packets.Packet, 800 bytes,
 // and its place in a map or a channel); a retained one also its topic and
 // a node of the topic index for each level (about 620 bytes).
@@ -95,14 +95,14 @@ func retainedCost(topic string, payload []byte) int64 {
 // flight to any client (Capabilities.MaximumInflight); agentMaxUnsent, of
 // those, how many not yet written to its connection, the room of mochi's
 // channel of writes of each client (MaximumClientWritesPending: it takes
-// 8 bytes a message for every connection). BrokerLimits bind the other
+// 8 bytes a message for every connection). Limits bind the other
 // clients' well below.
 const (
 	agentMaxQueued = 1 << 15
 	agentMaxUnsent = 1 << 13
 )
 
-// brokerGuard is the embedded broker's hook that enforces BrokerLimits
+// brokerGuard is the embedded broker's hook that enforces Limits
 // (those the listener does not: clientListener), and logs what it refuses
 // through refusals. What a session holds is counted as mochi tells its
 // hooks (queue); what a delivery will cost, when mochi asks whether to
@@ -111,7 +111,7 @@ const (
 type brokerGuard struct {
 	mqtt.HookBase
 	srv   *mqtt.Server
-	lim   BrokerLimits
+	lim   Limits
 	acl   *brokerACL // what a client may read (OnACLCheck)
 	refer *refusals
 	// admits is brokerAuth's decision whether to let a CONNECT in, which
@@ -141,7 +141,7 @@ type brokerGuard struct {
 	// the agent's), offlineQueued the bytes they hold, drops the
 	// messages dropped from each session for them, by client id, while
 	// the session lasts, and ended the offline sessions ended since the
-	// broker started, by why (brokeroffline.go).
+	// broker started, by why (offline.go).
 	offline       map[*queue]struct{}
 	offlineQueued int64
 	drops         map[string]int64
@@ -178,7 +178,7 @@ type check struct {
 	taken bool // taken back as the filter's
 }
 
-func newBrokerGuard(srv *mqtt.Server, lim BrokerLimits, acl *brokerACL, refer *refusals, admits func(*mqtt.Client, packets.Packet) bool) *brokerGuard {
+func newBrokerGuard(srv *mqtt.Server, lim Limits, acl *brokerACL, refer *refusals, admits func(*mqtt.Client, packets.Packet) bool) *brokerGuard {
 	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, admits: admits, subscribing: make(map[*mqtt.Client]*subscribe),
 		subs: make(map[string]map[string]bool), queues: make(map[*mqtt.Client]*queue), session: make(map[string]*mqtt.Client),
 		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool),

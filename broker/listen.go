@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // connectTimeout is how long a client of an embedded broker has, once
@@ -28,7 +30,7 @@ var defaultListenTimes = listenTimes{connect: connectTimeout, largePacket: large
 
 // The ids of an embedded broker's listeners, which mochi shows a client's
 // (mqtt.Client.Net.Listener): clientsListener takes the clients of
-// BrokerConfig.Addr, agentListener the agent's own (Broker.DialAgent).
+// Config.Addr, agentListener the agent's own (Server.DialAgent).
 const (
 	clientsListener = "clients"
 	agentListener   = "agent"
@@ -43,7 +45,7 @@ const (
 // minute at most.
 type clientListener struct {
 	addr  string
-	lim   BrokerLimits
+	lim   Limits
 	refer *refusals
 	ln    net.Listener
 	rates *addrRates
@@ -52,7 +54,7 @@ type clientListener struct {
 	large receiving    // the budget of large packets
 	times listenTimes
 	// endClients ends the connections of the listener's clients
-	// (Broker.endClients).
+	// (Server.endClients).
 	endClients listeners.CloseFn
 	end        sync.Once
 }
@@ -92,7 +94,7 @@ func (l *clientListener) Serve(establish listeners.EstablishFn) {
 		}
 		l.open.Add(1)
 		conn.SetDeadline(time.Now().Add(l.times.connect))
-		conn = &meteredConn{Conn: Quiet(conn), budget: &l.large, times: l.times, stalled: func() {
+		conn = &meteredConn{Conn: mqttio.Quiet(conn), budget: &l.large, times: l.times, stalled: func() {
 			l.refer.note(slog.LevelWarn, remote, "embedded broker closed a client's connection: it read nothing", 1, slog.Duration("for", l.times.writeStall))
 		}}
 		if !l.conns.add(conn) {
@@ -176,7 +178,7 @@ func (l *agentClientListener) Serve(establish listeners.EstablishFn) {
 			l.log.Warn("embedded broker refused a connection to the agent's socket", "err", err)
 			continue
 		}
-		conn = Quiet(conn)
+		conn = mqttio.Quiet(conn)
 		if !l.conns.add(conn) {
 			conn.Close()
 			return

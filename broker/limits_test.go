@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"flag"
@@ -19,7 +19,7 @@ import (
 var brokerSeeds = flag.Int("broker.seeds", 5, "TestBrokerBoundsHold: how many generated runs")
 
 // smallLimits are limits a test reaches in a few hundred packets.
-var smallLimits = BrokerLimits{
+var smallLimits = Limits{
 	MaxClients: 8, MaxConnectionRate: 10_000,
 	MaxTopicLevels: 6, MaxTopicLength: 64, MaxFiltersPerSubscribe: 5,
 	MaxSubscriptions: 12, MaxSubscriptionsTotal: 30,
@@ -79,12 +79,12 @@ func TestBrokerBoundsHold(t *testing.T) {
 	}
 }
 
-func limitedBroker(t testing.TB, lim BrokerLimits) *Broker {
+func limitedBroker(t testing.TB, lim Limits) *Server {
 	// A client that reads nothing stalls the broker's writes to it for
 	// writeStall, and with them the publishers of its topics: shorter,
 	// the runs go faster.
 	times := listenTimes{connect: connectTimeout, largePacket: largePacketTime, writeStall: 200 * time.Millisecond}
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true, Limits: lim, times: times}, slog.New(slog.DiscardHandler))
+	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true, Limits: lim, times: times}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ type genClient struct {
 
 // drive plays steps steps of generated clients against b, choosing with
 // pick (a number below its argument), and checks the bounds after each.
-func drive(t *testing.T, b *Broker, lim BrokerLimits, pick func(int) int, steps int) {
+func drive(t *testing.T, b *Server, lim Limits, pick func(int) int, steps int) {
 	addr := strings.TrimPrefix(b.URL(), "tcp://")
 	clients := make([]*genClient, 6)
 	defer func() {
@@ -151,7 +151,7 @@ func drive(t *testing.T, b *Broker, lim BrokerLimits, pick func(int) int, steps 
 // still ending may lose its session: attachClient ends the old one after
 // checking that it was not taken over, and so may remove the new one from
 // its clients.)
-func awaitGone(t *testing.T, b *Broker, c *genClient) {
+func awaitGone(t *testing.T, b *Server, c *genClient) {
 	t.Helper()
 	if c.broker == nil {
 		return // not a client of the broker's even as it connected (mochi's race above)
@@ -186,7 +186,7 @@ func ping(addr string) error {
 	return c.Ping(10 * time.Second)
 }
 
-func connectGen(t *testing.T, b *Broker, lim BrokerLimits, pick func(int) int) *genClient {
+func connectGen(t *testing.T, b *Server, lim Limits, pick func(int) int) *genClient {
 	c := &genClient{id: fmt.Sprint("gen-", pick(12)), reads: pick(3) != 0, done: make(chan struct{})}
 	conn, err := mqttraw.Dial(strings.TrimPrefix(b.URL(), "tcp://"))
 	if err != nil {
@@ -255,7 +255,7 @@ func (c *genClient) packetID() uint16 {
 // genTopic makes a topic (a filter if filter) of a shape an attacker
 // might send: near or far over the limits, with wildcards, empty levels,
 // $SYS, shared.
-func genTopic(lim BrokerLimits, pick func(int) int, filter bool) string {
+func genTopic(lim Limits, pick func(int) int, filter bool) string {
 	words := []string{"a", "b", "c", "d", "", "+", "#", "ü"}
 	levels := 1 + pick(lim.MaxTopicLevels+2)
 	switch pick(16) {
@@ -296,7 +296,7 @@ func genSize(pick func(int) int) int {
 	return pick(5000)
 }
 
-func subscribeGen(t *testing.T, c *genClient, lim BrokerLimits, pick func(int) int) {
+func subscribeGen(t *testing.T, c *genClient, lim Limits, pick func(int) int) {
 	n := 1 + pick(3*lim.MaxFiltersPerSubscribe)
 	filters := make([]string, n)
 	for i := range filters {
@@ -305,7 +305,7 @@ func subscribeGen(t *testing.T, c *genClient, lim BrokerLimits, pick func(int) i
 	c.conn.Subscribe(c.packetID(), byte(pick(3)), filters...)
 }
 
-func publishGen(t *testing.T, c *genClient, lim BrokerLimits, pick func(int) int) {
+func publishGen(t *testing.T, c *genClient, lim Limits, pick func(int) int) {
 	qos := byte(pick(3))
 	var id uint16
 	if qos > 0 {
@@ -319,7 +319,7 @@ func publishGen(t *testing.T, c *genClient, lim BrokerLimits, pick func(int) int
 // (What it does not export, messages not yet written and wills, the
 // limits count as they count messages in flight, which checkCounts
 // checks.)
-func checkBounds(t *testing.T, b *Broker, lim BrokerLimits, when string) {
+func checkBounds(t *testing.T, b *Server, lim Limits, when string) {
 	t.Helper()
 	var problems []string
 	sessions, subscriptions := 0, 0
@@ -379,7 +379,7 @@ func checkBounds(t *testing.T, b *Broker, lim BrokerLimits, when string) {
 	}
 }
 
-func subscriptionsOf(b *Broker) int {
+func subscriptionsOf(b *Server) int {
 	n := 0
 	for _, cl := range b.srv.Clients.GetAll() {
 		if !isAgent(cl) {
@@ -409,7 +409,7 @@ func inflightOf(cl *mqtt.Client) (map[uint16]int64, int64) {
 // checkCounts fails t unless, once b has processed what it was sent, the
 // limits count for each session what mochi holds in flight for it, and
 // no fewer subscriptions than there are.
-func checkCounts(t *testing.T, b *Broker) {
+func checkCounts(t *testing.T, b *Server) {
 	t.Helper()
 	var diff string
 	ok := testwait.Poll(10*time.Second, func() bool {

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"bytes"
@@ -22,9 +22,9 @@ import (
 )
 
 // startTimedBroker starts a broker with lim and the listener's times.
-func startTimedBroker(t *testing.T, lim BrokerLimits, times listenTimes) (*Broker, string) {
+func startTimedBroker(t *testing.T, lim Limits, times listenTimes) (*Server, string) {
 	t.Helper()
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true, Limits: lim, times: times}, slog.New(slog.DiscardHandler))
+	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true, Limits: lim, times: times}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func dialRaw(t *testing.T, addr string) *mqttraw.Conn {
 // bucket fills again.
 func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 	t.Run("connections", func(t *testing.T) {
-		_, addr := startTimedBroker(t, BrokerLimits{MaxClients: 3}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
+		_, addr := startTimedBroker(t, Limits{MaxClients: 3}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
 		var held []*mqttraw.Conn
 		for range 3 {
 			held = append(held, dialRaw(t, addr))
@@ -80,14 +80,14 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 		})
 	})
 	t.Run("connect timeout", func(t *testing.T) {
-		_, addr := startTimedBroker(t, BrokerLimits{}, listenTimes{connect: 100 * time.Millisecond, largePacket: time.Hour, writeStall: time.Hour})
+		_, addr := startTimedBroker(t, Limits{}, listenTimes{connect: 100 * time.Millisecond, largePacket: time.Hour, writeStall: time.Hour})
 		if !closedUnanswered(t, dialRaw(t, addr)) {
 			t.Fatal("a connection without CONNECT was kept for 10 s")
 		}
 	})
 	for _, c := range []struct {
 		name string
-		lim  BrokerLimits
+		lim  Limits
 		// refusal is how a sixth session, with none offline, is refused:
 		// over max_clients, with every session connected, its connection
 		// is closed as it is accepted (so a CONNACK 3 over max_clients
@@ -97,8 +97,8 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 		refusal string
 		code    byte
 	}{
-		{"max_clients", BrokerLimits{MaxClients: 3}, "embedded broker refused a connection: max_clients connected", 255},
-		{"max_sessions_per_address", BrokerLimits{MaxClients: 10, MaxSessionsPerAddress: 3},
+		{"max_clients", Limits{MaxClients: 3}, "embedded broker refused a connection: max_clients connected", 255},
+		{"max_sessions_per_address", Limits{MaxClients: 10, MaxSessionsPerAddress: 3},
 			"embedded broker refused a client's CONNECT: a new session over max_sessions_per_address", packets.Err3ServerUnavailable.Code},
 	} {
 		t.Run("sessions over "+c.name, func(t *testing.T) {
@@ -149,7 +149,7 @@ func TestEmbeddedBrokerConnectionLimits(t *testing.T) {
 		})
 	}
 	t.Run("rate", func(t *testing.T) {
-		b, addr := startTimedBroker(t, BrokerLimits{MaxConnectionRate: 2}, defaultListenTimes)
+		b, addr := startTimedBroker(t, Limits{MaxConnectionRate: 2}, defaultListenTimes)
 		b.clients.rates.mu.Lock()
 		b.clients.rates.buckets["127.0.0.1"] = &bucket{tokens: 4, at: time.Now().Add(time.Hour)} // no refill for an hour
 		b.clients.rates.mu.Unlock()
@@ -201,7 +201,7 @@ func TestAddrRates(t *testing.T) {
 // its connection; one that does not send its packet whole within the
 // time given loses its own, and frees the budget.
 func TestEmbeddedBrokerLargePackets(t *testing.T) {
-	_, addr := startTimedBroker(t, BrokerLimits{}, listenTimes{connect: time.Hour, largePacket: 500 * time.Millisecond, writeStall: time.Hour})
+	_, addr := startTimedBroker(t, Limits{}, listenTimes{connect: time.Hour, largePacket: 500 * time.Millisecond, writeStall: time.Hour})
 	const size = 1_000_000
 	announce := func() *mqttraw.Conn {
 		c := dialRaw(t, addr)
@@ -295,7 +295,7 @@ func TestMeteredConnFollowsPackets(t *testing.T) {
 // the publisher of its topic no longer than that: every message is
 // acknowledged, and delivered to a subscriber that reads.
 func TestEmbeddedBrokerWriteStall(t *testing.T) {
-	b, addr := startTimedBroker(t, BrokerLimits{MaxQueuedMessages: 1000, MaxQueuedBytes: 64 << 20}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: 300 * time.Millisecond})
+	b, addr := startTimedBroker(t, Limits{MaxQueuedMessages: 1000, MaxQueuedBytes: 64 << 20}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: 300 * time.Millisecond})
 	stuck := dialRaw(t, addr)
 	if code, err := stuck.Connect(mqttraw.Session{ID: "stuck"}); err != nil || code != 0 {
 		t.Fatalf("CONNACK %d, %v", code, err)
@@ -340,7 +340,7 @@ func TestEmbeddedBrokerWriteStall(t *testing.T) {
 // not sent their CONNECT too (mochi waits for all of them: one left would
 // hold the agent's stop), and takes no more.
 func TestEmbeddedBrokerCloses(t *testing.T) {
-	b, addr := startTimedBroker(t, BrokerLimits{}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
+	b, addr := startTimedBroker(t, Limits{}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
 	for range 5 {
 		dialRaw(t, addr) // no CONNECT
 	}
@@ -370,7 +370,7 @@ func TestEmbeddedBrokerCloses(t *testing.T) {
 // its dialers have been let in at least 20 times.
 func TestEmbeddedBrokerClosesWhileClientsConnect(t *testing.T) {
 	for round := range 5 {
-		b, addr := startTimedBroker(t, BrokerLimits{}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
+		b, addr := startTimedBroker(t, Limits{}, listenTimes{connect: time.Hour, largePacket: time.Hour, writeStall: time.Hour})
 		var admitted atomic.Int64
 		stop := make(chan struct{})
 		var dialers sync.WaitGroup

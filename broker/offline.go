@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"cmp"
@@ -211,7 +211,7 @@ func (g *brokerGuard) close() {
 // OfflineDrops returns how many messages the broker dropped from each
 // session while its client was gone, to keep the offline sessions within
 // their limits, by client id, for the sessions it holds.
-func (b *Broker) OfflineDrops() map[string]int64 {
+func (b *Server) OfflineDrops() map[string]int64 {
 	b.guard.mu.Lock()
 	defer b.guard.mu.Unlock()
 	return maps.Clone(b.guard.drops)
@@ -220,7 +220,7 @@ func (b *Broker) OfflineDrops() map[string]int64 {
 // EndedSessions returns how many offline sessions the broker ended since
 // it started, by why: "after offline_session_expiry", or "for a new
 // session over max_clients" (or max_sessions_per_address).
-func (b *Broker) EndedSessions() map[string]int64 {
+func (b *Server) EndedSessions() map[string]int64 {
 	b.guard.mu.Lock()
 	defer b.guard.mu.Unlock()
 	return maps.Clone(b.guard.ended)

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"log/slog"
@@ -16,7 +16,7 @@ import (
 // (mochi copies its user properties by default), which the Paho MQTT 5
 // test client takes for a malformed packet (docs/mqtt.md#conformance).
 func TestBrokerAcksCarryNoPublishProperties(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.DiscardHandler))
+	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"log/slog"
@@ -249,7 +249,7 @@ func (g *brokerGuard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte)
 	}
 }
 
-// queue is what the broker holds for one session, as BrokerLimits count
+// queue is what the broker holds for one session, as Limits count
 // it.
 type queue struct {
 	cl    *mqtt.Client // the client that holds the session
@@ -266,7 +266,7 @@ type queue struct {
 	inflight      map[uint16]inflight
 	inflightBytes int64
 	will          int64 // the cost of the session's will
-	// offline: the session's client is gone (brokeroffline.go), since
+	// offline: the session's client is gone (offline.go), since
 	// then, until expiry ends the session; order is its messages in
 	// flight, oldest first, while offline (some since taken out).
 	offline bool

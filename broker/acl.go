@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"log/slog"
@@ -8,6 +8,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // Grants are the topics a client of an embedded broker may publish and
@@ -18,18 +20,18 @@ import (
 // granted nothing by a filter with %u or %c (it would widen the filter),
 // nor is an anonymous client by one with %u. Whatever they grant, only
 // the agent's own clients publish to the agent's topics
-// (BrokerConfig.AgentTopics), and no client to $SYS topics.
+// (Config.AgentTopics), and no client to $SYS topics.
 type Grants struct {
 	Publish, Subscribe []string
 }
 
-// CheckGrant returns a *TopicError if pattern is no filter Grants may
-// hold: a valid topic filter (wildcards whole levels, # the last; no
-// character CheckTopic refuses but them; not too long or deep) in which
-// %u and %c are whole levels.
+// CheckGrant returns a *mqttio.TopicError if pattern is no filter Grants
+// may hold: a valid topic filter (wildcards whole levels, # the last; no
+// character mqttio.CheckTopic refuses but them; not too long or deep) in
+// which %u and %c are whole levels.
 func CheckGrant(pattern string) error {
 	if pattern == "" {
-		return &TopicError{Topic: pattern, At: -1, Reason: "is empty"}
+		return &mqttio.TopicError{Topic: pattern, At: -1, Reason: "is empty"}
 	}
 	at := 0
 	for level := range strings.SplitSeq(pattern, "/") {
@@ -37,30 +39,30 @@ func CheckGrant(pattern string) error {
 		case level == "+" || level == "%u" || level == "%c":
 		case level == "#":
 			if at+len(level) != len(pattern) {
-				return &TopicError{Topic: pattern, At: at, Reason: "# must be the last level"}
+				return &mqttio.TopicError{Topic: pattern, At: at, Reason: "# must be the last level"}
 			}
 		case strings.Contains(level, "%u") || strings.Contains(level, "%c"):
-			return &TopicError{Topic: pattern, At: at + strings.IndexByte(level, '%'), Reason: "%u and %c stand for a whole level only"}
+			return &mqttio.TopicError{Topic: pattern, At: at + strings.IndexByte(level, '%'), Reason: "%u and %c stand for a whole level only"}
 		default:
-			if i, reason := BadTopicChar(level); i >= 0 {
+			if i, reason := mqttio.BadTopicChar(level); i >= 0 {
 				if c := level[i]; c == '+' || c == '#' {
 					reason = "a wildcard must be a whole level"
 				}
-				return &TopicError{Topic: pattern, At: at + i, Reason: reason}
+				return &mqttio.TopicError{Topic: pattern, At: at + i, Reason: reason}
 			}
 		}
 		at += len(level) + 1
 	}
-	return CheckTopicSize(pattern)
+	return mqttio.CheckTopicSize(pattern)
 }
 
 // brokerACL decides what the clients of an embedded broker may publish
-// and subscribe to (BrokerConfig.Grants, AnonymousGrants, AgentTopics).
+// and subscribe to (Config.Grants, AnonymousGrants, AgentTopics).
 // It holds no state of clients: a decision reads the client's user name
 // and id. Safe for concurrent use once made.
 type brokerACL struct {
-	agent     atomic.Pointer[[]TopicTemplate] // the agent's topics
-	users     map[string]*access              // the users with Grants, by name
+	agent     atomic.Pointer[[]mqttio.TopicTemplate] // the agent's topics
+	users     map[string]*access                     // the users with Grants, by name
 	anonymous *access
 }
 
@@ -81,7 +83,7 @@ type grantList struct {
 // everything is the access of a client whose grants are not listed.
 var everything = &access{publish: grantList{all: true}, subscribe: grantList{all: true}}
 
-func newBrokerACL(cfg BrokerConfig) *brokerACL {
+func newBrokerACL(cfg Config) *brokerACL {
 	a := &brokerACL{users: make(map[string]*access), anonymous: compileAccess("", cfg.AnonymousGrants)}
 	a.setAgentTopics(cfg.AgentTopics)
 	for user, g := range cfg.Grants {
@@ -90,11 +92,11 @@ func newBrokerACL(cfg BrokerConfig) *brokerACL {
 	return a
 }
 
-// setAgentTopics makes topics (BrokerConfig.AgentTopics) the agent's.
+// setAgentTopics makes topics (Config.AgentTopics) the agent's.
 func (a *brokerACL) setAgentTopics(topics []string) {
-	var ts []TopicTemplate
+	var ts []mqttio.TopicTemplate
 	for _, t := range topics {
-		ts = append(ts, NewTopicTemplate(t))
+		ts = append(ts, mqttio.NewTopicTemplate(t))
 	}
 	a.agent.Store(&ts)
 }
@@ -418,7 +420,7 @@ func (h *brokerAccess) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pa
 
 // OnWill drops a will to a topic the client may not publish to: one let
 // in at its CONNECT (OnConnect) whose topic a reload has made the
-// agent's since (Broker.SetAgentTopics). mochi gives a hook no way to
+// agent's since (Server.SetAgentTopics). mochi gives a hook no way to
 // drop a will: it is sent to the empty topic, which no filter matches
 // (mochi's index of topics finds no subscriber of it), and not retained.
 // (An MQTT 5 will that mochi sends after a delay is judged as its client

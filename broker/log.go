@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"context"

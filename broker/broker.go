@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"crypto/rand"
@@ -15,15 +15,16 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// DefaultBrokerAddr is where the embedded broker listens unless told
+// DefaultAddr is where the embedded broker listens unless told
 // otherwise: loopback only, and not 1883, which a local broker may hold.
-const DefaultBrokerAddr = "127.0.0.1:18830"
+const DefaultAddr = "127.0.0.1:18830"
 
-// Broker is an embedded MQTT broker (mochi-mqtt), for demos and tests. It
+// Server is an embedded MQTT broker (mochi-mqtt): the gateway's MQTT
+// server (see the package's doc for what it promises and what not). It
 // keeps sessions in memory: they do not survive the process. Its clients
-// connect to BrokerConfig.Addr, bound by BrokerConfig.Limits; the agent's
-// own, to a socket of their own (DialAgent).
-type Broker struct {
+// connect to Config.Addr, bound by Config.Limits; the agent's own, to a
+// socket of their own (DialAgent).
+type Server struct {
 	srv     *mqtt.Server
 	acl     *brokerACL
 	clients *clientListener
@@ -34,15 +35,15 @@ type Broker struct {
 	closing sync.Once
 }
 
-// EmbeddedMaxPacket is the largest MQTT packet the embedded broker takes:
+// MaxPacket is the largest MQTT packet the embedded broker takes:
 // it closes the connection of a client that announces a larger one,
 // before reading it, so that one device cannot make the agent hold a
 // packet of hundreds of megabytes. It is four times a source's payload
 // limit (256 KiB), topic included.
-const EmbeddedMaxPacket = 1 << 20
+const MaxPacket = 1 << 20
 
-// BrokerConfig says where an embedded broker listens and whom it lets in.
-type BrokerConfig struct {
+// Config says where an embedded broker listens and whom it lets in.
+type Config struct {
 	// Addr is the listen address ("127.0.0.1:0" picks a free port).
 	Addr string
 	// Users are the clients let in by name (key) and password (value).
@@ -56,29 +57,30 @@ type BrokerConfig struct {
 	AnonymousGrants Grants
 	// AgentTopics are the topics only the agent's own clients may
 	// publish to: topics, and sinks' topics in which "{key}" stands for
-	// any key (CheckTopicTemplate).
+	// any key (mqttio.CheckTopicTemplate).
 	AgentTopics []string
 	// OwnClientIDs is the prefix of the agent's own clients' ids: only
-	// they, with the credentials of Broker.Credentials, may connect under
+	// they, with the credentials of Server.Credentials, may connect under
 	// such an id, so that no one else takes over their sessions (a client
 	// connecting under an id in use ends the other's connection).
 	OwnClientIDs string
 	// Limits bound what the clients at Addr may make the broker hold and
 	// do; the zero value bounds nothing.
-	Limits BrokerLimits
+	Limits Limits
 
 	times listenTimes // the listener's, if not the defaults (tests)
 }
 
-// StartBroker starts a broker as cfg says.
-func StartBroker(cfg BrokerConfig, log *slog.Logger) (*Broker, error) {
+// Start starts a server as cfg says, logging to log (nil: slog.Default),
+// and returns once it listens.
+func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumInflight = agentMaxQueued
 	caps.MaximumClientWritesPending = agentMaxUnsent
-	caps.MaximumPacketSize = EmbeddedMaxPacket
+	caps.MaximumPacketSize = MaxPacket
 	// An acknowledgement carries no properties of the packet it answers:
 	// mochi would copy a PUBLISH's user properties into its PUBACK, which
 	// the Paho MQTT 5 test client (docs/mqtt.md#conformance) takes for a
@@ -93,7 +95,7 @@ func StartBroker(cfg BrokerConfig, log *slog.Logger) (*Broker, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	b := &Broker{srv: srv, own: [2]string{"cairn-agent-" + hex.EncodeToString(secret[:4]), hex.EncodeToString(secret[4:])},
+	b := &Server{srv: srv, own: [2]string{"cairn-agent-" + hex.EncodeToString(secret[:4]), hex.EncodeToString(secret[4:])},
 		refer: newRefusals(log, refusalInterval)}
 	if err := b.start(cfg, log); err != nil {
 		if b.clients != nil && b.clients.ln != nil {
@@ -107,7 +109,7 @@ func StartBroker(cfg BrokerConfig, log *slog.Logger) (*Broker, error) {
 }
 
 // start adds b's hooks and listeners to its server.
-func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
+func (b *Server) start(cfg Config, log *slog.Logger) error {
 	auth := &brokerAuth{cfg: cfg, own: b.own, refer: b.refer}
 	if err := b.srv.AddHook(auth, nil); err != nil {
 		return err
@@ -136,28 +138,28 @@ func (b *Broker) start(cfg BrokerConfig, log *slog.Logger) error {
 }
 
 // URL is the broker's address for clients.
-func (b *Broker) URL() string { return "tcp://" + b.clients.Address() }
+func (b *Server) URL() string { return "tcp://" + b.clients.Address() }
 
 // DialAgent opens a connection for one of the agent's own clients, which
 // connect with Credentials: to a socket that only this process may
 // connect to, where the limits of other clients do not apply.
-func (b *Broker) DialAgent() (net.Conn, error) { return net.Dial("unix", b.agent.name) }
+func (b *Server) DialAgent() (net.Conn, error) { return net.Dial("unix", b.agent.name) }
 
 // Credentials are the user name and password the agent's own clients
 // connect with (DialAgent): made for this process, never stored or
 // logged, and of no use on the clients' listener.
-func (b *Broker) Credentials() (user, password string) { return b.own[0], b.own[1] }
+func (b *Server) Credentials() (user, password string) { return b.own[0], b.own[1] }
 
 // SetAgentTopics makes topics the ones only the agent's own clients may
-// publish to (BrokerConfig.AgentTopics), in place of those before: a
+// publish to (Config.AgentTopics), in place of those before: a
 // pipeline reloaded has sinks of its own.
-func (b *Broker) SetAgentTopics(topics []string) { b.acl.setAgentTopics(topics) }
+func (b *Server) SetAgentTopics(topics []string) { b.acl.setAgentTopics(topics) }
 
 // Refusals returns how many refusals of each kind the broker made its
 // clients since it started (a failed login, a topic not granted, a
 // message over a limit, ...), by the message of their log lines; the
 // offline sessions it ended are EndedSessions.
-func (b *Broker) Refusals() map[string]int64 { return b.refer.counted() }
+func (b *Server) Refusals() map[string]int64 { return b.refer.counted() }
 
 // endClients ends the connections of the clients of the listener whose
 // id is listener, as mochi's Server.closeListenerClients does, which its
@@ -166,7 +168,7 @@ func (b *Broker) Refusals() map[string]int64 { return b.refer.counted() }
 // twice, the second time inside the first: a client added between the
 // two (one connecting as the broker closes) waits for the first, and the
 // second for it, for good, and so does the broker's Close.
-func (b *Broker) endClients(listener string) {
+func (b *Server) endClients(listener string) {
 	for _, cl := range b.srv.Clients.GetAll() {
 		if cl.Net.Listener == listener && !cl.Closed() {
 			b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
@@ -175,7 +177,7 @@ func (b *Broker) endClients(listener string) {
 }
 
 // Close stops the broker, once, and logs the refusals not logged yet.
-func (b *Broker) Close() error {
+func (b *Server) Close() error {
 	b.closing.Do(func() {
 		b.srv.Close()
 		b.guard.close()
@@ -184,7 +186,7 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// brokerAuth decides who connects to an embedded broker (BrokerConfig),
+// brokerAuth decides who connects to an embedded broker (Config),
 // and logs the failed logins through refusals: at most a line a minute
 // for each address, with their number, the newest's user name and client
 // id, never a password. (What a client may do once connected is
@@ -193,7 +195,7 @@ func (b *Broker) Close() error {
 // for what is not its login, ask allowed first.
 type brokerAuth struct {
 	mqtt.HookBase
-	cfg   BrokerConfig
+	cfg   Config
 	own   [2]string
 	refer *refusals
 }

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
 	"github.com/cairn-edge/cairn/internal/testing/testwait"
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // modelMatch is MQTT 3.1.1's matching of a topic by a filter (section
@@ -123,10 +124,10 @@ func TestGrantsFollowTheModel(t *testing.T) {
 				t.Fatalf("seed %d: grant %q refused: %v", seed, g, err)
 			}
 		}
-		acl := newBrokerACL(BrokerConfig{Grants: map[string]Grants{user: {Publish: grants, Subscribe: grants}}})
+		acl := newBrokerACL(Config{Grants: map[string]Grants{user: {Publish: grants, Subscribe: grants}}})
 		ac := acl.of([]byte(user))
 		if user == "" {
-			acl = newBrokerACL(BrokerConfig{AnonymousGrants: Grants{Publish: grants, Subscribe: grants}})
+			acl = newBrokerACL(Config{AnonymousGrants: Grants{Publish: grants, Subscribe: grants}})
 			ac = acl.anonymous
 		}
 		filter := randomFilter(rng, filterLevels, rng.IntN(3) > 0)
@@ -166,7 +167,7 @@ func TestGrantsFollowTheModel(t *testing.T) {
 // anonymous clients', or every topic for a user without; and that only
 // the agent's clients publish to its topics, whatever is granted.
 func TestGrantsOfWhom(t *testing.T) {
-	acl := newBrokerACL(BrokerConfig{
+	acl := newBrokerACL(Config{
 		Grants:          map[string]Grants{"dev-a": {Publish: []string{"sensors/%u/#"}, Subscribe: []string{"setpoints/%u/#", "cmd/%c"}}, "dash": {Publish: []string{}}},
 		AnonymousGrants: Grants{Subscribe: []string{"public/#"}},
 		AgentTopics:     []string{"out/cnt/{key}", "gw/status", "gw/status/json"},
@@ -233,7 +234,7 @@ func TestCheckGrant(t *testing.T) {
 			}
 			continue
 		}
-		te, ok := err.(*TopicError)
+		te, ok := err.(*mqttio.TopicError)
 		if !ok || te.At != c.at || te.Reason != c.reason {
 			t.Errorf("%q: %v, want at %d: %s", c.pattern, err, c.at, c.reason)
 		}
@@ -248,7 +249,7 @@ func BenchmarkGrantPublish(b *testing.B) {
 		grants = append(grants, fmt.Sprintf("site/%d/%%u/+/#", i))
 	}
 	grants = append(grants, "sensors/%u/#")
-	acl := newBrokerACL(BrokerConfig{Grants: map[string]Grants{"dev-a": {Publish: grants}},
+	acl := newBrokerACL(Config{Grants: map[string]Grants{"dev-a": {Publish: grants}},
 		AgentTopics: []string{"out/cnt/{key}", "gw/status", "gw/status/json"}})
 	user := []byte("dev-a")
 	b.ReportAllocs()
@@ -266,7 +267,7 @@ func BenchmarkGrantPublish(b *testing.B) {
 // it is sent nothing the session held, and ends no connection; the
 // session's own user, back, is sent its message.
 func TestSessionOfAnotherUserIsRefused(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb", "pub": "pp"}, AllowAnonymous: true,
+	b, err := Start(Config{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb", "pub": "pp"}, AllowAnonymous: true,
 		Grants: map[string]Grants{"a": {Subscribe: []string{"a/#"}}, "b": {Subscribe: []string{"b/#"}}}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +358,7 @@ func TestSessionOfAnotherUserIsRefused(t *testing.T) {
 // whichever comes first, and never takes over the session the first was
 // given.
 func TestSessionClaimedAtOnceByTwoUsers(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb"}}, slog.New(slog.DiscardHandler))
+	b, err := Start(Config{Addr: "127.0.0.1:0", Users: map[string]string{"a": "pa", "b": "pb"}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +409,7 @@ func TestSessionClaimedAtOnceByTwoUsers(t *testing.T) {
 // its client goes, not retained, and counted; one that went before the
 // reload was delivered.
 func TestWillToATopicMadeTheAgents(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true, AgentTopics: []string{"out/a"}}, slog.New(slog.DiscardHandler))
+	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true, AgentTopics: []string{"out/a"}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package mqttio
+package broker
 
 import (
 	"bytes"
@@ -56,10 +56,10 @@ func TestBrokerLogKeepsPacketsOut(t *testing.T) {
 }
 
 // TestEmbeddedBrokerRefusesHugePackets: a client that announces a packet
-// over EmbeddedMaxPacket loses its connection before the broker reads
+// over MaxPacket loses its connection before the broker reads
 // it; one under the limit is delivered.
 func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
-	b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.DiscardHandler))
+	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
 	if tok := c.Subscribe("big/#", 1, func(_ paho.Client, m paho.Message) { got <- len(m.Payload()) }); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribe: %v", tok.Error())
 	}
-	c.Publish("big/ok", 1, false, make([]byte, EmbeddedMaxPacket-100)).WaitTimeout(10 * time.Second)
-	if n := <-got; n != EmbeddedMaxPacket-100 {
-		t.Fatalf("delivered %d bytes, want %d", n, EmbeddedMaxPacket-100)
+	c.Publish("big/ok", 1, false, make([]byte, MaxPacket-100)).WaitTimeout(10 * time.Second)
+	if n := <-got; n != MaxPacket-100 {
+		t.Fatalf("delivered %d bytes, want %d", n, MaxPacket-100)
 	}
-	c.Publish("big/huge", 1, false, make([]byte, 4*EmbeddedMaxPacket))
+	c.Publish("big/huge", 1, false, make([]byte, 4*MaxPacket))
 	testwait.Recv(t, lost, 10*time.Second, "the client that sent a packet over the limit to be disconnected")
 }
 
@@ -89,7 +89,7 @@ func TestEmbeddedBrokerRefusesHugePackets(t *testing.T) {
 // ids.
 func TestEmbeddedBrokerLetsInWhomItShould(t *testing.T) {
 	for _, anonymous := range []bool{false, true} {
-		b, err := StartBroker(BrokerConfig{Addr: "127.0.0.1:0", Users: map[string]string{"dev1": "pw1"}, AllowAnonymous: anonymous,
+		b, err := Start(Config{Addr: "127.0.0.1:0", Users: map[string]string{"dev1": "pw1"}, AllowAnonymous: anonymous,
 			OwnClientIDs: "cairn-gw-"}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package mqttio
+package broker
 
 import (
 	"crypto/rand"

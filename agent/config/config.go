@@ -171,7 +171,9 @@ type Agent struct {
 type Broker struct {
 	Pos
 	// Run an MQTT broker in the agent (mochi-mqtt, its sessions in
-	// memory only), for demos and tests, rather than dial one at `url`.
+	// memory only) for the gateway's devices, rather than dial one at
+	// `url`. It acknowledges a device's message before the ingest log
+	// has synced it: a power cut can lose what it acknowledged.
 	Embedded bool `yaml:"embedded" default:"false"`
 	// The embedded broker's address, host:port. One that is not
 	// loopback takes clients from the network: it needs `users` or

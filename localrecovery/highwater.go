@@ -17,14 +17,18 @@ import (
 // The high-water mark is the highest checkpoint id the store completed or
 // took, kept also in a small file outside the store's directory
 // (Options.HighWater), so that ids only go up (invariant I6) after the
-// store itself is deleted, truncated or replaced by an older copy. The
-// file is 12 bytes: the id (little-endian uint64) and the CRC-32C of those
-// 8 bytes. It is written in place, before the completion record of a
-// checkpoint with a higher id, and not synced: what it guards against is
-// the loss of the store, not a power cut, which the store survives whole
-// (its completion records are synced). The kernel writes the page back
-// within its dirty-expiry time (30 s by default), once for all the
-// checkpoints in between, and Close syncs it; only a power cut within that
+// store itself is deleted, truncated or replaced by an older copy, and so
+// that a start that finds no checkpoint knows whether some completed
+// here. The file is 12 bytes: the id (little-endian uint64) and the
+// CRC-32C of those 8 bytes. It is written in place, once the completion
+// record of a checkpoint with a higher id has committed (never before:
+// a crash between the two would leave a mark of a checkpoint that never
+// completed, and the next start would refuse to run for state that was
+// never there), and not synced: what it guards against is the loss of
+// the store, not a power cut, which the store survives whole (its
+// completion records are synced). The kernel writes the page back within
+// its dirty-expiry time (30 s by default), once for all the checkpoints
+// in between, and Close syncs it; only a crash or power cut within that
 // time together with the loss of the store leaves it behind.
 
 const highWaterSize = 12

@@ -63,6 +63,47 @@ func TestHighWaterOutlivesTheStore(t *testing.T) {
 	}
 }
 
+// TestCrashDuringFirstCompletionRefusesNothing: a crash while the first
+// checkpoint is being completed, at any of the store's failpoints, leaves
+// a data directory whose next start has nothing to restore and starts
+// empty, without refusing: no checkpoint had completed, so no state was
+// lost. (The id mark was written before the completion record, and such
+// a start refused for state that never was.) One that crashes after the
+// record committed restores the checkpoint.
+func TestCrashDuringFirstCompletionRefusesNothing(t *testing.T) {
+	for _, point := range []string{"before-completion", "retention", "after-completion"} {
+		t.Run(point, func(t *testing.T) {
+			root, crashed := t.TempDir(), t.TempDir()
+			store, mark := filepath.Join(root, "checkpoints.db"), filepath.Join(root, "checkpoint-id")
+			// What a kill -9 at the failpoint leaves on disk: the files as
+			// they are there (bbolt writes nothing of a transaction before
+			// it commits).
+			s := mustOpen(t, store, Options{HighWater: mark, Failpoint: func(name string) {
+				if name == point {
+					copyFile(t, store, filepath.Join(crashed, "checkpoints.db"))
+					if _, err := os.Stat(mark); err == nil {
+						copyFile(t, mark, filepath.Join(crashed, "checkpoint-id"))
+					}
+				}
+			}})
+			complete(t, s, 1, 100)
+			s.Close()
+
+			s = mustOpen(t, filepath.Join(crashed, "checkpoints.db"), Options{HighWater: filepath.Join(crashed, "checkpoint-id")})
+			defer s.Close()
+			choice, err := Choose(Sources{Local: s})
+			switch {
+			case err != nil:
+				t.Fatalf("the start after a crash at %s refused: %v", point, err)
+			case point == "after-completion" && (len(choice.Candidates) == 0 || choice.Candidates[0].Manifest.ID != 1):
+				t.Fatalf("after a crash at %s: %d candidates, want checkpoint 1", point, len(choice.Candidates))
+			case point != "after-completion" && len(choice.Candidates) != 0:
+				t.Fatalf("after a crash at %s: checkpoint %d to restore, which never completed", point, choice.Candidates[0].Manifest.ID)
+			}
+		})
+	}
+}
+
 // TestDamagedHighWaterIsNotTrusted: a mark that fails its checksum is
 // reported and set aside as it was; the store's own ids count, and the
 // next id taken is marked in a new file.

@@ -722,9 +722,6 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 	}
 	s.mu.Unlock()
 	s.failpoint("before-completion")
-	if err := s.raiseHighWater(m.ID); err != nil {
-		return fmt.Errorf("checkpoint %d: %w", m.ID, err)
-	}
 	err = s.update(func(tx *bolt.Tx) error {
 		for _, snap := range writes {
 			b, err := tx.CreateBucketIfNotExists(checkpointBucket(snap.id))
@@ -786,6 +783,13 @@ func (s *Store) Complete(m *checkpoint.Manifest) error {
 	}
 	s.completed = kept
 	s.lastID = max(s.lastID, m.ID)
+	// The id mark follows the completion record, never goes before it: a
+	// mark above every id the store holds says checkpoints that completed
+	// were lost, and a start refuses to run empty on it; a crash between
+	// the two must not say so of one that never completed.
+	if err := s.raiseHighWater(m.ID); err != nil {
+		return fmt.Errorf("checkpoint %d is complete, but its id mark: %w", m.ID, err)
+	}
 	return nil
 }
 

@@ -213,32 +213,14 @@ func TestRestoreBringsBackEventTimeAheadOfTheClock(t *testing.T) {
 			OnComplete: func(m *checkpoint.Manifest) { completed <- m.ID }})
 		if life == 0 {
 			in.push(graph.Record{Key: "poison", Time: endOfTime, Value: 1})
-			testwait.For(t, 10*time.Second, "the reading of 9999 to be read", func() bool {
-				for _, st := range job.Status().Tasks {
-					if st.ID.Operator == "window" && st.Watermark == endOfTime-1 {
-						return true
-					}
-				}
-				return false
-			})
-			id, err := job.TriggerCheckpoint(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for done := uint64(0); done < id; {
-				done = testwait.Recv(t, completed, time.Minute, "the checkpoint holding the watermark of 9999")
-			}
+			awaitWatermark(t, job, "window", "the reading of 9999 to be read", func(wm int64) bool { return wm == endOfTime-1 })
+			checkpointNow(t, job, completed, "the checkpoint holding the watermark of 9999")
 		} else {
 			// The reading is at the clock's time once the job read the
 			// clock to bring its event time back: Run does, after runJob
 			// returned, and a reading of before could be late by then.
-			testwait.For(t, 10*time.Second, "the restored event time brought back to the clock", func() bool {
-				for _, st := range job.Status().Tasks {
-					if st.ID.Operator == "window" && st.Watermark > graph.MinWatermark && st.Watermark < endOfTime-1 {
-						return true
-					}
-				}
-				return false
+			awaitWatermark(t, job, "window", "the restored event time brought back to the clock", func(wm int64) bool {
+				return wm > graph.MinWatermark && wm < endOfTime-1
 			})
 			now := time.Now().UnixMilli()
 			in.push(graph.Record{Key: "d", Time: now, Value: 1}, graph.Record{Key: "d", Time: now + 2000, Value: 1})
@@ -281,21 +263,8 @@ func TestRestoredEventTimeReachesEveryInput(t *testing.T) {
 	job, stop := runJob(t, topo, opts)
 	quick.push(graph.Record{Key: "d", Time: 1500, Value: 1})
 	slow.push(graph.Record{Key: "d", Time: 3500, Value: 1})
-	testwait.For(t, 10*time.Second, "the window's event time to reach the quick input's", func() bool {
-		for _, st := range job.Status().Tasks {
-			if st.ID.Operator == "window" && st.Watermark == 1499 {
-				return true
-			}
-		}
-		return false
-	})
-	id, err := job.TriggerCheckpoint(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for done := uint64(0); done < id; {
-		done = testwait.Recv(t, completed, time.Minute, "the checkpoint")
-	}
+	awaitWatermark(t, job, "window", "the window's event time to reach the quick input's", func(wm int64) bool { return wm == 1499 })
+	checkpointNow(t, job, completed, "the checkpoint")
 	stop()
 	if n := len(sink.out); n != 0 {
 		t.Fatalf("%d windows emitted before the restore, want none", n)
@@ -311,6 +280,33 @@ func TestRestoredEventTimeReachesEveryInput(t *testing.T) {
 	quick.push(graph.Record{Key: "d", Time: 2500, Value: 1})
 	if got := testwait.Recv(t, sink.out, 10*time.Second, "the window the quick input's reading closes"); got != "d[1000,2000)=1" {
 		t.Fatalf("emitted %s, want d[1000,2000)=1", got)
+	}
+}
+
+// awaitWatermark waits until a subtask of operator has an event time ok
+// takes; what says what that means.
+func awaitWatermark(t *testing.T, job *Job, operator, what string, ok func(int64) bool) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, what, func() bool {
+		for _, st := range job.Status().Tasks {
+			if st.ID.Operator == operator && ok(st.Watermark) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// checkpointNow triggers a checkpoint of job and waits until completed,
+// Options.OnComplete's channel, says it completed.
+func checkpointNow(t *testing.T, job *Job, completed <-chan uint64, what string) {
+	t.Helper()
+	id, err := job.TriggerCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done := uint64(0); done < id; {
+		done = testwait.Recv(t, completed, time.Minute, what)
 	}
 }
 

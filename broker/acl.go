@@ -322,7 +322,7 @@ func (h *brokerAccess) claim(cl *mqtt.Client, user string) bool {
 	if held, ok := h.claims[cl.ID]; ok && held.cl != cl && !held.cl.Closed() && held.user != user {
 		return false
 	}
-	if other, ok := h.srv.Clients.Get(cl.ID); ok && string(other.Properties.Username) != user {
+	if other, ok := h.srv.Clients.Get(cl.ID); ok && string(other.Properties.Username) != user && !(other.Closed() && endsWithConnection(other)) {
 		return false
 	}
 	if h.claims == nil {
@@ -337,6 +337,17 @@ func (h *brokerAccess) claim(cl *mqtt.Client, user string) bool {
 	}
 	h.claims[cl.ID] = claim{cl: cl, user: user}
 	return true
+}
+
+// endsWithConnection reports whether cl's session ends with its
+// connection (clean session in MQTT 3.1.1, no expiry in MQTT 5), as
+// mochi decides when the connection ends: such a session of another
+// user whose connection is closed is no obstacle to a new one.
+func endsWithConnection(cl *mqtt.Client) bool {
+	if cl.Properties.ProtocolVersion == 5 {
+		return cl.Properties.Props.SessionExpiryInterval == 0
+	}
+	return cl.Properties.Clean
 }
 
 // OnSessionEstablished ends cl's claim to its client id: mochi holds its

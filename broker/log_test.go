@@ -125,6 +125,7 @@ func TestEmbeddedBrokerLetsInWhomItShould(t *testing.T) {
 				t.Errorf("anonymous allowed %v, client %s as %q/%q (agent's socket %v): connected %v (%v), want %v", anonymous, c.id, c.user, c.password, c.agent, got, tok.Error(), c.want)
 			}
 			cl.Disconnect(0)
+			testwait.For(t, 10*time.Second, c.id+"'s session ended", func() bool { _, ok := b.srv.Clients.Get(c.id); return !ok })
 		}
 		b.Close()
 	}

@@ -155,8 +155,11 @@ var (
 	// pahoStart is unittest's verbose line for a case, which the case's
 	// own output and then its result may follow on the same line.
 	pahoStart = regexp.MustCompile(`^(test\w+) \(__main__\.Test[.\w]*\) \.\.\. (.*)$`)
-	// pahoResult is unittest's word for a case's result.
-	pahoResult = regexp.MustCompile(`^(ok|FAIL|ERROR|skipped.*)$`)
+	// pahoResult is unittest's word for a case's result. unittest writes
+	// the word and its line's end in two writes, between which a log
+	// record of the suite's client thread may come ("okERROR:root:..."),
+	// and the line then ends after that.
+	pahoResult = regexp.MustCompile(`^(ok|FAIL|ERROR|skipped.*?)(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\w+:.*)?$`)
 )
 
 // pahoResults reads the suite's output, unittest's verbose lines among
@@ -171,8 +174,8 @@ func pahoResults(out []byte) map[string]string {
 		if m := pahoStart.FindStringSubmatch(line); m != nil {
 			current, line = m[1], m[2]
 		}
-		if current != "" && pahoResult.MatchString(line) {
-			results[current] = line
+		if m := pahoResult.FindStringSubmatch(line); current != "" && m != nil {
+			results[current] = m[1]
 			current = ""
 		}
 	}
@@ -181,13 +184,15 @@ func pahoResults(out []byte) map[string]string {
 
 // TestPahoResults reads unittest's verbose output as the suite writes
 // it: a result on the case's own line or after what the case printed,
-// a traceback between, and lines of no case.
+// a traceback between, a log record glued to a result, and lines of no
+// case.
 func TestPahoResults(t *testing.T) {
 	out := `hostname 127.0.0.1 port 1883
 clean up starting
 testBasic (__main__.Test.testBasic) ... Basic test starting
 Basic test succeeded
-ok
+okERROR:root:receive: unexpected exception (<class 'OSError'>, OSError(9, 'Bad file descriptor'), <traceback object at 0x7f86fcdc1340>)
+
 test_dollar_topics (__main__.Test) ... ok
 test_keepalive (__main__.Test.test_keepalive) ... Keepalive test starting
 Traceback (most recent call last):

@@ -84,7 +84,7 @@ func TestDamagedGroupIsLostAlone(t *testing.T) {
 		t.Fatalf("Logged: %d packets, %v; want the 10 that verify", len(logged), err)
 	}
 	for p := uint16(6); p <= 10; p++ {
-		if _, ok := logged[p]; ok {
+		if _, ok := logged[PublishID{PacketID: p}]; ok {
 			t.Fatalf("Logged holds packet %d, which was lost", p)
 		}
 	}

@@ -20,8 +20,9 @@ func FuzzLogRecord(f *testing.F) {
 			Received: received, PacketID: uint16(i * 2000)})
 	}
 	group = append(group, Message{Topic: "", Payload: nil, Received: received})
+	published := sampleGroup(30, true)
 	var c groupCodec
-	for _, g := range [][]Message{group, group[:2]} { // deflated and plain
+	for _, g := range [][]Message{group, group[:2], published, published[:3]} { // deflated and plain, without publishers and with
 		enc, n := c.encode(nil, g)
 		f.Add(append([]byte{byte(n)}, enc...))
 	}
@@ -47,7 +48,8 @@ func FuzzLogRecord(f *testing.F) {
 		}
 		for i := range back {
 			if back[i].Topic != msgs[i].Topic || !bytes.Equal(back[i].Payload, msgs[i].Payload) ||
-				!back[i].Received.Equal(msgs[i].Received) || back[i].PacketID != msgs[i].PacketID {
+				!back[i].Received.Equal(msgs[i].Received) || back[i].PacketID != msgs[i].PacketID ||
+				back[i].Publisher != msgs[i].Publisher {
 				t.Fatalf("message %d: %+v decodes as %+v", i, msgs[i], back[i])
 			}
 		}

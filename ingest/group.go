@@ -14,19 +14,23 @@ import (
 
 // A group is the messages of one group commit, one record of the log,
 // whose fields are wire's: a format byte, the receipt time (varint, Unix
-// milliseconds), then the messages, plain (format groupPlain) or deflated
-// (groupDeflated). Per message: its packet id (uvarint), its topic as the
-// length of the prefix it shares with the topic before (uvarint) and the
-// rest (length-prefixed), and its payload (length-prefixed). The record's
-// count is the number of messages.
+// milliseconds), then the messages, plain or deflated. Per message: its
+// packet id (uvarint); in the formats with publishers, its publisher's
+// client id as the length of the prefix it shares with the publisher
+// before (uvarint) and the rest (length-prefixed); its topic, the same
+// way; and its payload (length-prefixed). The record's count is the
+// number of messages. A group none of whose messages has a publisher
+// (all from a remote broker) is written in the formats without.
 //
 // Readings of a device fleet are much alike: deflating a group of 20 takes
 // it to about a quarter, at about a microsecond a message, and the log's
 // syncs write that much less. A group that does not shrink by a tenth is
 // stored plain.
 const (
-	groupPlain    = 0
-	groupDeflated = 1
+	groupPlain              = 0
+	groupDeflated           = 1
+	groupPlainPublishers    = 2
+	groupDeflatedPublishers = 3
 )
 
 // minDeflate is the smallest group worth deflating.
@@ -51,16 +55,19 @@ type groupCodec struct {
 // (at least one) and returns how many.
 func (c *groupCodec) encode(dst []byte, msgs []Message) ([]byte, int) {
 	plain := wire.Encoder(c.plain[:0])
-	prev := ""
+	publishers := slices.ContainsFunc(msgs, func(m Message) bool { return m.Publisher != "" })
+	prev, prevPublisher := "", ""
 	n := 0
 	for _, m := range msgs {
-		if n > 0 && len(plain)+len(m.Topic)+len(m.Payload)+20 > maxGroupBytes {
+		if n > 0 && len(plain)+len(m.Publisher)+len(m.Topic)+len(m.Payload)+30 > maxGroupBytes {
 			break
 		}
-		shared := sharedPrefix(prev, m.Topic)
 		plain.Uvarint(uint64(m.PacketID))
-		plain.Uvarint(uint64(shared))
-		plain.String(m.Topic[shared:])
+		if publishers {
+			prefixed(&plain, prevPublisher, m.Publisher)
+			prevPublisher = m.Publisher
+		}
+		prefixed(&plain, prev, m.Topic)
 		plain.Bytes(m.Payload)
 		prev = m.Topic
 		n++
@@ -69,12 +76,16 @@ func (c *groupCodec) encode(dst []byte, msgs []Message) ([]byte, int) {
 	e := wire.Encoder(dst)
 	// A group over maxGroupBytes (one large message) is stored plain: a
 	// deflated one is never inflated past that size (inflate).
+	format := byte(groupPlain)
+	if publishers {
+		format = groupPlainPublishers
+	}
 	if len(c.plain) >= minDeflate && len(c.plain) <= maxGroupBytes && c.deflate() {
-		e.Byte(groupDeflated)
+		e.Byte(format + 1) // the deflated format of each pair
 		e.Varint(msgs[0].Received.UnixMilli())
 		e.Raw(c.packed.Bytes())
 	} else {
-		e.Byte(groupPlain)
+		e.Byte(format)
 		e.Varint(msgs[0].Received.UnixMilli())
 		e.Raw(c.plain)
 	}
@@ -102,6 +113,14 @@ func (c *groupCodec) deflate() bool {
 	return c.packed.Len() < len(c.plain)-len(c.plain)/10
 }
 
+// prefixed appends s to e as the length of the prefix it shares with
+// prev and the rest.
+func prefixed(e *wire.Encoder, prev, s string) {
+	shared := sharedPrefix(prev, s)
+	e.Uvarint(uint64(shared))
+	e.String(s[shared:])
+}
+
 func sharedPrefix(a, b string) int {
 	n := min(len(a), len(b))
 	for i := range n {
@@ -122,11 +141,12 @@ func (c *groupCodec) decode(data []byte, count int, dst []Message) ([]Message, e
 	switch {
 	case d.Err() != nil:
 		return nil, fmt.Errorf("not a message group: %w", d.Err())
-	case format > groupDeflated || count < 1 || count > maxGroupBytes:
+	case format > groupDeflatedPublishers || count < 1 || count > maxGroupBytes:
 		return nil, fmt.Errorf("not a message group: format %d, %d messages", format, count)
 	}
+	publishers := format >= groupPlainPublishers
 	p := d.Rest()
-	if format == groupDeflated {
+	if format == groupDeflated || format == groupDeflatedPublishers {
 		var err error
 		if p, err = c.inflate(p); err != nil {
 			return nil, fmt.Errorf("a deflated group: %w", err)
@@ -138,24 +158,42 @@ func (c *groupCodec) decode(data []byte, count int, dst []Message) ([]Message, e
 	received := time.UnixMilli(ms)
 	d = wire.NewDecoder(p)
 	dst = slices.Grow(dst[:0], count)
-	prev := ""
+	prev, prevPublisher := "", ""
 	for i := range count {
-		id, shared, suffix := d.Uvarint(), d.Uvarint(), d.Bytes()
-		if d.Err() == nil && (id > 0xffff || shared > uint64(len(prev))) {
-			d.Fail(fmt.Errorf("packet id %d, or a topic sharing %d bytes of a %d-byte one", id, shared, len(prev)))
+		id := d.Uvarint()
+		if d.Err() == nil && id > 0xffff {
+			d.Fail(fmt.Errorf("packet id %d", id))
 		}
+		publisher := prevPublisher
+		if publishers {
+			publisher = unprefixed(&d, prevPublisher)
+		}
+		topic := unprefixed(&d, prev)
 		payload := d.Bytes()
 		if err := d.Err(); err != nil {
 			return nil, fmt.Errorf("message %d of %d: %w", i, count, err)
 		}
-		topic := prev[:shared] + string(suffix)
-		dst = append(dst, Message{Topic: topic, Payload: payload, Received: received, PacketID: uint16(id)})
-		prev = topic
+		dst = append(dst, Message{Topic: topic, Payload: payload, Received: received, PacketID: uint16(id), Publisher: publisher})
+		prev, prevPublisher = topic, publisher
 	}
 	if err := d.End(); err != nil {
 		return nil, fmt.Errorf("after the group's %d messages: %w", count, err)
 	}
 	return dst, nil
+}
+
+// unprefixed reads from d a string prefixed wrote after prev; d fails if
+// it says it shares more than prev has.
+func unprefixed(d *wire.Decoder, prev string) string {
+	shared, suffix := d.Uvarint(), d.Bytes()
+	if d.Err() != nil {
+		return ""
+	}
+	if shared > uint64(len(prev)) {
+		d.Fail(fmt.Errorf("a string sharing %d bytes of a %d-byte one", shared, len(prev)))
+		return ""
+	}
+	return prev[:shared] + string(suffix)
 }
 
 // inflate decompresses packed into the codec's buffer, at most

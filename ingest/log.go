@@ -19,9 +19,13 @@ type Message struct {
 	Topic    string
 	Payload  []byte
 	Received time.Time // when the agent logged it (not a reliable clock)
-	// PacketID identifies a QoS 1 message for the broker's redelivery
-	// after a crash; see Log.Logged.
-	PacketID uint16
+	// PacketID and Publisher identify a QoS 1 message for its sender's
+	// redelivery after a crash (Log.Logged): Publisher is the client id
+	// of the device that published it to the agent's own broker, empty
+	// for a message of a remote broker, which sends it on the agent's
+	// session.
+	PacketID  uint16
+	Publisher string
 	// Lost is set by Read only, on what is no message: Lost.Count offsets
 	// from its own were lost to damage in the log, and Payload holds the
 	// bytes that held them, which do not verify.
@@ -33,6 +37,15 @@ type Message struct {
 type Lost struct {
 	Count  int
 	Reason string
+}
+
+// PublishID is the id under which a message was sent to the agent: its
+// publisher's client id (empty for a remote broker's session) and its
+// packet id. A sender that redelivers a message after a crash sends it
+// under the same id, marked as a duplicate.
+type PublishID struct {
+	Publisher string
+	PacketID  uint16
 }
 
 // PayloadSum is the checksum that recognises a redelivery of a message
@@ -496,17 +509,18 @@ func (l *Log) SkipTo(offset uint64) error {
 	return l.seg.Reset(offset)
 }
 
-// Logged returns the packet ids and payload sums of the newest n messages:
-// after a restart, the broker redelivers (with the DUP flag) messages whose
+// Logged returns the publish ids and payload sums of the newest n
+// messages: after a restart, the sender (a broker, or a device publishing
+// to the agent's own) redelivers with the DUP flag the messages whose
 // PUBACK was lost, and a redelivery found here is acknowledged without
 // being logged twice.
-func (l *Log) Logged(n int) (map[uint16]uint64, error) {
-	out := make(map[uint16]uint64)
+func (l *Log) Logged(n int) (map[PublishID]uint64, error) {
+	out := make(map[PublishID]uint64)
 	next := l.Next()
 	from := max(l.First(), next-min(next, uint64(n)))
 	_, err := l.Read(from, n, func(_ uint64, m Message) error {
 		if m.Lost == nil {
-			out[m.PacketID] = PayloadSum(m.Topic, m.Payload) // newest wins
+			out[PublishID{m.Publisher, m.PacketID}] = PayloadSum(m.Topic, m.Payload) // newest wins
 		}
 		return nil
 	})

@@ -101,7 +101,7 @@ func TestLogAppendReadTruncateReopen(t *testing.T) {
 		t.Fatalf("Append after reopen at %d (%v), want %d", first, err, end)
 	}
 	logged, err := l.Logged(2)
-	if err != nil || len(logged) != 2 || logged[2] != PayloadSum(msgs[1].Topic, msgs[1].Payload) || logged[3] != PayloadSum(msgs[2].Topic, msgs[2].Payload) {
+	if err != nil || len(logged) != 2 || logged[PublishID{PacketID: 2}] != PayloadSum(msgs[1].Topic, msgs[1].Payload) || logged[PublishID{PacketID: 3}] != PayloadSum(msgs[2].Topic, msgs[2].Payload) {
 		t.Fatalf("Logged(2) = %v, %v; want packet ids 2 and 3", logged, err)
 	}
 }

@@ -61,7 +61,7 @@ func TestMigrateBoltLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	logged, err := l.Logged(RedeliveryWindow)
-	if err != nil || len(logged) != 30 || logged[30] != PayloadSum("sensors/d01/telemetry", []byte(`{"temp":29.5,"seq":29}`)) {
+	if err != nil || len(logged) != 30 || logged[PublishID{PacketID: 30}] != PayloadSum("sensors/d01/telemetry", []byte(`{"temp":29.5,"seq":29}`)) {
 		t.Fatalf("redeliveries recognised after the move: %d, %v", len(logged), err)
 	}
 	if l1, _ := logs.Log("telemetry/1"); l1.First() != 1 || l1.Next() != 6 {

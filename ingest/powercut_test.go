@@ -75,7 +75,7 @@ func TestIngestLogPowerCut(t *testing.T) {
 					delete(want, off) // truncated
 				case w.acked && !got[off]:
 					t.Fatalf("cut %d, log %s: acknowledged message at %d lost (the log holds [%d, %d), floor %d)", cut, name, off, l.First(), next, floor[name])
-				case got[off] && !w.acked && redeliverable[w.m.PacketID] != PayloadSum(w.m.Topic, w.m.Payload):
+				case got[off] && !w.acked && redeliverable[PublishID{w.m.Publisher, w.m.PacketID}] != PayloadSum(w.m.Topic, w.m.Payload):
 					t.Fatalf("cut %d, log %s: a message that survived unacknowledged at %d would be logged twice when redelivered", cut, name, off)
 				case !got[off]:
 					delete(want, off) // lost before its acknowledgement: the broker sends it again

@@ -26,6 +26,9 @@ type intake struct {
 	// written whole (MQTT allows 256 MiB, more than a record of the log).
 	keep int
 	kick chan struct{}
+	// room is closed, and replaced, when an acknowledged group makes room:
+	// every add that waits for room (one per publisher, with the agent's
+	// own broker) looks again.
 	room chan struct{}
 
 	mu      sync.Mutex
@@ -38,9 +41,9 @@ type intake struct {
 	committing []inbound
 	spare      []inbound // the last group's slice, for the next
 	bytes      int       // payload bytes pending
-	// logged are the packet ids and payload sums of the newest messages
-	// logged, to recognise the broker's redeliveries of them.
-	logged map[uint16]uint64
+	// logged are the publish ids and payload sums of the newest messages
+	// logged, to recognise their senders' redeliveries of them.
+	logged recent
 }
 
 // maxGroup is the most messages a group holds, and so the most a source
@@ -56,10 +59,11 @@ const maxHeldBytes = 8 * maxPendingBytes
 
 // inbound is a received message waiting for its group commit.
 type inbound struct {
-	m       paho.Message
-	payload []byte    // m's, or as much of it as is kept
-	sum     uint64    // PayloadSum of the topic and payload
-	at      time.Time // when it arrived
+	m         paho.Message
+	publisher string    // the client id that published m to the agent's own broker, or ""
+	payload   []byte    // m's, or as much of it as is kept
+	sum       uint64    // PayloadSum of the topic and payload
+	at        time.Time // when it arrived
 	// logged marks a message to acknowledge only: a redelivery of one
 	// already logged, or one another subtask logs.
 	logged bool
@@ -69,21 +73,27 @@ type inbound struct {
 // the sync interval and limit, if above 0, a window known (both
 // SourceConfig's); keep is the most of a payload kept, logged the
 // messages the log holds (Log.Logged).
-func newIntake(interval time.Duration, limit, keep int, logged map[uint16]uint64) *intake {
+func newIntake(interval time.Duration, limit, keep int, logged map[ingest.PublishID]uint64) *intake {
 	hold := maxGroup
 	if limit > 0 {
 		hold = min(hold, maxGroups*limit)
 	}
-	return &intake{window: newWindow(interval, limit), hold: hold, keep: keep, logged: logged,
-		kick: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	in := &intake{window: newWindow(interval, limit), hold: hold, keep: keep,
+		kick: make(chan struct{}, 1), room: make(chan struct{})}
+	for id, sum := range logged {
+		in.logged.note(id, sum)
+	}
+	return in
 }
 
-// add takes m from paho's goroutine, waiting while the intake is full
-// (backpressure: paho reads no more, and the broker's in-flight window
-// fills), until stop closes. It reports whether m is a redelivery of a
-// message logged or pending. A message another subtask logs (other) is only
-// acknowledged, in its turn.
-func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redelivered bool) {
+// add takes m, published by publisher (SourceConfig.Ingress; "" from a
+// remote broker), from paho's goroutine or the agent's own broker,
+// waiting while the intake is full (backpressure: paho reads no more, and
+// the broker's in-flight window fills; the publisher's connection reads
+// no more), until stop closes. It reports whether m was taken, and
+// whether it is a redelivery of a message logged or pending. A message
+// another subtask logs (other) is only acknowledged, in its turn.
+func (in *intake) add(m paho.Message, publisher string, stop <-chan struct{}, other bool) (taken, redelivered bool) {
 	payload := m.Payload()
 	payload = payload[:min(len(payload), in.keep)]
 	sum := ingest.PayloadSum(m.Topic(), payload)
@@ -95,15 +105,16 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redeliv
 		if in.owedLocked() < in.hold && in.bytes < maxHeldBytes {
 			break
 		}
+		room := in.room
 		in.mu.Unlock()
 		select {
-		case <-in.room:
+		case <-room:
 		case <-stop:
-			return false
+			return false, false
 		}
 	}
 	now := time.Now()
-	e := inbound{m: m, payload: payload, sum: sum, logged: other || in.redeliveredLocked(m, sum), at: now}
+	e := inbound{m: m, publisher: publisher, payload: payload, sum: sum, logged: other || in.redeliveredLocked(m, publisher, sum), at: now}
 	in.pending = append(in.pending, e)
 	in.bytes += len(payload)
 	if !e.logged {
@@ -120,7 +131,7 @@ func (in *intake) add(m paho.Message, stop <-chan struct{}, other bool) (redeliv
 		default:
 		}
 	}
-	return e.logged && !other
+	return true, e.logged && !other
 }
 
 // owedLocked is how many messages are owed to the broker: received, and
@@ -131,16 +142,16 @@ func (in *intake) owedLocked() int { return len(in.pending) + len(in.committing)
 // redelivery, is logged already, being committed, or pending. (Acknowledged
 // in receipt order, after the group holding the first copy, it is
 // acknowledged once that copy is durable.)
-func (in *intake) redeliveredLocked(m paho.Message, sum uint64) bool {
+func (in *intake) redeliveredLocked(m paho.Message, publisher string, sum uint64) bool {
 	if !m.Duplicate() {
 		return false
 	}
-	if s, ok := in.logged[m.MessageID()]; ok && s == sum {
+	if in.logged.has(ingest.PublishID{Publisher: publisher, PacketID: m.MessageID()}, sum) {
 		return true
 	}
 	for _, group := range [][]inbound{in.committing, in.pending} {
 		for _, p := range group {
-			if p.m.MessageID() == m.MessageID() && p.sum == sum {
+			if p.m.MessageID() == m.MessageID() && p.publisher == publisher && p.sum == sum {
 				return true
 			}
 		}
@@ -216,7 +227,7 @@ func (in *intake) committed(group []inbound) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, e := range group {
-		in.logged[e.m.MessageID()] = e.sum
+		in.logged.note(ingest.PublishID{Publisher: e.publisher, PacketID: e.m.MessageID()}, e.sum)
 	}
 	in.committing = nil
 	in.window.committed(time.Now())
@@ -230,9 +241,52 @@ func (in *intake) release(group []inbound) {
 	if in.spare == nil {
 		in.spare = group[:0]
 	}
+	close(in.room)
+	in.room = make(chan struct{})
 	in.mu.Unlock()
-	select {
-	case in.room <- struct{}{}:
-	default:
+}
+
+// recent holds the publish ids and payload sums of the newest
+// ingest.RedeliveryWindow messages logged, the most a sender may
+// redeliver (maxGroup): bounded, whatever the number of publishers and of
+// the packet ids each uses.
+type recent struct {
+	sums  map[ingest.PublishID]recentSum
+	order []ingest.PublishID // a ring of the ids noted, the oldest at next once full
+	next  int
+}
+
+// recentSum is the payload sum of the newest message noted under an id,
+// and how many of the ids in the ring are that id.
+type recentSum struct {
+	sum uint64
+	n   int
+}
+
+// note notes the newest message logged under id, forgetting the oldest
+// once the ring is full.
+func (r *recent) note(id ingest.PublishID, sum uint64) {
+	if r.sums == nil {
+		r.sums = make(map[ingest.PublishID]recentSum)
 	}
+	if len(r.order) < ingest.RedeliveryWindow {
+		r.order = append(r.order, id)
+	} else {
+		old := r.order[r.next]
+		if e := r.sums[old]; e.n > 1 {
+			r.sums[old] = recentSum{e.sum, e.n - 1}
+		} else {
+			delete(r.sums, old)
+		}
+		r.order[r.next] = id
+		r.next = (r.next + 1) % len(r.order)
+	}
+	r.sums[id] = recentSum{sum, r.sums[id].n + 1}
+}
+
+// has reports whether the newest message noted under id has payload sum
+// sum.
+func (r *recent) has(id ingest.PublishID, sum uint64) bool {
+	e, ok := r.sums[id]
+	return ok && e.sum == sum
 }

@@ -308,7 +308,7 @@ func (s *source) onMessage(_ paho.Client, m paho.Message) {
 	}
 	// Another subtask's message is acknowledged in its turn, with the
 	// group that holds it, for PUBACKs go out in receipt order.
-	if s.intake.add(m, s.stop, other) {
+	if _, redelivered := s.intake.add(m, "", s.stop, other); redelivered {
 		s.cfg.Metrics.Redelivered.Add(1) // its PUBACK was lost: acknowledged again, in order
 	}
 }
@@ -354,7 +354,7 @@ func (s *source) ingest() {
 		msgs = msgs[:0]
 		for _, in := range group {
 			if !in.logged {
-				msgs = append(msgs, ingest.Message{Topic: in.m.Topic(), Payload: in.payload, Received: now, PacketID: in.m.MessageID()})
+				msgs = append(msgs, ingest.Message{Topic: in.m.Topic(), Payload: in.payload, Received: now, PacketID: in.m.MessageID(), Publisher: in.publisher})
 			}
 		}
 		if len(msgs) > 0 {

@@ -320,7 +320,7 @@ func (a *Agent) startBrokers() error {
 		if !b.Embedded {
 			continue
 		}
-		bc, err := brokerConfig(a.cfg, b, a.clientID)
+		bc, err := brokerConfig(a.cfg, name, a.clientID)
 		if err != nil {
 			return fmt.Errorf("broker %q: %w", name, err)
 		}

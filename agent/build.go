@@ -75,14 +75,16 @@ func (d *deps) clientConfig(c *config.Config, name, suffix string) (mqttio.Clien
 	return cc, nil
 }
 
-// brokerConfig is what an embedded broker b of config c is started
+// brokerConfig is what the embedded broker name of config c is started
 // with: its users (passwords read from their files) and what they may
 // do, whether it lets in anonymous clients and what they may do, the
 // agent's own client ids (of base clientID), which no one else may take,
-// the agent's topics, which no one else may publish to, and its limits.
-func brokerConfig(c *config.Config, b *config.Broker, clientID string) (broker.Config, error) {
+// the agent's topics, which no one else may publish to, the topics its
+// sources read, and its limits.
+func brokerConfig(c *config.Config, name, clientID string) (broker.Config, error) {
+	b := c.Brokers[name]
 	bc := broker.Config{Addr: b.Listen, AllowAnonymous: b.AnonymousAllowed(), OwnClientIDs: cmp.Or(b.ClientID, clientID) + "-",
-		AgentTopics: agentTopics(c), Limits: b.Limits.MQTT(), Users: make(map[string]string), Grants: make(map[string]broker.Grants)}
+		AgentTopics: agentTopics(c), Reads: sourceReads(c, name), Limits: b.Limits.MQTT(), Users: make(map[string]string), Grants: make(map[string]broker.Grants)}
 	if b.Anonymous != nil {
 		bc.AnonymousGrants = b.Anonymous.MQTT()
 	}
@@ -95,6 +97,23 @@ func brokerConfig(c *config.Config, b *config.Broker, clientID string) (broker.C
 		bc.Grants[u.Username] = u.MQTT()
 	}
 	return bc, nil
+}
+
+// sourceReads are the filters of the durable sources of c that read the
+// embedded broker name, by source id (broker.Config.Reads).
+func sourceReads(c *config.Config, name string) map[string][]string {
+	reads := make(map[string][]string)
+	for _, s := range c.Sources {
+		if s.Broker != name || s.AtMostOnce {
+			continue
+		}
+		for _, t := range s.Topics {
+			if filter, _, err := mqttio.ParseTopicPattern(t); err == nil { // the config's check refused the others
+				reads[s.ID] = append(reads[s.ID], filter)
+			}
+		}
+	}
+	return reads
 }
 
 // agentTopics are the topics the agent publishes to on c's brokers: its
@@ -173,8 +192,12 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 		}
 		metrics := new(mqttio.SourceMetrics)
 		g.sources[s.ID] = metrics
+		var ingress mqttio.Ingress
+		if br := d.brokers[s.Broker]; br != nil && !s.AtMostOnce {
+			ingress = br // its publishes are durable before it acknowledges them
+		}
 		streams[s.ID] = b.Source(s.ID, s.Parallelism, mqttio.NewSource(mqttio.SourceConfig{
-			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce,
+			Name: s.ID, Client: cc, Topics: filters, Decoding: dec, AtMostOnce: s.AtMostOnce, Ingress: ingress,
 			Logs: d.logs, AcceptStateLoss: d.acceptStateLoss, SyncInterval: c.Agent.SyncInterval, MaxInflight: c.Brokers[s.Broker].MaxInflight,
 			DeadLetterTopic: s.DeadLetterTopic, RetainCheckpoints: c.Checkpoints.Retained,
 			Metrics: metrics,

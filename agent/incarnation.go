@@ -64,8 +64,9 @@ func (a *Agent) runIncarnation(ctx context.Context, cfg *config.Config, from *sa
 	if err != nil {
 		return nil, false, err
 	}
-	for _, br := range a.brokers {
+	for name, br := range a.brokers {
 		br.SetAgentTopics(agentTopics(cfg)) // a reload's sinks, say
+		br.SetReads(sourceReads(cfg, name))
 	}
 	sources := localrecovery.Sources{Local: store, AcceptStateLoss: a.opts.AcceptStateLoss, Logger: log}
 	if from != nil {

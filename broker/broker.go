@@ -13,6 +13,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-edge/cairn/mqttio"
 )
 
 // DefaultAddr is where the embedded broker listens unless told
@@ -30,6 +32,7 @@ type Server struct {
 	clients *clientListener
 	agent   *agentClientListener
 	guard   *brokerGuard
+	ingress *ingress
 	refer   *refusals
 	own     [2]string // the user and password of the agent's own clients
 	closing sync.Once
@@ -67,6 +70,10 @@ type Config struct {
 	// Limits bound what the clients at Addr may make the broker hold and
 	// do; the zero value bounds nothing.
 	Limits Limits
+	// Reads are the filters the agent's durable sources read, by source
+	// name: a QoS 1 or 2 publish on a topic one of them matches is
+	// acknowledged only once each such source has it durable (Attach).
+	Reads map[string][]string
 
 	times listenTimes // the listener's, if not the defaults (tests)
 }
@@ -119,6 +126,13 @@ func (b *Server) start(cfg Config, log *slog.Logger) error {
 		return err
 	}
 	b.guard = newBrokerGuard(b.srv, cfg.Limits, b.acl, b.refer, auth.allowed)
+	// The ingress before the guard: the guard counts a publish under way
+	// from OnPublish to OnPublished, which a publish held never reaches
+	// until it is released.
+	b.ingress = newIngress(b.srv, cfg.Reads, b.guard.topicRefusal)
+	if err := b.srv.AddHook(b.ingress, nil); err != nil {
+		return err
+	}
 	if err := b.srv.AddHook(b.guard, nil); err != nil {
 		return err
 	}
@@ -154,6 +168,19 @@ func (b *Server) Credentials() (user, password string) { return b.own[0], b.own[
 // publish to (Config.AgentTopics), in place of those before: a
 // pipeline reloaded has sinks of its own.
 func (b *Server) SetAgentTopics(topics []string) { b.acl.setAgentTopics(topics) }
+
+// SetReads makes reads the filters the agent's sources read, by source
+// name (Config.Reads), in place of those before: a pipeline reloaded
+// reads other topics.
+func (b *Server) SetReads(reads map[string][]string) { b.ingress.setReads(reads) }
+
+// Attach makes a subtask of a durable source, one of Config.Reads, take
+// the publishes of its topics in this process (mqttio.Ingress): a QoS 1
+// or 2 publish is acknowledged to its client once every source that
+// reads it says it is durable.
+func (b *Server) Attach(source string, filters []string, pick func(topic string) bool, take func(mqttio.Handoff) bool) (detach func()) {
+	return b.ingress.attach(source, filters, pick, take)
+}
 
 // Refusals returns how many refusals of each kind the broker made its
 // clients since it started (a failed login, a topic not granted, a

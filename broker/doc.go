@@ -35,18 +35,20 @@
 //     and kind, with a count and never a password or a packet's
 //     contents, and counted (Server.Refusals, OfflineDrops,
 //     EndedSessions).
+//   - What a publish on the agent's sources' topics is acknowledged for:
+//     a QoS 1 or 2 publish on a topic a durable source reads
+//     (Config.Reads) is handed to the source in this process
+//     (Server.Attach) and acknowledged to its client, retained and
+//     delivered to its subscribers only once the source has it durable
+//     in its ingest log; each client's acknowledgements keep the order
+//     of its publishes, and a client holds at most a bounded number of
+//     publishes waiting before its connection is read no further.
 //
 // What it does not: it keeps sessions in memory, so they do not survive
-// the process; and it acknowledges a client's QoS 1 publish once it
-// holds the message in memory, before the agent's source has made it
-// durable in its ingest log (the source's own PUBACK to the server waits
-// for that sync). A crash or a power cut between the two loses a message
-// its device had a PUBACK for: devices whose acknowledged messages must
-// survive a power cut publish to a broker outside the agent
-// (docs/mqtt.md, "The embedded broker"), whose PUBACK is its own promise
-// to keep, and which the source acknowledges a message to only once the
-// ingest log has synced it. Two habits of mochi 2.7 come with it too: a
-// message published while a client takes over its persistent session
-// can be lost, and a resumed session's queued messages are redelivered
-// ordered only by the second they arrived in.
+// the process, nor do the messages it queued for other subscribers than
+// the agent's sources. Two habits of mochi 2.7 come with it for those
+// subscribers: a message published while a client takes over its
+// persistent session can be lost to that client, and a resumed
+// session's queued messages are redelivered ordered only by the second
+// they arrived in.
 package broker

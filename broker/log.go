@@ -23,8 +23,13 @@ import (
 // authentication data included: brokerLog keeps only their type. And a
 // client that goes away while the broker writes to it — every sink as the
 // agent stops — is no warning, nor are quietMessages: such records go
-// down to debug, and those without a message get one.
+// down to debug, and those without a message get one. mochi's record of
+// each publish the ingress holds (a "rejected" one, to mochi) is none.
 type brokerLog struct{ slog.Handler }
+
+// heldMessage is mochi's message for a publish a hook rejects, as the
+// ingress does each it holds.
+const heldMessage = "publish packet rejected"
 
 // quietMessages are mochi's warnings that are no news, each once a
 // connection, which a client could have it write as fast as it connects:
@@ -33,6 +38,9 @@ type brokerLog struct{ slog.Handler }
 var quietMessages = []string{mqtt.ErrMinimumKeepalive.Error(), "error processing packet"}
 
 func (h brokerLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == heldMessage && r.Level <= slog.LevelDebug && heldByIngress(r) {
+		return nil
+	}
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	if slices.Contains(quietMessages, r.Message) && out.Level > slog.LevelDebug {
 		out.Level = slog.LevelDebug
@@ -58,6 +66,16 @@ func (h brokerLog) Handle(ctx context.Context, r slog.Record) error {
 		return nil // went down below the agent's level
 	}
 	return h.Handler.Handle(ctx, out)
+}
+
+// heldByIngress reports whether r names the ingress as its hook.
+func heldByIngress(r slog.Record) bool {
+	held := false
+	r.Attrs(func(a slog.Attr) bool {
+		held = a.Key == "hook" && a.Value.String() == ingressID
+		return !held
+	})
+	return held
 }
 
 func (h brokerLog) WithAttrs(as []slog.Attr) slog.Handler { return brokerLog{h.Handler.WithAttrs(as)} }

@@ -20,8 +20,9 @@ import (
 )
 
 // TestBrokerLogKeepsPacketsOut: the embedded broker's records never dump a
-// packet (its payload or authentication data), and a client gone while the
-// broker wrote to it is logged at debug, not as a warning.
+// packet (its payload or authentication data), a client gone while the
+// broker wrote to it is logged at debug, not as a warning, and a publish
+// the ingress holds is not logged.
 func TestBrokerLogKeepsPacketsOut(t *testing.T) {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, Payload: []byte("reading-of-gw-7"),
 		Properties: packets.Properties{AuthenticationData: []byte("auth-secret")}}
@@ -32,6 +33,7 @@ func TestBrokerLogKeepsPacketsOut(t *testing.T) {
 		log.Warn("error processing packet", "error", gone, "client", "c1", "pk", pk)
 		log.Warn("", "error", gone)
 		log.Warn("packet ids exhausted", "error", errors.New("no ids left"), "client", "c2", "packet", &pk)
+		log.Debug(heldMessage, "error", packets.ErrRejectPacket, "hook", ingressID, "packet", pk) // each publish held
 		return buf.String()
 	}
 
@@ -44,6 +46,9 @@ func TestBrokerLogKeepsPacketsOut(t *testing.T) {
 		if !strings.Contains(debug, want) {
 			t.Errorf("at debug, the log lacks %q:\n%s", want, debug)
 		}
+	}
+	if strings.Contains(debug, heldMessage) {
+		t.Errorf("at debug, a publish held is logged:\n%s", debug)
 	}
 	for _, secret := range []string{"reading-of-gw-7", "auth-secret"} {
 		if strings.Contains(info+debug, secret) {

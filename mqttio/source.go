@@ -43,6 +43,12 @@ type SourceConfig struct {
 	AtMostOnce bool
 	// Logs holds the durable ingest logs; required unless AtMostOnce.
 	Logs *ingest.Logs
+	// Ingress, if set, is the agent's own broker, which Client connects
+	// to: a durable source takes the publishes of its Topics from it in
+	// this process, before the broker acknowledges them to their
+	// publishers, and subscribes to nothing (Client still publishes the
+	// dead letters).
+	Ingress Ingress
 	// AcceptStateLoss lets a source start afresh on a log whose front a
 	// checkpoint that is gone once covered (its first offset is above 1),
 	// and restore a checkpoint whose offset is below the log's first: the
@@ -153,6 +159,8 @@ type source struct {
 	fast chan ingest.Message // AtMostOnce: messages straight to Read
 	wake chan struct{}       // AtMostOnce: a message arrived
 
+	detach func() // Ingress: stop taking its publishes
+
 	// Readings whose event time was refused since the last report
 	// (sayBadTimes), with the newest's reason and topic, and when the
 	// last report was.
@@ -202,6 +210,10 @@ func (s *source) Open(ctx *graph.Context, offset uint64) error {
 	s.consumed = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.ingest()
+	if s.cfg.Ingress != nil {
+		s.attach()
+		return s.connect(-1)
+	}
 	return s.connect(1)
 }
 
@@ -232,18 +244,23 @@ func (s *source) checkOffset(offset uint64, elsewhere bool) error {
 	return nil
 }
 
-// connect subscribes on every (re)connection: every subtask to every
-// filter (SourceConfig.Topics). It also drops the shared subscriptions
+// connect connects the source's client and subscribes on every
+// (re)connection, at qos: every subtask to every filter
+// (SourceConfig.Topics). It also drops the shared subscriptions
 // ($share/<client id>/<filter>) through which an earlier cairn spread a
 // parallel source's input, after subscribing, so that no message falls
 // between the two; a session that holds none acknowledges the
-// unsubscription all the same.
-func (s *source) connect(qos byte) error {
+// unsubscription all the same. A qos below 0 subscribes to nothing: the
+// client publishes only (SourceConfig.Ingress).
+func (s *source) connect(qos int) error {
 	suffix := "-" + strconv.Itoa(s.subtask)
 	filters := make(map[string]byte)
 	var shared []string
 	for _, t := range s.cfg.Topics {
-		filters[t] = qos
+		if qos < 0 {
+			break
+		}
+		filters[t] = byte(qos)
 		shared = append(shared, "$share/"+s.cfg.Client.ClientID+"/"+t)
 	}
 	var err error
@@ -252,6 +269,9 @@ func (s *source) connect(qos byte) error {
 	s.client, s.gate, err = client.connect(suffix, func(c paho.Client) {
 		if s.intake != nil {
 			s.intake.connected() // perhaps to another broker: its window is learned anew
+		}
+		if len(filters) == 0 {
+			return
 		}
 		sub := c.SubscribeMultiple(filters, nil) // messages go to onMessage
 		unsub := c.Unsubscribe(shared...)
@@ -585,6 +605,9 @@ func (s *source) CommitOffset(offset uint64) error {
 }
 
 func (s *source) Close() error {
+	if s.detach != nil {
+		s.detach()
+	}
 	if s.stop != nil {
 		close(s.stop)
 	}

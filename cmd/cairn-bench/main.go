@@ -36,7 +36,7 @@ func main() {
 }
 
 // scenarios are the scenarios, in the order cairn-bench runs them all.
-var scenarios = []string{"pipeline", "ingest", "mqtt", "snapshot", "restore", "footprint", "wear"}
+var scenarios = []string{"pipeline", "ingest", "mqtt", "snapshot", "restore", "footprint", "wear", "ingress"}
 
 const usage = `usage: cairn-bench [--json] [--cairn PATH] [flags] [scenario...]
 
@@ -63,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario")
 	dir := fs.String("dir", "", "directory for the scenarios' files (default: a temporary one, removed after)")
-	cairn := fs.String("cairn", "", "footprint, wear: the cairn binary to measure (default: the cairn beside cairn-bench, named as it is without -bench, else cairn on the PATH)")
+	cairn := fs.String("cairn", "", "footprint, wear, ingress: the cairn binary to measure (default: the cairn beside cairn-bench, named as it is without -bench, else cairn on the PATH)")
 	var (
 		pipe = bench.PipelineConfig{}
 		ing  = bench.IngestConfig{}
@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rest = bench.RestoreConfig{}
 		foot = bench.FootprintConfig{}
 		wear = bench.WearConfig{}
+		ingr = bench.IngressConfig{}
 	)
 	fs.IntVar(&pipe.Records, "records", 4_000_000, "pipeline: records per run")
 	fs.IntVar(&pipe.Keys, "keys", 10_000, "pipeline: distinct keys")
@@ -105,6 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	})
+	fs.DurationVar(&ingr.Duration, "ingress-duration", 30*time.Second, "ingress: how long the reference load is measured (its devices: --devices; the busy load: --busy-rate, --busy-duration)")
 	fs.IntVar(&wear.Rounds, "wear-rounds", 1, "wear: how many times each load is measured, the baseline's and the cairn's runs alternating; figures are the medians")
 
 	// Scenario names and flags may come in any order.
@@ -176,6 +178,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			wear.Dir, wear.BareSubscriber = d, []string{self, "bare-subscriber"}
 			if wear.Binary, err = findCairn(*cairn, self); err == nil {
 				r, err = bench.Wear(ctx, wear)
+			}
+		case "ingress":
+			ingr.Dir, ingr.Devices, ingr.BusyRate, ingr.BusyDuration = d, wear.Devices, wear.BusyRate, wear.BusyDuration
+			if ingr.Binary, err = findCairn(*cairn, self); err == nil {
+				r, err = bench.Ingress(ctx, ingr)
 			}
 		}
 		if err == nil {

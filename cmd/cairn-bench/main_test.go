@@ -184,3 +184,35 @@ func TestWear(t *testing.T) {
 		t.Fatalf("idle: %d messages, ingest wrote %d bytes:\n%s", idle.Messages, idle.IngestWrittenBytes, out)
 	}
 }
+
+// TestIngress runs `cairn-bench ingress --json` with short windows: both
+// loads are measured through the embedded broker and through mosquitto
+// in front, with about as many readings as the loads send; the embedded
+// broker's PUBACK waits for the ingest log's sync (once a second at the
+// most), mosquitto's does not.
+func TestIngress(t *testing.T) {
+	mosquittotest.Require(t)
+	cairntest.Build(t, "cairn")
+	code, out, errOut := benchRun(t, "ingress", "--json", "--devices", "20", "--ingress-duration", "3s", "--busy-rate", "1000", "--busy-duration", "3s")
+	if code != 0 {
+		t.Fatalf("cairn-bench ingress --json: exit status %d\n%s%s", code, out, errOut)
+	}
+	var r bench.IngressResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("not the ingress result: %v\n%s", err, out)
+	}
+	if len(r.Loads) != 2 || r.Loads[0].Load != "reference" || r.Loads[0].Devices != 20 || r.Loads[1].Rate != 1000 {
+		t.Fatalf("loads not as asked:\n%s", out)
+	}
+	for _, l := range r.Loads {
+		want := float64(3 * l.Rate) // within a third either way
+		for name, f := range map[string]bench.IngressFigures{"embedded": l.Embedded, "mosquitto in front": l.InFront} {
+			if math.Abs(float64(f.Messages)-want) > want/3 || f.AckP50MS <= 0 || f.AckP50MS > f.AckP99MS || f.AckP99MS > 2000 {
+				t.Fatalf("%s load, %s: %d readings, PUBACK p50 %v, p99 %v ms; want about %v, under 2 s:\n%s", l.Load, name, f.Messages, f.AckP50MS, f.AckP99MS, want, out)
+			}
+		}
+		if l.Load == "busy" && (l.Embedded.CPUPerMessageMicros <= 0 || l.InFront.CPUPerMessageMicros <= 0) {
+			t.Fatalf("busy load: no CPU spent:\n%s", out)
+		}
+	}
+}

@@ -222,6 +222,15 @@ func (b *Broker) follow(sc *bufio.Scanner) {
 	}
 }
 
+// Pid is the running mosquitto's process id (0 if it is stopped): a
+// benchmark counts its CPU time.
+func (b *Broker) Pid() int {
+	if b.cmd == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
 // Stop stops mosquitto gracefully: on SIGTERM it saves its sessions. A
 // SIGTERM that comes just as it says it is running can go unheeded (it
 // hung a CI run for 9 minutes), so it is sent again every second until

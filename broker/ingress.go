@@ -68,10 +68,13 @@ type reader struct {
 	take    func(mqttio.Handoff) bool
 }
 
-// outbox is a client's publishes held, in the order they came.
+// outbox is a client's publishes held, in the order they came, and
+// their parts to hand to the sources' subtasks, in the order assigned.
 type outbox struct {
 	held      []*heldPublish
 	releasing bool // a goroutine releases what is ready
+	toHand    []handing
+	handing   bool // a goroutine hands toHand
 }
 
 // heldPublish is a QoS 1 or 2 publish waiting for the sources that read
@@ -161,31 +164,51 @@ func unshared(filter string) string {
 }
 
 // attach attaches a subtask of source, and hands it what waits for one
-// of its source.
+// of its source, each client's in its order.
 func (in *ingress) attach(source string, filters []string, pick func(string) bool, take func(mqttio.Handoff) bool) (detach func()) {
 	r := &reader{source: source, filters: filters, pick: pick, take: take}
 	in.mu.Lock()
+	defer in.mu.Unlock()
 	in.readers[source] = append(in.readers[source], r)
 	in.reindexLocked()
-	var waiting []handing
 	for _, out := range in.clients {
 		for _, h := range out.held {
 			for _, p := range h.parts {
 				if p.source == source && p.r == nil && !p.done && r.picks(h.pk.TopicName) {
-					waiting = append(waiting, assignLocked(h, p, r))
+					in.handLocked(out, assignLocked(h, p, r))
 				}
 			}
 		}
 	}
-	in.mu.Unlock()
-	if len(waiting) > 0 {
-		go func() {
-			for _, w := range waiting {
-				in.hand(w)
-			}
-		}()
-	}
 	return func() { in.detach(r) }
+}
+
+// handLocked queues w to be handed after what out queued before: one
+// goroutine a client hands its publishes' parts, in the order they were
+// assigned, so that a source logs a client's publishes in their order,
+// those that waited for it first.
+func (in *ingress) handLocked(out *outbox, w handing) {
+	out.toHand = append(out.toHand, w)
+	if !out.handing {
+		out.handing = true
+		go in.handOut(out)
+	}
+}
+
+// handOut hands out's parts queued, in order, until there are none.
+func (in *ingress) handOut(out *outbox) {
+	for {
+		in.mu.Lock()
+		if len(out.toHand) == 0 {
+			out.handing = false
+			in.mu.Unlock()
+			return
+		}
+		w := out.toHand[0]
+		out.toHand = out.toHand[1:]
+		in.mu.Unlock()
+		in.hand(w)
+	}
 }
 
 // handing is a part to hand to a subtask, as a duplicate or not.
@@ -289,26 +312,22 @@ func (in *ingress) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		}
 		return pk, nil
 	}
-	h := &heldPublish{cl: cl, pk: pk, owed: len(sources)}
-	var now []handing
-	for _, s := range sources {
-		p := &part{source: s}
-		h.parts = append(h.parts, p)
-		if r := in.readerLocked(s, pk.TopicName); r != nil {
-			now = append(now, assignLocked(h, p, r))
-		}
-	}
 	out := in.clients[cl]
 	if out == nil {
 		out = new(outbox)
 		in.clients[cl] = out
 	}
+	h := &heldPublish{cl: cl, pk: pk, owed: len(sources)}
 	out.held = append(out.held, h)
 	in.bytes += len(pk.Payload)
-	in.mu.Unlock()
-	for _, w := range now {
-		in.hand(w)
+	for _, s := range sources {
+		p := &part{source: s}
+		h.parts = append(h.parts, p)
+		if r := in.readerLocked(s, pk.TopicName); r != nil {
+			in.handLocked(out, assignLocked(h, p, r))
+		}
 	}
+	in.mu.Unlock()
 	in.awaitRoom(cl)
 	return pk, packets.ErrRejectPacket // not acknowledged, nor delivered, until released
 }

@@ -280,7 +280,8 @@ func TestIngressQoS2(t *testing.T) {
 // it sent them, and only once every source that reads its topic has
 // acknowledged it; every source that reads a topic is handed each such
 // publish, by the subtask that picks it, and any copy but one marked as
-// a duplicate.
+// a duplicate; and a subtask is handed a client's publishes in their
+// order.
 func TestIngressPropertyOrderAndDurability(t *testing.T) {
 	for seed := range uint64(40) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { ingressProperty(t, seed) })
@@ -313,9 +314,16 @@ func ingressProperty(t *testing.T, seed uint64) {
 	acked := make(map[sent]map[string]bool) // the sources that acknowledged it
 	durable := make(map[sent]bool)          // every source reading it acknowledged it
 	takeFor := func(source string, pick func(string) bool) func(mqttio.Handoff) bool {
+		last := make(map[string]uint16) // by publisher: the packet id this subtask was handed last
 		return func(h mqttio.Handoff) bool {
 			mu.Lock()
 			defer mu.Unlock()
+			if h.QoS > 0 {
+				if h.PacketID <= last[h.Publisher] {
+					t.Errorf("source %s's subtask handed %s's packet %d after its packet %d", source, h.Publisher, h.PacketID, last[h.Publisher])
+				}
+				last[h.Publisher] = h.PacketID
+			}
 			if pick != nil && !pick(h.Topic) {
 				t.Errorf("source %s's subtask handed %s, which it does not pick", source, h.Topic)
 			}

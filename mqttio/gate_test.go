@@ -1,7 +1,6 @@
 package mqttio
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-edge/cairn/ingest"
+	"github.com/cairn-edge/cairn/internal/testing/testlog"
 	"github.com/cairn-edge/cairn/internal/testing/testwait"
 )
 
@@ -76,8 +76,8 @@ func TestDeadLettersWaitForTheGate(t *testing.T) {
 	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribe: %v", tok.Error())
 	}
-	var logged bytes.Buffer
-	cfg := ClientConfig{Broker: b.url, ClientID: "dead-source", Logger: slog.New(slog.NewTextHandler(&logged, nil))}
+	logged := new(testlog.Buffer) // paho's goroutines log too
+	cfg := ClientConfig{Broker: b.url, ClientID: "dead-source", Logger: slog.New(slog.NewTextHandler(logged, nil))}
 	s := &source{cfg: SourceConfig{Name: "src", Client: cfg, DeadLetterTopic: "dead/gate"}}
 	var err error
 	if s.client, s.gate, err = cfg.connect("-0", nil, nil, nil); err != nil {

@@ -191,16 +191,18 @@ func (in *ingress) handLocked(out *outbox, w handing) {
 	out.toHand = append(out.toHand, w)
 	if !out.handing {
 		out.handing = true
-		go in.handOut(out)
+		go in.handOut(w.h.cl, out)
 	}
 }
 
-// handOut hands out's parts queued, in order, until there are none.
-func (in *ingress) handOut(out *outbox) {
+// handOut hands the parts queued in cl's outbox out, in order, until
+// there are none.
+func (in *ingress) handOut(cl *mqtt.Client, out *outbox) {
 	for {
 		in.mu.Lock()
 		if len(out.toHand) == 0 {
 			out.handing = false
+			in.forgetIdleLocked(cl, out)
 			in.mu.Unlock()
 			return
 		}
@@ -287,9 +289,10 @@ func (in *ingress) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	}
 	if len(sources) == 0 {
 		// No source reads it; but a client's PUBACKs go out in the order of
-		// its publishes (MQTT 3.1.1, 4.6), so it waits for those held.
+		// its publishes (MQTT 3.1.1, 4.6), so it waits for those held, if
+		// any are, or being released.
 		out := in.clients[cl]
-		if pk.FixedHeader.Qos == 0 || out == nil {
+		if pk.FixedHeader.Qos == 0 || out == nil || len(out.held) == 0 && !out.releasing {
 			in.mu.Unlock()
 			return pk, nil
 		}
@@ -392,6 +395,17 @@ func (in *ingress) doneLocked(h *heldPublish, p *part) {
 	go in.release(h.cl, out)
 }
 
+// forgetIdleLocked forgets cl's outbox out once it holds nothing and no
+// goroutine releases or hands from it: while one does, a new publish of
+// cl's must queue behind, in the same outbox, or the parts it hands could
+// overtake those handed before (a duplicate of a publish since done is
+// still handed).
+func (in *ingress) forgetIdleLocked(cl *mqtt.Client, out *outbox) {
+	if len(out.held) == 0 && !out.releasing && !out.handing && in.clients[cl] == out {
+		delete(in.clients, cl)
+	}
+}
+
 // release releases the publishes of cl that are ready, in order, from the
 // first: each is injected again as cl's, for mochi to acknowledge and
 // deliver, unless cl is gone (its publisher sends it again when it
@@ -407,9 +421,7 @@ func (in *ingress) release(cl *mqtt.Client, out *outbox) {
 		out.held = out.held[n:]
 		if n == 0 {
 			out.releasing = false
-			if len(out.held) == 0 {
-				delete(in.clients, cl)
-			}
+			in.forgetIdleLocked(cl, out)
 			in.mu.Unlock()
 			return
 		}

@@ -33,8 +33,8 @@ type ingress struct {
 	mqtt.HookBase
 	srv *mqtt.Server
 	// refused says why the broker refuses a topic (brokerGuard's
-	// topicRefusal), "" if it does not: such a publish is not held, and
-	// the guard drops it.
+	// topicRefusal), "" if it does not: such a publish is handed to no
+	// source, and the guard drops it (after the client's held ones).
 	refused func(topic string) (why string, attr slog.Attr)
 
 	mu sync.Mutex
@@ -279,18 +279,19 @@ func (in *ingress) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		pk.ReasonCode = 0 // released (ingress.release): as any publish now
 		return pk, nil
 	}
-	if why, _ := in.refused(pk.TopicName); why != "" && !isAgent(cl) {
-		return pk, nil
-	}
 	in.mu.Lock()
 	var sources []string
 	for source := range in.index.Subscribers(pk.TopicName).Subscriptions {
 		sources = append(sources, source)
 	}
+	if why, _ := in.refused(pk.TopicName); why != "" && len(sources) > 0 && !isAgent(cl) {
+		sources = nil // the guard drops it, and no source may read it
+	}
 	if len(sources) == 0 {
 		// No source reads it; but a client's PUBACKs go out in the order of
 		// its publishes (MQTT 3.1.1, 4.6), so it waits for those held, if
-		// any are, or being released.
+		// any are, or being released (a publish the guard drops, too: it
+		// is acknowledged).
 		out := in.clients[cl]
 		if pk.FixedHeader.Qos == 0 || out == nil || len(out.held) == 0 && !out.releasing {
 			in.mu.Unlock()

@@ -22,7 +22,13 @@ import (
 // returns it with a function that connects a raw client.
 func startIngress(t *testing.T, reads ...string) (*Server, func(id string) *mqttraw.Conn) {
 	t.Helper()
-	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true, Reads: map[string][]string{"src": reads}}, slog.New(slog.DiscardHandler))
+	return startLimitedIngress(t, Limits{}, reads...)
+}
+
+// startLimitedIngress is startIngress with limits lim.
+func startLimitedIngress(t *testing.T, lim Limits, reads ...string) (*Server, func(id string) *mqttraw.Conn) {
+	t.Helper()
+	b, err := Start(Config{Addr: "127.0.0.1:0", AllowAnonymous: true, Reads: map[string][]string{"src": reads}, Limits: lim}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +154,46 @@ func TestIngressAcknowledgesOnceDurable(t *testing.T) {
 	}
 	if !slices.Equal(topics, []string{"other/topic", "dev/1", "dev/2", "dev/3", "other/topic"}) {
 		t.Fatalf("the subscriber was sent %v", topics)
+	}
+}
+
+// TestIngressRefusedTopicKeepsOrder: a publish on a topic a source reads
+// that the limits refuse (too deep) is handed to no source, and dropped
+// and acknowledged as the limits say, but after the client's publishes
+// held before it: its PUBACKs keep the order of its publishes.
+func TestIngressRefusedTopicKeepsOrder(t *testing.T) {
+	b, connect := startLimitedIngress(t, Limits{MaxTopicLevels: 4}, "dev/#")
+	got, take := taker()
+	detach := b.Attach("src", []string{"dev/#"}, nil, take)
+	defer detach()
+	dev := connect("device")
+	if err := dev.Publish(1, "dev/1", []byte{1}, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	h := testwait.Recv(t, got, 10*time.Second, "a publish handed to the source")
+	if err := dev.Publish(2, "dev/a/b/c/d", []byte{2}, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if acks := acksSoFar(t, dev); len(acks) != 0 {
+		t.Fatalf("PUBACKs %v before the held publish was acknowledged", acks)
+	}
+	h.Ack()
+	var acks []uint16
+	for len(acks) < 2 {
+		pk, err := dev.ReadType(packets.Puback, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, pk.PacketID)
+	}
+	if !slices.Equal(acks, []uint16{1, 2}) {
+		t.Fatalf("PUBACKs in the order %v, want 1 2", acks)
+	}
+	if len(got) != 0 {
+		t.Fatalf("the source was handed the refused publish: %+v", <-got)
+	}
+	if b.Refusals()["embedded broker dropped a message: topic over max_topic_levels"] != 1 {
+		t.Fatalf("refusals %v, want the deep topic's", b.Refusals())
 	}
 }
 

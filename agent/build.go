@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync/atomic"
 
 	"github.com/cairn-edge/cairn/agent/config"
@@ -107,13 +108,24 @@ func sourceReads(c *config.Config, name string) map[string][]string {
 		if s.Broker != name || s.AtMostOnce {
 			continue
 		}
-		for _, t := range s.Topics {
-			if filter, _, err := mqttio.ParseTopicPattern(t); err == nil { // the config's check refused the others
-				reads[s.ID] = append(reads[s.ID], filter)
-			}
-		}
+		reads[s.ID], _, _ = sourceTopics(s) // the config's check refused a bad one
 	}
 	return reads
+}
+
+// sourceTopics returns the topic filters source s subscribes to, and the
+// record fields its topics' levels name, by level.
+func sourceTopics(s *config.Source) (filters []string, fields map[int]string, err error) {
+	fields = make(map[int]string)
+	for _, t := range s.Topics {
+		filter, named, err := mqttio.ParseTopicPattern(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		filters = append(filters, filter)
+		maps.Copy(fields, named)
+	}
+	return filters, fields, nil
 }
 
 // agentTopics are the topics the agent publishes to on c's brokers: its
@@ -167,7 +179,11 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 		if err != nil {
 			return nil, fmt.Errorf("source %q: %w", s.ID, err)
 		}
-		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TimeBounds: bounds, TopicFields: map[int]string{}}
+		filters, topicFields, err := sourceTopics(s)
+		if err != nil {
+			return nil, err
+		}
+		dec := mqttio.Decoding{KeyField: s.Key, ValueField: s.Value, TimeField: s.Time, TimeBounds: bounds, TopicFields: topicFields}
 		for _, f := range []*string{&s.Key, &s.Value, &s.Time} {
 			if w := c.AsWritten(f); w != *f {
 				if dec.Written == nil {
@@ -178,17 +194,6 @@ func (d *deps) build(c *config.Config, backlog *mqttio.Backlog) (*built, error) 
 		}
 		if s.Format == "raw" {
 			dec.Format = mqttio.Raw
-		}
-		var filters []string
-		for _, t := range s.Topics {
-			filter, fields, err := mqttio.ParseTopicPattern(t)
-			if err != nil {
-				return nil, err
-			}
-			filters = append(filters, filter)
-			for i, f := range fields {
-				dec.TopicFields[i] = f
-			}
 		}
 		metrics := new(mqttio.SourceMetrics)
 		g.sources[s.ID] = metrics

@@ -225,7 +225,7 @@ const (
 	// (its defaults drop what is over 1000 messages or 4 MiB, as
 	// mosquitto's do).
 	embeddedBroker = "embedded: true\n    listen: %s\n" +
-		"    limits: {max_queued_messages: 200000, max_queued_bytes: 512MiB, max_queued_bytes_total: 512MiB}"
+		"    limits: {max_queued_messages: 200000, max_queued_bytes: 512MiB, max_queued_bytes_total: 512MiB, max_queued_bytes_per_address: 512MiB}"
 	externalBroker = "url: %s\n    client_id: %s"
 )
 

@@ -25,12 +25,15 @@
 //     subscriptions, the messages and bytes queued for a session and
 //     for all, retained messages, large packets being received, a
 //     client that reads nothing), and a packet is MaxPacket at most.
-//     Sessions whose client is gone never take what connected ones
-//     need: together they hold at most half of MaxQueuedBytesTotal and
-//     what connected sessions leave of it, each keeping its newest
-//     messages; one ends after OfflineSessionExpiry, by the monotonic
-//     clock, and the one offline longest ends for a new session over
-//     MaxClients or MaxSessionsPerAddress.
+//     No one address takes what the others need: its sessions hold
+//     MaxQueuedBytesPerAddress at most. Sessions whose client is gone
+//     never take what connected ones need: together (those of one
+//     address) they hold at most half of MaxQueuedBytesTotal (of
+//     MaxQueuedBytesPerAddress) and what connected sessions leave of
+//     it, each keeping its newest messages; one ends after
+//     OfflineSessionExpiry, by the monotonic clock, and the one offline
+//     longest ends for a new session over MaxClients or
+//     MaxSessionsPerAddress.
 //   - What it refuses is logged at most once a minute for each address
 //     and kind, with a count and never a password or a packet's
 //     contents, and counted (Server.Refusals, OfflineDrops,

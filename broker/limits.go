@@ -62,6 +62,13 @@ type Limits struct {
 	// holding most (over the others) is dropped for the new one.
 	MaxQueuedMessages                   int
 	MaxQueuedBytes, MaxQueuedBytesTotal int64
+	// MaxQueuedBytesPerAddress bounds what the sessions of the clients
+	// last connected from one address hold together, as
+	// MaxQueuedBytesTotal bounds all: the address's offline sessions hold
+	// within half of it and within what its connected ones leave of it.
+	// So no one address, however many sessions it opens, takes what the
+	// others need.
+	MaxQueuedBytesPerAddress int64
 	// MaxRetainedBytes bounds the retained messages of all clients, the
 	// agent's too: a message that would go over is delivered, not
 	// retained.
@@ -135,8 +142,11 @@ type brokerGuard struct {
 	// client id.
 	queues  map[*mqtt.Client]*queue
 	session map[string]*mqtt.Client
-	queued  int64  // bytes held for the sessions of clients other than the agent's
-	seq     uint64 // the last inflight.seq given
+	queued  int64 // bytes held for the sessions of clients other than the agent's
+	// byAddress is queued and offlineQueued for the sessions of each
+	// address (queue.host) that holds any.
+	byAddress map[string]*addressBytes
+	seq       uint64 // the last inflight.seq given
 	// offline are the queues of the sessions whose client is gone (not
 	// the agent's), offlineQueued the bytes they hold, drops the
 	// messages dropped from each session for them, by client id, while
@@ -182,7 +192,7 @@ func newBrokerGuard(srv *mqtt.Server, lim Limits, acl *brokerACL, refer *refusal
 	return &brokerGuard{srv: srv, lim: lim, acl: acl, refer: refer, admits: admits, subscribing: make(map[*mqtt.Client]*subscribe),
 		subs: make(map[string]map[string]bool), queues: make(map[*mqtt.Client]*queue), session: make(map[string]*mqtt.Client),
 		retained: make(map[string]int64), sending: make(map[string]*sending), holding: make(map[*mqtt.Client]bool),
-		offline: make(map[*queue]struct{}), drops: make(map[string]int64), ended: make(map[string]int64)}
+		byAddress: make(map[string]*addressBytes), offline: make(map[*queue]struct{}), drops: make(map[string]int64), ended: make(map[string]int64)}
 }
 
 func (g *brokerGuard) ID() string { return "cairn-limits" }
@@ -235,10 +245,12 @@ func (g *brokerGuard) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 		will := messageCost(pk.Connect.WillPayload)
 		g.mu.Lock()
-		over := g.lim.MaxQueuedBytes > 0 && will > g.lim.MaxQueuedBytes || g.lim.MaxQueuedBytesTotal > 0 && g.queued+will > g.lim.MaxQueuedBytesTotal
+		per := g.lim.MaxQueuedBytesPerAddress
+		over := g.lim.MaxQueuedBytes > 0 && will > g.lim.MaxQueuedBytes || g.lim.MaxQueuedBytesTotal > 0 && g.queued+will > g.lim.MaxQueuedBytesTotal ||
+			per > 0 && g.addressLocked(hostOf(cl.Net.Remote)).queued+will > per
 		g.mu.Unlock()
 		if over {
-			return g.refuseConnect(cl, packets.ErrQuotaExceeded, "will over max_queued_bytes or max_queued_bytes_total", slog.Int64("will_bytes", will))
+			return g.refuseConnect(cl, packets.ErrQuotaExceeded, "will over max_queued_bytes, max_queued_bytes_per_address or max_queued_bytes_total", slog.Int64("will_bytes", will))
 		}
 	}
 	if _, ok := g.srv.Clients.Get(cl.ID); !ok && g.admits(cl, pk) {

@@ -24,7 +24,8 @@ var smallLimits = Limits{
 	MaxTopicLevels: 6, MaxTopicLength: 64, MaxFiltersPerSubscribe: 5,
 	MaxSubscriptions: 12, MaxSubscriptionsTotal: 30,
 	MaxQueuedMessages: 20, MaxQueuedBytes: 96 << 10, MaxQueuedBytesTotal: 256 << 10,
-	MaxRetainedBytes: 64 << 10, AgentQueuedBytes: 4 << 20,
+	MaxQueuedBytesPerAddress: 192 << 10, // all the clients' (127.0.0.1)
+	MaxRetainedBytes:         64 << 10, AgentQueuedBytes: 4 << 20,
 	MaxSessionsPerAddress: 6, OfflineSessionExpiry: 300 * time.Millisecond,
 }
 
@@ -323,7 +324,7 @@ func checkBounds(t *testing.T, b *Server, lim Limits, when string) {
 	t.Helper()
 	var problems []string
 	sessions, subscriptions := 0, 0
-	var offline int64
+	var offline, all int64
 	for id, cl := range b.srv.Clients.GetAll() {
 		if isAgent(cl) {
 			continue
@@ -352,9 +353,13 @@ func checkBounds(t *testing.T, b *Server, lim Limits, when string) {
 		if cl.Closed() {
 			offline += held
 		}
+		all += held
 	}
-	if offline > lim.MaxQueuedBytesTotal/offlineShare {
+	if offline > min(lim.MaxQueuedBytesTotal, lim.MaxQueuedBytesPerAddress)/offlineShare {
 		problems = append(problems, fmt.Sprintf("the offline sessions hold %d bytes in flight", offline))
+	}
+	if all > min(lim.MaxQueuedBytesTotal, lim.MaxQueuedBytesPerAddress) {
+		problems = append(problems, fmt.Sprintf("the sessions of 127.0.0.1 hold %d bytes in flight", all))
 	}
 	if sessions > lim.MaxClients {
 		problems = append(problems, fmt.Sprintf("%d sessions", sessions))

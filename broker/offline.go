@@ -17,7 +17,9 @@ import (
 // subscriptions for, never take what connected clients need: an offline
 // session holds within its own limits, the offline sessions together
 // within half of MaxQueuedBytesTotal and what connected sessions leave
-// of it, by dropping their oldest messages for new ones (trimLocked); a
+// of it, and those of one address the same within
+// MaxQueuedBytesPerAddress, by dropping their oldest messages for new
+// ones (trimLocked); a
 // new session takes the place of the one offline longest, among its
 // address's (MaxSessionsPerAddress) and among all (MaxClients: room);
 // and a session offline for OfflineSessionExpiry ends (end), by the
@@ -39,9 +41,10 @@ func (g *brokerGuard) offlineLocked(cl *mqtt.Client) {
 	if q.offline {
 		return
 	}
+	g.addLocked(q, -q.bytes()) // counted again as offline
 	q.offline, q.since = true, time.Now()
+	g.addLocked(q, q.bytes())
 	g.offline[q] = struct{}{}
-	g.offlineQueued += q.bytes()
 	for _, pk := range cl.State.Inflight.GetAll(false) {
 		if e, ok := q.inflight[pk.PacketID]; ok && pk.FixedHeader.Type == packets.Publish {
 			q.order = append(q.order, held{id: pk.PacketID, seq: e.seq})
@@ -60,9 +63,12 @@ func (g *brokerGuard) offlineLocked(cl *mqtt.Client) {
 // unfitLocked says which limit a message of cost to offline queue q is
 // over even with every message of q dropped, if any.
 func (g *brokerGuard) unfitLocked(q *queue, cost int64) string {
+	a, per := g.addressLocked(q.host), g.lim.MaxQueuedBytesPerAddress
 	switch total := g.lim.MaxQueuedBytesTotal; {
 	case g.lim.MaxQueuedBytes > 0 && q.will+cost > g.lim.MaxQueuedBytes:
 		return "over max_queued_bytes"
+	case per > 0 && (cost > per/offlineShare || a.queued-a.offline+cost > per):
+		return "over max_queued_bytes_per_address"
 	case total > 0 && (cost > total/offlineShare || g.queued-g.offlineQueued+cost > total):
 		return "over max_queued_bytes_total"
 	}
@@ -70,11 +76,12 @@ func (g *brokerGuard) unfitLocked(q *queue, cost int64) string {
 }
 
 // trimLocked drops the oldest messages of offline sessions while
-// offline queue q is over its own limits (q's) or the offline sessions
-// over their share of MaxQueuedBytesTotal or over what connected
-// sessions leave of it (the one holding most of those with a message to
-// drop: a session's QoS 2 acknowledgements are no message of its own to
-// drop, nor is its will). It is called as q goes offline and once mochi
+// offline queue q is over its own limits (q's), or the offline sessions
+// of q's address or of all over their share of MaxQueuedBytesPerAddress
+// or MaxQueuedBytesTotal or over what connected sessions leave of it
+// (the one holding most of those, of q's address or of all, with a
+// message to drop: a session's QoS 2 acknowledgements are no message of
+// its own to drop, nor is its will). It is called as q goes offline and once mochi
 // holds a message for q (OnQosPublish), not when mochi asks whether to
 // deliver one (OnACLCheck): it asks before it works out the delivery's
 // QoS, and keeps nothing of a QoS 0 delivery to a closed client, so room
@@ -84,23 +91,23 @@ func (g *brokerGuard) unfitLocked(q *queue, cost int64) string {
 func (g *brokerGuard) trimLocked(q *queue) {
 	for {
 		victim, why, shared := q, "", false
+		a, per := g.addressLocked(q.host), g.lim.MaxQueuedBytesPerAddress
 		switch total := g.lim.MaxQueuedBytesTotal; {
 		case g.lim.MaxQueuedMessages > 0 && q.messages() > g.lim.MaxQueuedMessages:
 			why = "over max_queued_messages"
 		case g.lim.MaxQueuedBytes > 0 && q.bytes() > g.lim.MaxQueuedBytes:
 			why = "over max_queued_bytes"
+		case per > 0 && (a.offline > per/offlineShare || a.queued > per):
+			why, shared = "over their share of max_queued_bytes_per_address", true
+			victim = g.holdingMostLocked(func(o *queue) bool { return o.host == q.host })
 		case total > 0 && (g.offlineQueued > total/offlineShare || g.queued > total):
-			why, shared, victim = "over their share of max_queued_bytes_total", true, nil
-			for o := range g.offline {
-				if len(o.order) > 0 && (victim == nil || o.inflightBytes > victim.inflightBytes) {
-					victim = o
-				}
-			}
-			if victim == nil {
-				return // none holds a message to drop
-			}
+			why, shared = "over their share of max_queued_bytes_total", true
+			victim = g.holdingMostLocked(func(*queue) bool { return true })
 		default:
 			return
+		}
+		if victim == nil {
+			return // none holds a message to drop
 		}
 		// A victim that had none left (its order only messages taken out
 		// since) has an empty order now: for the share, the next holding
@@ -109,6 +116,18 @@ func (g *brokerGuard) trimLocked(q *queue) {
 			return
 		}
 	}
+}
+
+// holdingMostLocked returns the offline queue among those of says are
+// among them that holds most in flight with a message to drop, if any.
+func (g *brokerGuard) holdingMostLocked(of func(*queue) bool) *queue {
+	var most *queue
+	for o := range g.offline {
+		if len(o.order) > 0 && of(o) && (most == nil || o.inflightBytes > most.inflightBytes) {
+			most = o
+		}
+	}
+	return most
 }
 
 // dropOldestLocked drops the oldest message offline queue q holds in

@@ -22,7 +22,7 @@ var defaultLimits = Limits{
 	MaxClients: 100, MaxConnectionRate: 10_000, MaxTopicLevels: 32, MaxTopicLength: 1024,
 	MaxFiltersPerSubscribe: 64, MaxSubscriptions: 100, MaxSubscriptionsTotal: 500,
 	MaxQueuedMessages: 1000, MaxQueuedBytes: 4 << 20, MaxQueuedBytesTotal: 16 << 20,
-	MaxRetainedBytes: 4 << 20, AgentQueuedBytes: 32 << 20,
+	MaxQueuedBytesPerAddress: 8 << 20, MaxRetainedBytes: 4 << 20, AgentQueuedBytes: 32 << 20,
 	MaxSessionsPerAddress: 20, OfflineSessionExpiry: time.Hour,
 }
 
@@ -37,6 +37,9 @@ var defaultLimits = Limits{
 func TestOfflineSessionsTakeNoRoom(t *testing.T) {
 	lim := defaultLimits
 	lim.OfflineSessionExpiry = 8 * time.Second // from their going
+	// Its clients are all of one address: the share of all is what it
+	// tests (TestAddressShareLeavesOthersRoom, the address's).
+	lim.MaxQueuedBytesPerAddress = 0
 	b := limitedBroker(t, lim)
 	addr := strings.TrimPrefix(b.URL(), "tcp://")
 	offline := []string{"off-0", "off-1", "off-2", "off-3"}
@@ -157,7 +160,13 @@ func TestOfflineSessionsTakeNoRoom(t *testing.T) {
 // rawConn connects to addr as s, or fails t.
 func rawConn(t *testing.T, addr string, s mqttraw.Session) *mqttraw.Conn {
 	t.Helper()
-	c, err := mqttraw.Dial(addr)
+	return rawConnFrom(t, addr, "", s)
+}
+
+// rawConnFrom connects to addr from local address host as s, or fails t.
+func rawConnFrom(t *testing.T, addr, host string, s mqttraw.Session) *mqttraw.Conn {
+	t.Helper()
+	c, err := mqttraw.DialFrom(addr, host)
 	if err != nil {
 		t.Fatal(err)
 	}

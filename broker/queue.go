@@ -144,6 +144,8 @@ func (g *brokerGuard) overLocked(q *queue, cost int64) string {
 		return "over max_queued_messages"
 	case g.lim.MaxQueuedBytes > 0 && q.bytes()+cost > g.lim.MaxQueuedBytes:
 		return "over max_queued_bytes"
+	case g.lim.MaxQueuedBytesPerAddress > 0 && g.addressLocked(q.host).queued+cost > g.lim.MaxQueuedBytesPerAddress:
+		return "over max_queued_bytes_per_address"
 	case g.lim.MaxQueuedBytesTotal > 0 && g.queued+cost > g.lim.MaxQueuedBytesTotal:
 		return "over max_queued_bytes_total"
 	}
@@ -254,6 +256,7 @@ func (g *brokerGuard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte)
 type queue struct {
 	cl    *mqtt.Client // the client that holds the session
 	agent bool         // the agent's own session
+	host  string       // the address cl connected from
 	// unsent counts the deliveries OnACLCheck let through that mochi
 	// has not written yet (QoS 0 ones, but for a moment), and
 	// unsentBytes their costs. A delivery's cost is an estimate
@@ -301,7 +304,7 @@ func (g *brokerGuard) queueLocked(cl *mqtt.Client) *queue {
 	if q := g.queues[cl]; q != nil {
 		return q
 	}
-	q := &queue{cl: cl, agent: isAgent(cl), inflight: make(map[uint16]inflight)}
+	q := &queue{cl: cl, agent: isAgent(cl), host: hostOf(cl.Net.Remote), inflight: make(map[uint16]inflight)}
 	if cl.IsTakenOver() {
 		return q // the session is another's now: what cl still does is not counted
 	}
@@ -324,14 +327,39 @@ func (g *brokerGuard) queueLocked(cl *mqtt.Client) *queue {
 	return q
 }
 
+// addressBytes is what the sessions of one address hold: queued bytes,
+// offline of them in offline sessions.
+type addressBytes struct{ queued, offline int64 }
+
 // addLocked counts bytes more (or fewer) held for q's session.
 func (g *brokerGuard) addLocked(q *queue, bytes int64) {
-	if !q.agent {
-		g.queued += bytes
-	}
 	if q.offline {
 		g.offlineQueued += bytes
 	}
+	if q.agent || bytes == 0 {
+		return
+	}
+	g.queued += bytes
+	a := g.byAddress[q.host]
+	if a == nil {
+		a = &addressBytes{}
+		g.byAddress[q.host] = a
+	}
+	a.queued += bytes
+	if q.offline {
+		a.offline += bytes
+	}
+	if a.queued == 0 {
+		delete(g.byAddress, q.host)
+	}
+}
+
+// addressLocked returns what the sessions of address host hold.
+func (g *brokerGuard) addressLocked(host string) addressBytes {
+	if a := g.byAddress[host]; a != nil {
+		return *a
+	}
+	return addressBytes{}
 }
 
 // setInflightLocked sets what mochi holds in flight for q under packet

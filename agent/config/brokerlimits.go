@@ -62,6 +62,13 @@ type BrokerLimits struct {
 	MaxQueuedBytesTotal string `yaml:"max_queued_bytes_total" default:"16MiB"`
 	// MaxQueuedBytesTotalN is MaxQueuedBytesTotal parsed.
 	MaxQueuedBytesTotalN int64 `yaml:"-"`
+	// The bytes held for the sessions of the clients last connected from
+	// one address together, the same way (offline ones hold half of it
+	// at most): no one address takes all of max_queued_bytes_total.
+	// Loopback is one address, every local client's.
+	MaxQueuedBytesPerAddress string `yaml:"max_queued_bytes_per_address" default:"8MiB"`
+	// MaxQueuedBytesPerAddressN is MaxQueuedBytesPerAddress parsed.
+	MaxQueuedBytesPerAddressN int64 `yaml:"-"`
 	// The retained messages of all clients, the agent's too, each
 	// counted with its topic, 1 KiB and 640 bytes a topic level: a
 	// message over it is delivered, not retained.
@@ -87,7 +94,8 @@ func (l *BrokerLimits) MQTT() broker.Limits {
 		MaxSubscriptions:       l.MaxSubscriptions, MaxSubscriptionsTotal: l.MaxSubscriptionsTotal,
 		MaxQueuedMessages: l.MaxQueuedMessages,
 		MaxQueuedBytes:    l.MaxQueuedBytesN, MaxQueuedBytesTotal: l.MaxQueuedBytesTotalN,
-		MaxRetainedBytes: l.MaxRetainedBytesN, AgentQueuedBytes: l.AgentQueuedBytesN,
+		MaxQueuedBytesPerAddress: l.MaxQueuedBytesPerAddressN,
+		MaxRetainedBytes:         l.MaxRetainedBytesN, AgentQueuedBytes: l.AgentQueuedBytesN,
 	}
 }
 
@@ -125,6 +133,7 @@ func (v *validator) limits(name string, l *BrokerLimits) {
 	}{
 		{"max_queued_bytes", &l.MaxQueuedBytes, &l.MaxQueuedBytesN, "64KiB"},
 		{"max_queued_bytes_total", &l.MaxQueuedBytesTotal, &l.MaxQueuedBytesTotalN, "64KiB"},
+		{"max_queued_bytes_per_address", &l.MaxQueuedBytesPerAddress, &l.MaxQueuedBytesPerAddressN, "64KiB"},
 		{"max_retained_bytes", &l.MaxRetainedBytes, &l.MaxRetainedBytesN, "64KiB"},
 		{"agent_queued_bytes", &l.AgentQueuedBytes, &l.AgentQueuedBytesN, "2MiB"},
 	} {

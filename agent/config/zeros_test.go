@@ -81,8 +81,9 @@ func TestWrittenZerosAreNotReplaced(t *testing.T) {
 		"brokers.<name>.limits.max_filters_per_subscribe": "0", "brokers.<name>.limits.max_subscriptions": "0",
 		"brokers.<name>.limits.max_subscriptions_total": "0", "brokers.<name>.limits.max_queued_messages": "0",
 		"brokers.<name>.limits.max_queued_bytes": `""`, "brokers.<name>.limits.max_queued_bytes_total": `""`,
-		"brokers.<name>.limits.max_retained_bytes": `""`, "brokers.<name>.limits.agent_queued_bytes": `""`,
-		"sinks[].parallelism": "0", "sinks[].output.version": "0", "sinks[].output.time": `""`, "remote.timeout": "0s", "remote.tls": "false",
+		"brokers.<name>.limits.max_queued_bytes_per_address": `""`, "brokers.<name>.limits.max_retained_bytes": `""`,
+		"brokers.<name>.limits.agent_queued_bytes": `""`, "sinks[].parallelism": "0",
+		"sinks[].output.version": "0", "sinks[].output.time": `""`, "remote.timeout": "0s", "remote.tls": "false",
 	}
 	for _, path := range nonZeroDefaults(reflect.TypeOf(Config{}), "") {
 		if _, ok := zeros[path]; !ok {

@@ -144,7 +144,7 @@ func TestBrokerOfflineSessionsStarveNoOne(t *testing.T) {
 			t.Errorf("no line %q in cairn status:\n%s", line, out)
 		}
 	}
-	a.proc.Await(t, regexp.MustCompile(`level=WARN msg="embedded broker dropped offline sessions' oldest messages: over their share of max_queued_bytes_total" component=embedded-broker remote=127\.0\.0\.1 count=1 client=off-`), 10*time.Second)
+	a.proc.Await(t, regexp.MustCompile(`level=WARN msg="embedded broker dropped offline sessions' oldest messages: over their share of max_queued_bytes_per_address" component=embedded-broker remote=127\.0\.0\.1 count=1 client=off-`), 10*time.Second)
 
 	// The other three expire: ended, counted as such in the status and
 	// the metrics, and no refusal.

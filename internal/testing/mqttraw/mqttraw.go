@@ -25,8 +25,17 @@ type Conn struct {
 }
 
 // Dial connects to addr (host:port), within 10 s.
-func Dial(addr string) (*Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+func Dial(addr string) (*Conn, error) { return DialFrom(addr, "") }
+
+// DialFrom connects to addr from local address host (any, if empty),
+// within 10 s: on loopback, 127.0.0.2 is a client of an address of its
+// own.
+func DialFrom(addr, host string) (*Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if host != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(host)}
+	}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -55,31 +55,10 @@ func TestOfflineSessionsTakeNoRoom(t *testing.T) {
 	if codes, err := reader.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {
 		t.Fatalf("the reader subscribing: %x %v", codes, err)
 	}
-	var read atomic.Int64
-	go func() {
-		for {
-			pk, err := reader.ReadPacket()
-			if err != nil {
-				return
-			}
-			if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1 {
-				read.Add(1)
-				reader.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
-			}
-		}
-	}()
+	read := countReads(reader)
 	const messages = 2000
 	pub := rawConn(t, addr, mqttraw.Session{ID: "pub", Clean: true})
-	payload := make([]byte, 10_000)
-	for i := range messages {
-		binary.BigEndian.PutUint32(payload, uint32(i))
-		if err := pub.Publish(uint16(i%65535+1), "plant/line-1", payload, 1, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pub.ReadType(packets.Puback, false); err != nil {
-			t.Fatalf("message %d not acknowledged: %v", i, err)
-		}
-	}
+	publishNumbered(t, pub, "plant/line-1", messages)
 	if !testwait.Poll(10*time.Second, func() bool { return read.Load() == messages }) {
 		t.Fatalf("the connected reader got %d of %d messages", read.Load(), messages)
 	}
@@ -153,6 +132,42 @@ func TestOfflineSessionsTakeNoRoom(t *testing.T) {
 	for what := range b.Refusals() {
 		if strings.Contains(what, "ended") {
 			t.Errorf("counted as a refusal: %q", what)
+		}
+	}
+}
+
+// countReads reads what c is sent until its connection ends,
+// acknowledging each QoS 1 message, and counts those.
+func countReads(c *mqttraw.Conn) *atomic.Int64 {
+	var n atomic.Int64
+	go func() {
+		for {
+			pk, err := c.ReadPacket()
+			if err != nil {
+				return
+			}
+			if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1 {
+				n.Add(1)
+				c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+			}
+		}
+	}()
+	return &n
+}
+
+// publishNumbered publishes messages QoS 1 messages of 10 KB to topic
+// from c, numbered from 0 in their first 4 bytes, each acknowledged
+// before the next.
+func publishNumbered(t *testing.T, c *mqttraw.Conn, topic string, messages int) {
+	t.Helper()
+	payload := make([]byte, 10_000)
+	for i := range messages {
+		binary.BigEndian.PutUint32(payload, uint32(i))
+		if err := c.Publish(uint16(i%65535+1), topic, payload, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadType(packets.Puback, false); err != nil {
+			t.Fatalf("message %d not acknowledged: %v", i, err)
 		}
 	}
 }

@@ -1,15 +1,11 @@
 package broker
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/cairn-edge/cairn/internal/testing/mqttraw"
 	"github.com/cairn-edge/cairn/internal/testing/testwait"
@@ -111,31 +107,10 @@ func attackFromOneAddress(t *testing.T, b *Server) (read, total int) {
 	if codes, err := reader.SubscribeAck(1, 1, "plant/#"); err != nil || !slices.Equal(codes, []byte{1}) {
 		t.Fatalf("the reader subscribing: %x %v", codes, err)
 	}
-	var got atomic.Int64
-	go func() {
-		for {
-			pk, err := reader.ReadPacket()
-			if err != nil {
-				return
-			}
-			if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 1 {
-				got.Add(1)
-				reader.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
-			}
-		}
-	}()
+	got := countReads(reader)
 	const messages = 2000
 	pub := rawConnFrom(t, addr, "127.0.0.3", mqttraw.Session{ID: "pub", Clean: true})
-	payload := make([]byte, 10_000)
-	for i := range messages {
-		binary.BigEndian.PutUint32(payload, uint32(i))
-		if err := pub.Publish(uint16(i%65535+1), "plant/line-1", payload, 1, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pub.ReadType(packets.Puback, false); err != nil {
-			t.Fatalf("message %d not acknowledged: %v", i, err)
-		}
-	}
+	publishNumbered(t, pub, "plant/line-1", messages)
 	// Every message is acknowledged to the publisher once delivered or
 	// refused to each subscriber; the reader's PUBACKs are what is left.
 	testwait.Poll(10*time.Second, func() bool { return got.Load() == messages })

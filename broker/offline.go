@@ -19,15 +19,15 @@ import (
 // within half of MaxQueuedBytesTotal and what connected sessions leave
 // of it, and those of one address the same within
 // MaxQueuedBytesPerAddress, by dropping their oldest messages for new
-// ones (trimLocked); a
-// new session takes the place of the one offline longest, among its
-// address's (MaxSessionsPerAddress) and among all (MaxClients: room);
-// and a session offline for OfflineSessionExpiry ends (end), by the
-// monotonic clock, as mochi's own expiry goes by the wall clock, which
-// on a gateway may step by years when it is first set.
+// ones (trimLocked); a new session takes the place of the one offline
+// longest, among its address's (MaxSessionsPerAddress) and among all
+// (MaxClients: room); and a session offline for OfflineSessionExpiry
+// ends (end), by the monotonic clock, as mochi's own expiry goes by the
+// wall clock, which on a gateway may step by years when it is first set.
 
-// offlineShare is the part of MaxQueuedBytesTotal that offline sessions
-// may hold together: half, the rest is connected sessions'.
+// offlineShare is the part of MaxQueuedBytesTotal (of
+// MaxQueuedBytesPerAddress) that offline sessions (of the address) may
+// hold together: half, the rest is connected sessions'.
 const offlineShare = 2
 
 // offlineLocked takes the session cl holds offline: its messages in
@@ -81,13 +81,14 @@ func (g *brokerGuard) unfitLocked(q *queue, cost int64) string {
 // or MaxQueuedBytesTotal or over what connected sessions leave of it
 // (the one holding most of those, of q's address or of all, with a
 // message to drop: a session's QoS 2 acknowledgements are no message of
-// its own to drop, nor is its will). It is called as q goes offline and once mochi
-// holds a message for q (OnQosPublish), not when mochi asks whether to
-// deliver one (OnACLCheck): it asks before it works out the delivery's
-// QoS, and keeps nothing of a QoS 0 delivery to a closed client, so room
-// made then would be a held message dropped for nothing. So a session
-// may be over its bounds by one message from mochi's holding it (in its
-// inflight) until OnQosPublish, which mochi calls next, trims it.
+// its own to drop, nor is its will). It is called as q goes offline and
+// once mochi holds a message for q (OnQosPublish), not when mochi asks
+// whether to deliver one (OnACLCheck): it asks before it works out the
+// delivery's QoS, and keeps nothing of a QoS 0 delivery to a closed
+// client, so room made then would be a held message dropped for
+// nothing. So a session may be over its bounds by one message from
+// mochi's holding it (in its inflight) until OnQosPublish, which mochi
+// calls next, trims it.
 func (g *brokerGuard) trimLocked(q *queue) {
 	for {
 		victim, why, shared := q, "", false
@@ -118,8 +119,9 @@ func (g *brokerGuard) trimLocked(q *queue) {
 	}
 }
 
-// holdingMostLocked returns the offline queue among those of says are
-// among them that holds most in flight with a message to drop, if any.
+// holdingMostLocked returns, of the offline queues that of says are
+// among them, the one holding most in flight with a message to drop, if
+// any.
 func (g *brokerGuard) holdingMostLocked(of func(*queue) bool) *queue {
 	var most *queue
 	for o := range g.offline {

@@ -73,6 +73,21 @@ func acksSoFar(t *testing.T, c *mqttraw.Conn) []uint16 {
 	}
 }
 
+// readAcks reads c's next n PUBACKs and returns their packet ids, in
+// the order they came.
+func readAcks(t *testing.T, c *mqttraw.Conn, n int) []uint16 {
+	t.Helper()
+	var ids []uint16
+	for len(ids) < n {
+		pk, err := c.ReadType(packets.Puback, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, pk.PacketID)
+	}
+	return ids
+}
+
 // taker is a source's subtask as the broker sees it: what it is handed
 // goes to a channel; it acknowledges nothing by itself.
 func taker() (chan mqttio.Handoff, func(mqttio.Handoff) bool) {
@@ -133,14 +148,7 @@ func TestIngressAcknowledgesOnceDurable(t *testing.T) {
 	}
 	handed[0].Ack()
 	handed[0].Ack() // twice: no harm
-	var acks []uint16
-	for len(acks) < 4 {
-		pk, err := dev.ReadType(packets.Puback, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks = append(acks, pk.PacketID)
-	}
+	acks := readAcks(t, dev, 4)
 	if !slices.Equal(acks, []uint16{1, 2, 3, 9}) {
 		t.Fatalf("PUBACKs in the order %v, want 1 2 3 9", acks)
 	}
@@ -178,14 +186,7 @@ func TestIngressRefusedTopicKeepsOrder(t *testing.T) {
 		t.Fatalf("PUBACKs %v before the held publish was acknowledged", acks)
 	}
 	h.Ack()
-	var acks []uint16
-	for len(acks) < 2 {
-		pk, err := dev.ReadType(packets.Puback, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks = append(acks, pk.PacketID)
-	}
+	acks := readAcks(t, dev, 2)
 	if !slices.Equal(acks, []uint16{1, 2}) {
 		t.Fatalf("PUBACKs in the order %v, want 1 2", acks)
 	}
